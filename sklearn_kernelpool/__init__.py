@@ -1,0 +1,14 @@
+"""Attention pooling by similarity: Nadaraya-Watson estimators for scikit-learn."""
+
+from . import kernels
+from ._exceptions import EmptyNeighborhoodWarning
+from ._regression import KernelAttentionRegressor
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "EmptyNeighborhoodWarning",
+    "KernelAttentionRegressor",
+    "__version__",
+    "kernels",
+]

@@ -1,0 +1,435 @@
+"""Attention kernels: functions of the scaled distance.
+
+Every kernel is a function ``alpha(x)`` of the *scaled distance*
+``x = ||q - k|| / h`` between a query ``q`` and a key ``k`` for a bandwidth
+``h``. The functions take a Python scalar or an array-like and return a float
+or an ndarray of the same shape. Normalising constants cancel in attention
+pooling and are left out, so every kernel equals 1 at ``x = 0``.
+
+Each kernel is registered once, in :data:`KERNELS`, as a :class:`Kernel`
+holding its function, its support radius (``numpy.inf`` for unbounded
+kernels) and, where it has one, its log form, which the pooling engine uses
+for a numerically stable softmax.
+
+Two names sound alike on purpose: ``"epanechikov"`` is the kernel
+``max(1 - |x|, 0)`` of the Dive into Deep Learning chapter "Attention Pooling
+by Similarity" (which is the triangular kernel), while ``"epanechnikov"`` is
+the parabolic kernel ``max(1 - x**2, 0)`` of statistics, of scikit-learn's
+:class:`~sklearn.neighbors.KernelDensity` and of statsmodels.
+
+Examples
+--------
+>>> from sklearn_kernelpool import kernels
+>>> kernels.gaussian(0.0)
+1.0
+>>> kernels.boxcar([0.5, 1.0, 2.0])
+array([1., 0., 0.])
+>>> kernels.KERNELS["tophat"].name
+'boxcar'
+>>> kernels.KERNELS["epanechikov"].support
+1.0
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "KERNELS",
+    "Kernel",
+    "biweight",
+    "boxcar",
+    "cauchy",
+    "constant",
+    "cosine",
+    "epanechikov",
+    "epanechnikov",
+    "exponential",
+    "gaussian",
+    "laplacian",
+    "quartic",
+    "tophat",
+    "triangular",
+    "tricube",
+    "triweight",
+    "uniform",
+]
+
+
+def _as_float_array(x):
+    """Return ``x`` as a floating ndarray, keeping float32 and float64."""
+    x = np.asarray(x)
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float64)
+    return x
+
+
+def _vectorised(func):
+    """Let ``func`` accept a scalar or an array-like; a scalar gives a float."""
+
+    def wrapper(x):
+        is_scalar = np.ndim(x) == 0
+        # exp(-x**2 / 2) and 1 / (1 + x**2) reach their limit 0 through an
+        # overflowing x**2 for huge x; that limit is the right answer.
+        with np.errstate(over="ignore"):
+            out = func(_as_float_array(x))
+        return float(out) if is_scalar else out
+
+    wrapper.__name__ = func.__name__
+    wrapper.__qualname__ = func.__qualname__
+    wrapper.__doc__ = func.__doc__
+    wrapper.__module__ = func.__module__
+    return wrapper
+
+
+@_vectorised
+def gaussian(x):
+    """Gaussian kernel ``exp(-x**2 / 2)``; unbounded support.
+
+    Parameters
+    ----------
+    x : float or array-like
+        Scaled distance.
+
+    Returns
+    -------
+    alpha : float or ndarray
+        The attention weight, of the shape of ``x``.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import gaussian
+    >>> round(gaussian(1.0), 6)
+    0.606531
+    """
+    return np.exp(-0.5 * x * x)
+
+
+@_vectorised
+def boxcar(x):
+    """Boxcar kernel ``1 if |x| < 1 else 0``; support radius 1 (strict).
+
+    Also registered as ``"tophat"`` and ``"uniform"``.
+
+    Parameters
+    ----------
+    x : float or array-like
+        Scaled distance.
+
+    Returns
+    -------
+    alpha : float or ndarray
+        The attention weight, of the shape of ``x``.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import boxcar
+    >>> boxcar([0.0, 0.999, 1.0])
+    array([1., 1., 0.])
+    """
+    return (np.abs(x) < 1.0).astype(x.dtype)
+
+
+@_vectorised
+def constant(x):
+    """Constant kernel ``1 + 0 * x``; every key gets the same weight.
+
+    Parameters
+    ----------
+    x : float or array-like
+        Scaled distance.
+
+    Returns
+    -------
+    alpha : float or ndarray
+        The attention weight, of the shape of ``x``.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import constant
+    >>> constant([0.0, 1e6])
+    array([1., 1.])
+    """
+    return np.ones_like(x)
+
+
+@_vectorised
+def epanechikov(x):
+    """Triangular kernel ``max(1 - |x|, 0)``; support radius 1.
+
+    This is the "Epanechikov" kernel as Dive into Deep Learning defines it.
+    Also registered as ``"triangular"``. The classical parabolic kernel of
+    statistics is :func:`epanechnikov`.
+
+    Parameters
+    ----------
+    x : float or array-like
+        Scaled distance.
+
+    Returns
+    -------
+    alpha : float or ndarray
+        The attention weight, of the shape of ``x``.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import epanechikov
+    >>> epanechikov([0.0, 0.25, 1.0, 3.0])
+    array([1.  , 0.75, 0.  , 0.  ])
+    """
+    return np.maximum(1.0 - np.abs(x), 0.0).astype(x.dtype, copy=False)
+
+
+@_vectorised
+def epanechnikov(x):
+    """Parabolic (Epanechnikov) kernel ``max(1 - x**2, 0)``; support radius 1.
+
+    The kernel of scikit-learn's ``KernelDensity(kernel="epanechnikov")`` and
+    of statsmodels, up to its normalising constant. For the triangular kernel
+    that Dive into Deep Learning calls "Epanechikov" see :func:`epanechikov`.
+
+    Parameters
+    ----------
+    x : float or array-like
+        Scaled distance.
+
+    Returns
+    -------
+    alpha : float or ndarray
+        The attention weight, of the shape of ``x``.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import epanechnikov
+    >>> epanechnikov([0.0, 0.5, 1.0])
+    array([1.  , 0.75, 0.  ])
+    """
+    return np.maximum(1.0 - x * x, 0.0).astype(x.dtype, copy=False)
+
+
+@_vectorised
+def biweight(x):
+    """Biweight kernel ``max(1 - x**2, 0)**2``; support radius 1.
+
+    Also registered as ``"quartic"``.
+
+    Parameters
+    ----------
+    x : float or array-like
+        Scaled distance.
+
+    Returns
+    -------
+    alpha : float or ndarray
+        The attention weight, of the shape of ``x``.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import biweight
+    >>> biweight([0.0, 0.5, 1.0])
+    array([1.    , 0.5625, 0.    ])
+    """
+    return (np.maximum(1.0 - x * x, 0.0) ** 2).astype(x.dtype, copy=False)
+
+
+@_vectorised
+def triweight(x):
+    """Triweight kernel ``max(1 - x**2, 0)**3``; support radius 1.
+
+    Parameters
+    ----------
+    x : float or array-like
+        Scaled distance.
+
+    Returns
+    -------
+    alpha : float or ndarray
+        The attention weight, of the shape of ``x``.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import triweight
+    >>> triweight([0.0, 0.5, 1.0])
+    array([1.      , 0.421875, 0.      ])
+    """
+    return (np.maximum(1.0 - x * x, 0.0) ** 3).astype(x.dtype, copy=False)
+
+
+@_vectorised
+def tricube(x):
+    """Tricube kernel ``max(1 - |x|**3, 0)**3``; support radius 1.
+
+    Parameters
+    ----------
+    x : float or array-like
+        Scaled distance.
+
+    Returns
+    -------
+    alpha : float or ndarray
+        The attention weight, of the shape of ``x``.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import tricube
+    >>> tricube([0.0, 0.5, 1.0])
+    array([1.        , 0.66992188, 0.        ])
+    """
+    a = np.abs(x)
+    return (np.maximum(1.0 - a * a * a, 0.0) ** 3).astype(x.dtype, copy=False)
+
+
+@_vectorised
+def cosine(x):
+    """Cosine kernel ``cos(pi * x / 2) if |x| < 1 else 0``; support radius 1.
+
+    Parameters
+    ----------
+    x : float or array-like
+        Scaled distance.
+
+    Returns
+    -------
+    alpha : float or ndarray
+        The attention weight, of the shape of ``x``.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import cosine
+    >>> cosine([0.0, 1.0])
+    array([1., 0.])
+    """
+    inside = np.abs(x) < 1.0
+    return np.where(inside, np.cos((np.pi / 2) * x), 0.0).astype(x.dtype, copy=False)
+
+
+@_vectorised
+def exponential(x):
+    """Exponential kernel ``exp(-|x|)``; unbounded support.
+
+    Also registered as ``"laplacian"``.
+
+    Parameters
+    ----------
+    x : float or array-like
+        Scaled distance.
+
+    Returns
+    -------
+    alpha : float or ndarray
+        The attention weight, of the shape of ``x``.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import exponential
+    >>> round(exponential(1.0), 6)
+    0.367879
+    """
+    return np.exp(-np.abs(x))
+
+
+@_vectorised
+def cauchy(x):
+    """Cauchy kernel ``1 / (1 + x**2)``; unbounded support.
+
+    Parameters
+    ----------
+    x : float or array-like
+        Scaled distance.
+
+    Returns
+    -------
+    alpha : float or ndarray
+        The attention weight, of the shape of ``x``.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import cauchy
+    >>> cauchy([0.0, 1.0, 3.0])
+    array([1. , 0.5, 0.1])
+    """
+    return 1.0 / (1.0 + x * x)
+
+
+# Aliases: the same function objects under their other names.
+tophat = uniform = boxcar
+triangular = epanechikov
+quartic = biweight
+laplacian = exponential
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A registered attention kernel.
+
+    Parameters
+    ----------
+    name : str
+        The canonical name.
+    function : callable
+        ``alpha(x)``, a vectorised function of the scaled distance ``x``.
+    support : float
+        The support radius in units of the bandwidth: ``alpha(x) == 0`` for
+        ``|x| >= support``. ``numpy.inf`` for kernels with unbounded support.
+    log_function : callable or None
+        ``log(alpha(x))`` for kernels that are positive everywhere, used to
+        pool with a numerically stable softmax; None otherwise.
+    aliases : tuple of str
+        Other names the kernel is registered under.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool.kernels import KERNELS
+    >>> k = KERNELS["gaussian"]
+    >>> k.is_compact
+    False
+    >>> KERNELS["biweight"].is_compact
+    True
+    """
+
+    name: str
+    function: Callable
+    support: float
+    log_function: Callable | None = None
+    aliases: tuple = field(default=())
+
+    @property
+    def is_compact(self):
+        """Whether the kernel vanishes beyond a finite support radius."""
+        return bool(np.isfinite(self.support))
+
+    def __call__(self, x):
+        return self.function(x)
+
+
+def _log_gaussian(x):
+    return -0.5 * x * x
+
+
+def _log_exponential(x):
+    return -np.abs(x)
+
+
+def _log_cauchy(x):
+    return -np.log1p(x * x)
+
+
+_REGISTRY = (
+    Kernel("gaussian", gaussian, np.inf, _log_gaussian),
+    Kernel("boxcar", boxcar, 1.0, aliases=("tophat", "uniform")),
+    Kernel("constant", constant, np.inf),
+    Kernel("epanechikov", epanechikov, 1.0, aliases=("triangular",)),
+    Kernel("epanechnikov", epanechnikov, 1.0),
+    Kernel("biweight", biweight, 1.0, aliases=("quartic",)),
+    Kernel("triweight", triweight, 1.0),
+    Kernel("tricube", tricube, 1.0),
+    Kernel("cosine", cosine, 1.0),
+    Kernel("exponential", exponential, np.inf, _log_exponential, ("laplacian",)),
+    Kernel("cauchy", cauchy, np.inf, _log_cauchy),
+)
+
+#: Every kernel by name, aliases included, mapped to its :class:`Kernel`.
+KERNELS = {
+    name: kernel for kernel in _REGISTRY for name in (kernel.name, *kernel.aliases)
+}

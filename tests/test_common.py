@@ -1,0 +1,96 @@
+"""scikit-learn's common estimator checks over every configuration."""
+
+import pytest
+from sklearn.utils.estimator_checks import (
+    check_param_validation,
+    parametrize_with_checks,
+)
+
+from sklearn_kernelpool import KernelAttentionRegressor
+from sklearn_kernelpool.kernels import KERNELS
+
+CANONICAL_KERNELS = sorted({kernel.name for kernel in KERNELS.values()})
+
+
+def _configurations():
+    # Bandwidths suit the common checks' standardised 10-feature data: compact
+    # kernels need a wide support, and the heavy-tailed Cauchy kernel a narrow
+    # width to fit the training data (R^2 > 0.5 in check_regressors_train).
+    bandwidths = {"cauchy": 0.3}
+    for name in CANONICAL_KERNELS:
+        default = 3.0 if KERNELS[name].is_compact else 1.0
+        bandwidth = bandwidths.get(name, default)
+        yield KernelAttentionRegressor(kernel=name, bandwidth=bandwidth)
+    # A narrow boxcar leaves some of the checks' queries with an empty
+    # neighbourhood, so the fallbacks are exercised; "raise" needs a support
+    # wide enough for every query of the checks.
+    for policy in ("nearest", "mean", "nan"):
+        yield KernelAttentionRegressor(kernel="boxcar", bandwidth=1.0, on_empty=policy)
+    yield KernelAttentionRegressor(kernel="boxcar", bandwidth=3.0, on_empty="raise")
+    for rule in ("scott", "silverman"):
+        yield KernelAttentionRegressor(bandwidth=rule)
+        yield KernelAttentionRegressor(kernel="epanechnikov", bandwidth=rule)
+
+    # Per-feature widths for the 10 features of the checks' regression data.
+    yield KernelAttentionRegressor(bandwidth=PER_FEATURE_BANDWIDTH)
+
+
+PER_FEATURE_BANDWIDTH = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0]
+
+# A per-feature bandwidth fixes the number of features, and these checks fit
+# data with another number of features: fit rightly raises a ValueError.
+FEATURE_COUNT_CHECKS = (
+    "check_array_api_input",
+    "check_dict_unchanged",
+    "check_dont_overwrite_parameters",
+    "check_estimators_dtypes",
+    "check_estimators_fit_returns_self",
+    "check_estimators_nan_inf",
+    "check_estimators_overwrite_params",
+    "check_estimators_pickle",
+    "check_f_contiguous_array_estimator",
+    "check_fit2d_predict1d",
+    "check_fit_check_is_fitted",
+    "check_fit_idempotent",
+    "check_fit_score_takes_y",
+    "check_methods_sample_order_invariance",
+    "check_methods_subset_invariance",
+    "check_n_features_in",
+    "check_n_features_in_after_fitting",
+    "check_pipeline_consistency",
+    "check_positive_only_tag_during_fit",
+    "check_readonly_memmap_input",
+    "check_regressors_no_decision_function",
+    "check_sample_weight_equivalence_on_dense_data",
+    "check_sample_weights_list",
+    "check_sample_weights_not_an_array",
+    "check_sample_weights_not_overwritten",
+    "check_sample_weights_pandas_series",
+    "check_sample_weights_shape",
+    "check_supervised_y_2d",
+)
+
+
+def expected_failed_checks(estimator):
+    if isinstance(estimator.bandwidth, list):
+        reason = (
+            "the check fits data with another number of features than the "
+            "fixed per-feature bandwidth"
+        )
+        return dict.fromkeys(FEATURE_COUNT_CHECKS, reason)
+    return {}
+
+
+ESTIMATORS = list(_configurations())
+
+
+# The fallback warning is the documented behaviour of these configurations.
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS[:1])
+def test_param_validation(estimator):
+    check_param_validation(type(estimator).__name__, estimator)
