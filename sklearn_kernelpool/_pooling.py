@@ -1,21 +1,36 @@
 """The pooling engine: distances -> attention weights -> pooled values.
 
 Every estimator of the package fits a :class:`KernelPool` and asks it for
-pooled values or for the attention weights. The engine works in chunks of
-queries bounded by scikit-learn's ``working_memory``.
+pooled values or for attention weights. The work runs in chunks of queries,
+each bounded by scikit-learn's ``working_memory``, on one of two paths:
+
+- brute (:mod:`._brute`): one GEMM of the chunk against all keys into a
+  reused buffer, the kernel applied in place, then a second GEMM against
+  ``[values, 1]`` that gives every output and the denominator at once;
+- kd_tree / ball_tree (:mod:`._tree`): a radius query per chunk in a tree
+  built in ``fit``, and a sparse product.
 """
 
 import warnings
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
+from scipy.sparse import csr_array
 from sklearn import get_config
 from sklearn.utils import gen_batches
+from threadpoolctl import threadpool_limits
 
+from ._algorithm import choose_algorithm
+from ._brute import BruteScorer
 from ._exceptions import EmptyNeighborhoodWarning
+from ._tree import TreeScorer
 from .kernels import KERNELS, Kernel
 
 ON_EMPTY = ("nearest", "mean", "nan", "raise")
+
+# The brute buffer of a chunk is kept near this size, so that the passes over
+# it run from cache; benchmarks/bench_predict.py --chunks measures the choice.
+CHUNK_BYTES = 2**21
 
 
 def resolve_kernel(kernel):
@@ -24,6 +39,14 @@ def resolve_kernel(kernel):
         name = getattr(kernel, "__name__", repr(kernel))
         return Kernel(name, kernel, np.inf)
     return KERNELS[kernel]
+
+
+class _Workspace:
+    """The buffers of one thread, allocated once and reused for every chunk."""
+
+    def __init__(self, n_rows, n_keys, n_features, dtype):
+        self.scores = np.empty((n_rows, n_keys), dtype=dtype)
+        self.augmented = np.empty((n_rows, n_features + 1), dtype=dtype)
 
 
 class KernelPool:
@@ -46,15 +69,24 @@ class KernelPool:
         What a query with no key of positive attention weight gets.
     user_kernel : bool
         Whether the kernel is a user callable, whose output is checked.
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}
+        The path, or "auto" to let :func:`._algorithm.choose_algorithm`
+        pick one; the choice is the attribute ``algorithm``.
     """
 
     def __init__(
-        self, keys, values, sample_weight, kernel, bandwidth, on_empty, user_kernel
+        self,
+        keys,
+        values,
+        sample_weight,
+        kernel,
+        bandwidth,
+        on_empty,
+        user_kernel,
+        algorithm="auto",
     ):
         self.dtype = keys.dtype
-        self.kernel = kernel
         self.on_empty = on_empty
-        self.user_kernel = user_kernel
         self.support = np.flatnonzero(sample_weight > 0)
         self.n_samples_fit = keys.shape[0]
         self.bandwidth = np.asarray(bandwidth, dtype=self.dtype)
@@ -64,128 +96,121 @@ class KernelPool:
         # large common offset would cause.
         self.center = scaled.mean(axis=0)
         self.keys = scaled - self.center
-        self.key_sq_norms = np.einsum("ij,ij->i", self.keys, self.keys)
         self.weights = sample_weight[self.support].astype(self.dtype)
-        self.values = values[self.support].astype(self.dtype)
-        self.weighted_mean = np.average(self.values, axis=0, weights=self.weights)
+        self.algorithm, neighbors = choose_algorithm(algorithm, kernel, self.keys)
+        # Sizes the chunks of the tree paths.
+        self.expected_neighbors = self.keys.shape[0] if neighbors is None else neighbors
+        self.values = values = values[self.support].astype(self.dtype)
+        self.mean_weights = self.weights / self.weights.sum()
+        self.weighted_mean = self.mean_weights @ values
+        ones = np.ones((len(values), 1), dtype=self.dtype)
+        unfolded = np.hstack([values, ones]) * self.weights[:, None]
+        self.n_outputs = values.shape[1]
+        if self.algorithm == "brute":
+            self.scorer = BruteScorer(self.keys, self.weights, kernel, user_kernel)
+            folded = self.scorer.weights_folded
+            # [values, 1], weighted unless the scores carry the weights.
+            self.pool_matrix = np.hstack([values, ones]) if folded else unfolded
+        else:
+            self.scorer = TreeScorer(self.keys, kernel, self.algorithm)
+            self.pool_matrix = unfolded
 
-    # -- the kernel scores -------------------------------------------------
+    # -- chunks --------------------------------------------------------------
+    def _chunk_rows(self, n_queries):
+        budget = get_config()["working_memory"] * 2**20
+        itemsize = np.dtype(self.dtype).itemsize
+        n_keys = self.keys.shape[0]
+        if self.algorithm == "brute":
+            row_bytes = itemsize * (n_keys + self.keys.shape[1] + 1)
+            budget = min(budget, CHUNK_BYTES)
+        else:
+            # Per neighbour: an index, a distance and a score, plus copies.
+            row_bytes = 48 * max(self.expected_neighbors, 1.0) + 64
+        return int(min(max(budget // row_bytes, 1), max(n_queries, 1)))
+
+    def _run_chunks(self, X, width, work, n_jobs):
+        """Apply ``work(chunk, workspace) -> (rows, empty)`` over the chunks."""
+        n_queries = X.shape[0]
+        n_rows = self._chunk_rows(n_queries)
+        batches = list(gen_batches(n_queries, n_rows))
+        out = np.empty((n_queries, width), dtype=self.dtype)
+        empty = np.zeros(n_queries, dtype=bool)
+        n_threads = min(effective_n_jobs(n_jobs), len(batches))
+
+        def run(group):
+            workspace = None
+            if self.algorithm == "brute":
+                workspace = _Workspace(
+                    min(n_rows, n_queries),
+                    self.keys.shape[0],
+                    self.keys.shape[1],
+                    self.dtype,
+                )
+            for batch in group:
+                out[batch], empty[batch] = work(X[batch], workspace)
+
+        if n_threads <= 1:
+            run(batches)
+        else:
+            # Threads share the cores: BLAS gets one thread each.
+            with threadpool_limits(limits=1, user_api="blas"):
+                Parallel(n_jobs=n_threads, prefer="threads")(
+                    delayed(run)(batches[t::n_threads]) for t in range(n_threads)
+                )
+        self._report_empty(int(empty.sum()), n_queries)
+        return out
+
     def _scaled_queries(self, X):
         return X.astype(self.dtype, copy=False) / self.bandwidth - self.center
 
-    def _squared_distances(self, Q):
-        d2 = np.einsum("ij,ij->i", Q, Q)[:, None] + self.key_sq_norms[None, :]
-        d2 -= 2.0 * (Q @ self.keys.T)
-        np.maximum(d2, 0.0, out=d2)
-        return d2
+    def _raw_scores(self, Q, workspace):
+        """Scores of a chunk, dense for brute and sparse for the trees."""
+        if self.algorithm == "brute":
+            n = len(Q)
+            augmented = self.scorer.augment(Q, workspace.augmented[:n])
+            return self.scorer.scores(Q, augmented, workspace.scores[:n])
+        return self.scorer.scores(Q)
 
-    def _check_user_output(self, x, alpha):
-        name = self.kernel.name
-        alpha = np.asarray(alpha)
-        if alpha.shape != x.shape:
-            raise ValueError(
-                f"The kernel {name!r} returned an array of shape {alpha.shape} "
-                f"for scaled distances of shape {x.shape}; it must keep the shape."
-            )
-        if not np.issubdtype(alpha.dtype, np.number) or np.iscomplexobj(alpha):
-            raise ValueError(
-                f"The kernel {name!r} returned values of dtype {alpha.dtype}; "
-                "it must return real weights."
-            )
-        if not np.all(np.isfinite(alpha)):
-            raise ValueError(
-                f"The kernel {name!r} returned NaN or infinite weights; it must "
-                "return finite weights >= 0."
-            )
-        if np.any(alpha < 0):
-            raise ValueError(
-                f"The kernel {name!r} returned negative weights; it must return "
-                "finite weights >= 0."
-            )
-        return alpha.astype(self.dtype, copy=False)
-
-    def _scores(self, Q):
-        """Unnormalised weights ``w_i alpha(u_i)``, shape (n_queries, n_keys).
-
-        Kernels with a log form are scaled per row so that the largest score
-        is ``w_i``: a softmax, which never underflows to an all-zero row.
-        """
-        x = np.sqrt(self._squared_distances(Q))
-        if self.kernel.log_function is not None:
-            logits = self.kernel.log_function(x)
-            logits -= logits.max(axis=1, keepdims=True)
-            scores = np.exp(logits, out=logits)
-        else:
-            scores = self.kernel.function(x)
-            if self.user_kernel:
-                scores = self._check_user_output(x, scores)
-        scores *= self.weights
-        return scores
-
-    # -- the fallbacks -----------------------------------------------------
-    def _fallback_rows(self, Q_empty, d2_empty):
-        """Normalised weights of the queries whose neighbourhood is empty."""
-        n_empty, n_keys = d2_empty.shape
-        if self.on_empty == "mean":
-            row = self.weights / self.weights.sum()
-            return np.broadcast_to(row, (n_empty, n_keys)).copy()
-        if self.on_empty == "nan":
-            return np.full((n_empty, n_keys), np.nan, dtype=self.dtype)
-        # "nearest": the keys tied at the smallest distance, weighted. The
-        # BLAS distances find the candidates; exact differences settle ties.
+    # -- fallbacks -----------------------------------------------------------
+    def _nearest_candidates(self, Q, workspace):
+        """(rows, cols) pairs that hold each query's nearest keys."""
+        if self.algorithm != "brute":
+            return self.scorer.candidates(Q)
+        n = len(Q)
+        augmented = self.scorer.augment(Q, workspace.augmented[:n])
+        d2 = self.scorer.squared_distances(Q, augmented, workspace.scores[:n])
+        # The BLAS distances are exact to a few ulps of |q|^2 + |k|^2.
         eps = np.finfo(self.dtype).eps
-        q_sq = np.einsum("ij,ij->i", Q_empty, Q_empty)
-        slack = 64 * eps * (q_sq[:, None] + self.key_sq_norms[None, :])
-        candidate = d2_empty <= d2_empty.min(axis=1, keepdims=True) + slack
-        rows, cols = np.nonzero(candidate)
-        diff = Q_empty[rows] - self.keys[cols]
-        exact = np.full((n_empty, n_keys), np.inf, dtype=self.dtype)
-        exact[rows, cols] = np.einsum("ij,ij->i", diff, diff)
-        tied = exact == exact.min(axis=1, keepdims=True)
-        out = np.where(tied, self.weights, 0.0).astype(self.dtype, copy=False)
-        out /= out.sum(axis=1, keepdims=True)
-        return out
+        q_sq = np.einsum("ij,ij->i", Q, Q)
+        slack = 64 * eps * (q_sq[:, None] + self.scorer.distance_matrix[-1])
+        return np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
 
-    def _chunk_weights(self, X_chunk):
-        """Normalised attention weights of a chunk and the empty-row mask."""
-        Q = self._scaled_queries(X_chunk)
-        scores = self._scores(Q)
-        total = scores.sum(axis=1)
-        empty = total == 0
-        with np.errstate(invalid="ignore", divide="ignore"):
-            scores /= total[:, None]
-        if np.any(empty):
-            Q_empty = Q[empty]
-            scores[empty] = self._fallback_rows(
-                Q_empty, self._squared_distances(Q_empty)
-            )
-        return scores, empty
+    def _nearest_weights(self, Q, workspace):
+        """Sparse weights of the nearest keys, ties shared by sample weight."""
+        rows, cols = self._nearest_candidates(Q, workspace)
+        # Exact differences settle the ties among the candidates.
+        diff = Q[rows] - self.keys[cols]
+        d2 = np.einsum("ij,ij->i", diff, diff)
+        row_min = np.full(len(Q), np.inf, dtype=d2.dtype)
+        np.minimum.at(row_min, rows, d2)
+        tied = d2 == row_min[rows]
+        rows, cols = rows[tied], cols[tied]
+        data = self.weights[cols]
+        totals = np.bincount(rows, weights=data, minlength=len(Q))
+        data = (data / totals[rows]).astype(self.dtype)
+        return csr_array((data, (rows, cols)), shape=(len(Q), self.keys.shape[0]))
 
-    # -- the public operations ---------------------------------------------
-    def _run_chunks(self, X, n_outputs_per_row, work, n_jobs):
-        """Apply ``work(chunk) -> (rows, empty)`` over memory-bounded chunks."""
-        n_queries = X.shape[0]
-        itemsize = np.dtype(self.dtype).itemsize
-        # A chunk holds about three (n_rows, n_keys) temporaries.
-        row_bytes = 3 * itemsize * max(self.keys.shape[0], 1)
-        budget = get_config()["working_memory"] * 2**20
-        chunk = int(min(max(budget // row_bytes, 1), max(n_queries, 1)))
-        batches = list(gen_batches(n_queries, chunk))
-        out = np.empty((n_queries, n_outputs_per_row), dtype=self.dtype)
-        empty = np.zeros(n_queries, dtype=bool)
-
-        def run(batch):
-            out[batch], empty[batch] = work(X[batch])
-
-        if effective_n_jobs(n_jobs) == 1 or len(batches) == 1:
-            for batch in batches:
-                run(batch)
+    def _fill_fallback(self, out, empty, Q, workspace, pooled):
+        """Overwrite the empty rows of ``out`` with the ``on_empty`` fallback."""
+        if not np.any(empty):
+            return
+        if self.on_empty in ("nan", "raise"):
+            out[empty] = np.nan
+        elif self.on_empty == "mean":
+            out[empty] = self.weighted_mean if pooled else self.mean_weights
         else:
-            Parallel(n_jobs=n_jobs, prefer="threads")(
-                delayed(run)(batch) for batch in batches
-            )
-        self._report_empty(int(empty.sum()), n_queries)
-        return out
+            weights = self._nearest_weights(Q[empty], workspace)
+            out[empty] = weights @ self.values if pooled else weights.toarray()
 
     def _report_empty(self, n_empty, n_queries):
         if n_empty == 0:
@@ -210,18 +235,43 @@ class KernelPool:
             stacklevel=5,
         )
 
+    # -- the operations ------------------------------------------------------
     def pool(self, X, n_jobs=None):
         """Pooled values, shape (n_queries, n_outputs)."""
 
-        def work(X_chunk):
-            weights, empty = self._chunk_weights(X_chunk)
-            return weights @ self.values, empty
+        def work(X_chunk, workspace):
+            Q = self._scaled_queries(X_chunk)
+            # One product gives every weighted sum and the denominator.
+            sums = self._raw_scores(Q, workspace) @ self.pool_matrix
+            total = sums[:, -1]
+            empty = ~(total > 0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out = sums[:, :-1] / total[:, None]
+            self._fill_fallback(out, empty, Q, workspace, pooled=True)
+            return out, empty
 
-        return self._run_chunks(X, self.values.shape[1], work, n_jobs)
+        return self._run_chunks(X, self.n_outputs, work, n_jobs)
 
     def attention_weights(self, X, n_jobs=None):
         """Normalised weights over all training rows, shape (n_queries, n_fit)."""
-        dense = self._run_chunks(X, self.keys.shape[0], self._chunk_weights, n_jobs)
+
+        def work(X_chunk, workspace):
+            Q = self._scaled_queries(X_chunk)
+            scores = self._raw_scores(Q, workspace)
+            if self.algorithm != "brute":
+                scores = scores.toarray()
+            if self.algorithm != "brute" or not self.scorer.weights_folded:
+                scores = scores * self.weights
+            else:
+                scores = scores.copy()  # the buffer is reused by the next chunk
+            total = scores.sum(axis=1)
+            empty = ~(total > 0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                scores /= total[:, None]
+            self._fill_fallback(scores, empty, Q, workspace, pooled=False)
+            return scores, empty
+
+        dense = self._run_chunks(X, self.keys.shape[0], work, n_jobs)
         if dense.shape[1] == self.n_samples_fit:
             return dense
         out = np.zeros((X.shape[0], self.n_samples_fit), dtype=self.dtype)

@@ -11,11 +11,10 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ._algorithm import ALGORITHMS
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._pooling import ON_EMPTY, KernelPool, resolve_kernel
 from .kernels import KERNELS
-
-ALGORITHMS = ("auto", "brute")
 
 
 def _validate_sample_weight(sample_weight, X):
@@ -232,7 +231,6 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         self.keys_ = X
         self.values_ = y
         self.bandwidth_ = resolve_bandwidth(self.bandwidth, X, weights)
-        self.algorithm_ = "brute"
         self._pool = KernelPool(
             X,
             y.reshape(X.shape[0], -1),
@@ -241,7 +239,9 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             self.bandwidth_,
             self.on_empty,
             user_kernel=callable(self.kernel),
+            algorithm=self.algorithm,
         )
+        self.algorithm_ = self._pool.algorithm
         return self
 
     def predict(self, X):

@@ -377,6 +377,16 @@ class Kernel:
         pool with a numerically stable softmax; None otherwise.
     aliases : tuple of str
         Other names the kernel is registered under.
+    squared_function : callable or None
+        ``alpha`` as a function of the squared scaled distance ``x**2``,
+        allowed to overwrite its float array argument; lets the engine skip
+        a square root. None to use ``function``.
+    squared_log_function : callable or None
+        ``log(alpha)`` as a function of ``x**2``, allowed to overwrite its
+        argument. None to use ``log_function``.
+    log_quadratic : float or None
+        ``c`` when ``log(alpha(x)) == c * x**2`` (the gaussian's -1/2): the
+        engine then computes the logits inside the distance product itself.
 
     Examples
     --------
@@ -393,6 +403,9 @@ class Kernel:
     support: float
     log_function: Callable | None = None
     aliases: tuple = field(default=())
+    squared_function: Callable | None = field(default=None, repr=False)
+    squared_log_function: Callable | None = field(default=None, repr=False)
+    log_quadratic: float | None = None
 
     @property
     def is_compact(self):
@@ -415,18 +428,93 @@ def _log_cauchy(x):
     return -np.log1p(x * x)
 
 
+# In-place forms of the squared scaled distance ``s = x**2`` (``s >= 0``),
+# used by the pooling engine on its reused buffers.
+def _sq_log_gaussian(s):
+    return np.multiply(s, -0.5, out=s)
+
+
+def _sq_log_exponential(s):
+    np.sqrt(s, out=s)
+    return np.negative(s, out=s)
+
+
+def _sq_log_cauchy(s):
+    np.log1p(s, out=s)
+    return np.negative(s, out=s)
+
+
+def _sq_boxcar(s):
+    return np.less(s, 1.0, out=s, casting="unsafe")
+
+
+def _sq_constant(s):
+    s.fill(1.0)
+    return s
+
+
+def _clipped_one_minus(s):
+    np.subtract(1.0, s, out=s)
+    return np.maximum(s, 0.0, out=s)
+
+
+def _sq_epanechikov(s):
+    np.sqrt(s, out=s)
+    return _clipped_one_minus(s)
+
+
+def _sq_epanechnikov(s):
+    return _clipped_one_minus(s)
+
+
+def _sq_biweight(s):
+    return np.square(_clipped_one_minus(s), out=s)
+
+
+def _sq_triweight(s):
+    return np.power(_clipped_one_minus(s), 3, out=s)
+
+
+def _sq_tricube(s):
+    np.power(s, 1.5, out=s)
+    return np.power(_clipped_one_minus(s), 3, out=s)
+
+
+def _sq_cosine(s):
+    outside = s >= 1.0
+    np.sqrt(s, out=s)
+    np.multiply(s, np.pi / 2, out=s)
+    np.cos(s, out=s)
+    s[outside] = 0.0
+    return s
+
+
 _REGISTRY = (
-    Kernel("gaussian", gaussian, np.inf, _log_gaussian),
-    Kernel("boxcar", boxcar, 1.0, aliases=("tophat", "uniform")),
-    Kernel("constant", constant, np.inf),
-    Kernel("epanechikov", epanechikov, 1.0, aliases=("triangular",)),
-    Kernel("epanechnikov", epanechnikov, 1.0),
-    Kernel("biweight", biweight, 1.0, aliases=("quartic",)),
-    Kernel("triweight", triweight, 1.0),
-    Kernel("tricube", tricube, 1.0),
-    Kernel("cosine", cosine, 1.0),
-    Kernel("exponential", exponential, np.inf, _log_exponential, ("laplacian",)),
-    Kernel("cauchy", cauchy, np.inf, _log_cauchy),
+    Kernel(
+        "gaussian",
+        gaussian,
+        np.inf,
+        _log_gaussian,
+        squared_log_function=_sq_log_gaussian,
+        log_quadratic=-0.5,
+    ),
+    Kernel("boxcar", boxcar, 1.0, None, ("tophat", "uniform"), _sq_boxcar),
+    Kernel("constant", constant, np.inf, None, (), _sq_constant),
+    Kernel("epanechikov", epanechikov, 1.0, None, ("triangular",), _sq_epanechikov),
+    Kernel("epanechnikov", epanechnikov, 1.0, None, (), _sq_epanechnikov),
+    Kernel("biweight", biweight, 1.0, None, ("quartic",), _sq_biweight),
+    Kernel("triweight", triweight, 1.0, None, (), _sq_triweight),
+    Kernel("tricube", tricube, 1.0, None, (), _sq_tricube),
+    Kernel("cosine", cosine, 1.0, None, (), _sq_cosine),
+    Kernel(
+        "exponential",
+        exponential,
+        np.inf,
+        _log_exponential,
+        ("laplacian",),
+        squared_log_function=_sq_log_exponential,
+    ),
+    Kernel("cauchy", cauchy, np.inf, _log_cauchy, squared_log_function=_sq_log_cauchy),
 )
 
 #: Every kernel by name, aliases included, mapped to its :class:`Kernel`.

@@ -99,3 +99,24 @@ def test_float32_stays_float32(name):
     out = getattr(kernels, name)(x)
     assert out.dtype == np.float32
     assert_allclose(out, getattr(kernels, name)(x.astype(np.float64)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", CANONICAL)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_squared_forms_agree_with_the_function(name, dtype):
+    kernel = KERNELS[name]
+    x = np.abs(GRID).astype(dtype)
+    tol = {"rtol": 1e-14, "atol": 1e-15} if dtype == np.float64 else {"rtol": 1e-5}
+    if kernel.squared_function is not None:
+        s = x * x
+        out = kernel.squared_function(s)
+        assert out.dtype == dtype
+        assert_allclose(out, kernel(x), **tol)
+    if kernel.squared_log_function is not None:
+        out = kernel.squared_log_function(x * x)
+        assert out.dtype == dtype
+        assert_allclose(out, kernel.log_function(x), **tol)
+    if kernel.log_quadratic is not None:
+        assert_allclose(kernel.log_quadratic * x * x, kernel.log_function(x), **tol)
+    # Every shipped kernel has a squared form for the engine.
+    assert (kernel.squared_function is None) != (kernel.squared_log_function is None)

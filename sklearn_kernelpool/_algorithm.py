@@ -1,0 +1,79 @@
+"""The choice of the pooling path, made in ``fit``."""
+
+import numpy as np
+
+ALGORITHMS = ("auto", "brute", "kd_tree", "ball_tree")
+
+# How many keys the neighbourhood estimate looks at, as queries and as keys.
+_N_PROBE_QUERIES = 256
+_N_PROBE_KEYS = 8192
+
+# The rule of "auto" for compact kernels, from benchmarks/bench_predict.py
+# --crossover on a 2-core machine: a tree pays off when a query's support
+# holds at most this fraction of the keys (by dimension), and only from a
+# few thousand keys on.
+_TREE_MAX_FRACTION = {1: 0.25, 2: 0.15, 4: 0.08, 8: 0.03, 16: 0.005}
+_TREE_MIN_KEYS = 2000
+_KD_TREE_MAX_DIM = 4
+
+
+def _max_fraction(n_features):
+    dims = sorted(_TREE_MAX_FRACTION)
+    below = [d for d in dims if d <= n_features]
+    return _TREE_MAX_FRACTION[below[-1]] if below else _TREE_MAX_FRACTION[dims[0]]
+
+
+def expected_neighbors(keys, support):
+    """Estimated number of keys within ``support`` of a key (scaled units).
+
+    Counts the neighbours of up to 256 evenly spaced keys among up to 8192
+    evenly spaced keys, and scales the count to all keys.
+    """
+    n = keys.shape[0]
+    probes = keys[np.linspace(0, n - 1, min(n, _N_PROBE_QUERIES)).astype(np.intp)]
+    sample = keys[np.linspace(0, n - 1, min(n, _N_PROBE_KEYS)).astype(np.intp)]
+    d2 = (
+        np.einsum("ij,ij->i", probes, probes)[:, None]
+        + np.einsum("ij,ij->i", sample, sample)[None, :]
+        - 2.0 * probes @ sample.T
+    )
+    fraction = float(np.mean(d2 < support * support))
+    return fraction * n
+
+
+def choose_algorithm(algorithm, kernel, keys):
+    """The fitted ``algorithm_`` and the expected neighbourhood size.
+
+    Parameters
+    ----------
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}
+        The ``algorithm`` parameter.
+    kernel : Kernel
+        The kernel.
+    keys : ndarray of shape (n_keys, n_features)
+        The keys of positive weight, scaled by the bandwidth.
+
+    Returns
+    -------
+    algorithm_ : str
+        ``"brute"``, ``"kd_tree"`` or ``"ball_tree"``.
+    neighbors : float or None
+        Expected number of keys in a query's support (compact kernels).
+    """
+    if algorithm in ("kd_tree", "ball_tree") and not kernel.is_compact:
+        raise ValueError(
+            f"algorithm={algorithm!r} needs a kernel of compact support, and "
+            f"{kernel.name!r} has unbounded support: use algorithm='brute' or "
+            "'auto', or a compact kernel (boxcar, epanechikov, epanechnikov, "
+            "biweight, triweight, tricube, cosine)."
+        )
+    if not kernel.is_compact:
+        return "brute", None
+    neighbors = expected_neighbors(keys, kernel.support)
+    if algorithm != "auto":
+        return algorithm, neighbors
+    n_keys, n_features = keys.shape
+    if n_keys < _TREE_MIN_KEYS or neighbors > _max_fraction(n_features) * n_keys:
+        return "brute", neighbors
+    tree = "kd_tree" if n_features <= _KD_TREE_MAX_DIM else "ball_tree"
+    return tree, neighbors
