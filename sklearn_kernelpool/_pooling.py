@@ -112,7 +112,8 @@ class KernelPool:
             # [values, 1], weighted unless the scores carry the weights.
             self.pool_matrix = np.hstack([values, ones]) if folded else unfolded
         else:
-            self.scorer = TreeScorer(self.keys, kernel, self.algorithm)
+            # Trees subtract exactly: they work on the uncentred keys.
+            self.scorer = TreeScorer(scaled, kernel, self.algorithm)
             self.pool_matrix = unfolded
 
     # -- chunks --------------------------------------------------------------
@@ -160,22 +161,26 @@ class KernelPool:
         self._report_empty(int(empty.sum()), n_queries)
         return out
 
-    def _scaled_queries(self, X):
-        return X.astype(self.dtype, copy=False) / self.bandwidth - self.center
+    def _queries(self, X):
+        """The queries scaled by the bandwidth, uncentred and centred."""
+        scaled = X.astype(self.dtype, copy=False) / self.bandwidth
+        return scaled, scaled - self.center
 
-    def _raw_scores(self, Q, workspace):
+    def _raw_scores(self, queries, workspace):
         """Scores of a chunk, dense for brute and sparse for the trees."""
+        scaled, Q = queries
         if self.algorithm == "brute":
             n = len(Q)
             augmented = self.scorer.augment(Q, workspace.augmented[:n])
             return self.scorer.scores(Q, augmented, workspace.scores[:n])
-        return self.scorer.scores(Q)
+        return self.scorer.scores(scaled)
 
     # -- fallbacks -----------------------------------------------------------
-    def _nearest_candidates(self, Q, workspace):
+    def _nearest_candidates(self, queries, workspace):
         """(rows, cols) pairs that hold each query's nearest keys."""
+        scaled, Q = queries
         if self.algorithm != "brute":
-            return self.scorer.candidates(Q)
+            return self.scorer.candidates(scaled)
         n = len(Q)
         augmented = self.scorer.augment(Q, workspace.augmented[:n])
         d2 = self.scorer.squared_distances(Q, augmented, workspace.scores[:n])
@@ -185,11 +190,15 @@ class KernelPool:
         slack = 64 * eps * (q_sq[:, None] + self.scorer.distance_matrix[-1])
         return np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
 
-    def _nearest_weights(self, Q, workspace):
+    def _nearest_weights(self, queries, workspace):
         """Sparse weights of the nearest keys, ties shared by sample weight."""
-        rows, cols = self._nearest_candidates(Q, workspace)
-        # Exact differences settle the ties among the candidates.
-        diff = Q[rows] - self.keys[cols]
+        rows, cols = self._nearest_candidates(queries, workspace)
+        # Exact differences, in the frame of the path, settle the ties.
+        if self.algorithm == "brute":
+            Q, keys = queries[1], self.keys
+        else:
+            Q, keys = queries[0], self.scorer.keys
+        diff = Q[rows] - keys[cols]
         d2 = np.einsum("ij,ij->i", diff, diff)
         row_min = np.full(len(Q), np.inf, dtype=d2.dtype)
         np.minimum.at(row_min, rows, d2)
@@ -200,7 +209,7 @@ class KernelPool:
         data = (data / totals[rows]).astype(self.dtype)
         return csr_array((data, (rows, cols)), shape=(len(Q), self.keys.shape[0]))
 
-    def _fill_fallback(self, out, empty, Q, workspace, pooled):
+    def _fill_fallback(self, out, empty, queries, workspace, pooled):
         """Overwrite the empty rows of ``out`` with the ``on_empty`` fallback."""
         if not np.any(empty):
             return
@@ -209,7 +218,8 @@ class KernelPool:
         elif self.on_empty == "mean":
             out[empty] = self.weighted_mean if pooled else self.mean_weights
         else:
-            weights = self._nearest_weights(Q[empty], workspace)
+            chosen = (queries[0][empty], queries[1][empty])
+            weights = self._nearest_weights(chosen, workspace)
             out[empty] = weights @ self.values if pooled else weights.toarray()
 
     def _report_empty(self, n_empty, n_queries):
@@ -240,14 +250,14 @@ class KernelPool:
         """Pooled values, shape (n_queries, n_outputs)."""
 
         def work(X_chunk, workspace):
-            Q = self._scaled_queries(X_chunk)
+            queries = self._queries(X_chunk)
             # One product gives every weighted sum and the denominator.
-            sums = self._raw_scores(Q, workspace) @ self.pool_matrix
+            sums = self._raw_scores(queries, workspace) @ self.pool_matrix
             total = sums[:, -1]
             empty = ~(total > 0)
             with np.errstate(invalid="ignore", divide="ignore"):
                 out = sums[:, :-1] / total[:, None]
-            self._fill_fallback(out, empty, Q, workspace, pooled=True)
+            self._fill_fallback(out, empty, queries, workspace, pooled=True)
             return out, empty
 
         return self._run_chunks(X, self.n_outputs, work, n_jobs)
@@ -256,8 +266,8 @@ class KernelPool:
         """Normalised weights over all training rows, shape (n_queries, n_fit)."""
 
         def work(X_chunk, workspace):
-            Q = self._scaled_queries(X_chunk)
-            scores = self._raw_scores(Q, workspace)
+            queries = self._queries(X_chunk)
+            scores = self._raw_scores(queries, workspace)
             if self.algorithm != "brute":
                 scores = scores.toarray()
             if self.algorithm != "brute" or not self.scorer.weights_folded:
@@ -268,7 +278,7 @@ class KernelPool:
             empty = ~(total > 0)
             with np.errstate(invalid="ignore", divide="ignore"):
                 scores /= total[:, None]
-            self._fill_fallback(scores, empty, Q, workspace, pooled=False)
+            self._fill_fallback(scores, empty, queries, workspace, pooled=False)
             return scores, empty
 
         dense = self._run_chunks(X, self.keys.shape[0], work, n_jobs)

@@ -27,6 +27,7 @@ class TreeScorer:
         self.kernel = kernel
         self.dtype = keys.dtype
         self.n_keys = keys.shape[0]
+        self.keys = keys
         # scikit-learn's trees work in float64.
         self.tree = TREES[algorithm](keys.astype(np.float64, copy=False))
 

@@ -1,0 +1,236 @@
+"""The pooling engine: every path, the chunks, the threads and the memory."""
+
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+from _reference import FORMULAS, nadaraya_watson
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn import clone, config_context
+
+from sklearn_kernelpool import EmptyNeighborhoodWarning, KernelAttentionRegressor
+from sklearn_kernelpool.kernels import KERNELS
+
+COMPACT = sorted({k.name for k in KERNELS.values() if k.is_compact})
+UNBOUNDED = sorted({k.name for k in KERNELS.values() if not k.is_compact})
+PATHS = ["brute", "kd_tree", "ball_tree"]
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, size=(200, 3))
+    Y = np.column_stack([np.sin(5 * X[:, 0]) + X[:, 1], np.cos(4 * X[:, 2])])
+    w = rng.uniform(0.2, 3.0, size=200)
+    Q = rng.uniform(-0.2, 1.2, size=(150, 3))  # some outside every support
+    return X, Y, w, Q
+
+
+def predict_quietly(reg, Q):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        return reg.predict(Q)
+
+
+@pytest.mark.parametrize("kernel", COMPACT)
+@pytest.mark.parametrize("bandwidth", [0.15, [0.1, 0.2, 0.3]])
+@pytest.mark.parametrize("on_empty", ["nearest", "mean", "nan"])
+def test_every_path_gives_the_same_predictions(data, kernel, bandwidth, on_empty):
+    X, Y, w, Q = data
+    results = {}
+    for path in PATHS:
+        reg = KernelAttentionRegressor(
+            kernel=kernel, bandwidth=bandwidth, algorithm=path, on_empty=on_empty
+        ).fit(X, Y, sample_weight=w)
+        assert reg.algorithm_ == path
+        with pytest.warns(EmptyNeighborhoodWarning) as record:
+            results[path] = reg.predict(Q)
+        results[path, "warning"] = str(record[0].message)
+    for path in PATHS[1:]:
+        assert_allclose(results[path], results["brute"], rtol=1e-12, atol=1e-14)
+        assert results[path, "warning"] == results["brute", "warning"]
+    assert np.isnan(results["brute"]).any() == (on_empty == "nan")
+
+
+@pytest.mark.parametrize("kernel", COMPACT)
+def test_every_path_matches_the_slow_reference(data, kernel):
+    X, Y, w, _ = data
+    Q = np.random.default_rng(1).uniform(0.2, 0.8, size=(30, 3))
+    expected = nadaraya_watson(X, Y, Q, FORMULAS[kernel], 0.3, w)
+    for path in PATHS:
+        reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.3, algorithm=path)
+        pred = reg.fit(X, Y, sample_weight=w).predict(Q)
+        assert_allclose(pred, expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_float32_on_every_path(data, path):
+    X, Y, w, Q = data
+    reg = KernelAttentionRegressor(kernel="biweight", bandwidth=0.3, algorithm=path)
+    pred32 = predict_quietly(reg.fit(X.astype(np.float32), Y, w), Q)
+    assert pred32.dtype == np.float32
+    pred64 = predict_quietly(clone(reg).fit(X, Y, w), Q)
+    assert_allclose(pred32, pred64, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("kernel", COMPACT)
+def test_key_exactly_at_the_support_radius_gets_weight_zero(path, kernel):
+    X = np.array([[0.0, 0.0], [3.0, 4.0], [-3.0, 4.0], [0.0, 10.0]])
+    y = np.array([1.0, 100.0, 200.0, 300.0])
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=5.0, algorithm=path)
+    # Keys 1 and 2 lie at distance exactly 5 of the first query.
+    assert_array_equal(reg.fit(X, y).predict([[0.0, 0.0]]), [1.0])
+    # Key 0 is the only one at distance 5 of this query, the others farther:
+    # the neighbourhood is empty and the nearest key, key 0, gives the value.
+    with pytest.warns(EmptyNeighborhoodWarning, match="1 of 1"):
+        assert_array_equal(reg.predict([[0.0, -5.0]]), [1.0])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_nearest_fallback_ties_on_every_path(path):
+    X = np.array([[0.0], [2.0], [2.0], [5.0]])
+    y = np.array([0.0, 10.0, 30.0, 50.0])
+    w = np.array([1.0, 1.0, 3.0, 0.0])  # the zero-weight key is never nearest
+    reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=0.5, algorithm=path)
+    reg.fit(X, y, sample_weight=w)
+    with pytest.warns(EmptyNeighborhoodWarning, match="3 of 3"):
+        pred = reg.predict([[1.0], [4.9], [-3.0]])
+    # 1.0 is equidistant from 0.0 and the two keys at 2.0.
+    assert_allclose(pred, [(0 + 10 + 90) / 5, (10 + 90) / 4, 0.0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("path", ["kd_tree", "ball_tree"])
+@pytest.mark.parametrize("kernel", UNBOUNDED)
+def test_trees_need_a_compact_kernel(data, path, kernel):
+    X, Y, _, _ = data
+    with pytest.raises(ValueError, match=f"algorithm='{path}' needs a kernel of"):
+        KernelAttentionRegressor(kernel=kernel, algorithm=path).fit(X, Y)
+    with pytest.raises(ValueError, match="compact support"):
+        KernelAttentionRegressor(kernel=np.exp, algorithm=path).fit(X, Y)
+
+
+def test_auto_chooses_by_support_and_neighbourhood_size():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(20_000, 1))
+    y = X[:, 0]
+    fit = lambda **kw: KernelAttentionRegressor(**kw).fit(X, y)  # noqa: E731
+    assert fit(kernel="gaussian", bandwidth=1e-3).algorithm_ == "brute"
+    assert fit(kernel="epanechikov", bandwidth=1e-3).algorithm_ == "kd_tree"
+    assert fit(kernel="epanechikov", bandwidth=10.0).algorithm_ == "brute"
+    X8 = rng.uniform(size=(20_000, 8))
+    reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=0.2).fit(X8, y)
+    assert reg.algorithm_ == "ball_tree"
+    small = KernelAttentionRegressor(kernel="boxcar", bandwidth=1e-3)
+    assert small.fit(X[:100], y[:100]).algorithm_ == "brute"
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_chunk_boundaries(data, path):
+    X, Y, w, _ = data
+    rng = np.random.default_rng(2)
+    reg = KernelAttentionRegressor(kernel="tricube", bandwidth=0.4, algorithm=path)
+    reg.fit(X, Y, sample_weight=w)
+    with config_context(working_memory=0.05):
+        n_rows = reg._pool._chunk_rows(10**6)
+        assert 1 < n_rows < 200
+        for m in (1, n_rows - 1, n_rows, n_rows + 1, 2 * n_rows + 1):
+            Q = rng.uniform(0.2, 0.8, size=(m, 3))
+            expected = nadaraya_watson(X, Y, Q, FORMULAS["tricube"], 0.4, w)
+            assert_allclose(reg.predict(Q), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_one_key(path):
+    reg = KernelAttentionRegressor(kernel="cosine", bandwidth=1.0, algorithm=path)
+    reg.fit([[1.0, 2.0]], [[3.0, 4.0]])
+    assert_array_equal(reg.predict([[1.5, 2.0]]), [[3.0, 4.0]])
+    with pytest.warns(EmptyNeighborhoodWarning):
+        assert_array_equal(reg.predict([[9.0, 9.0]]), [[3.0, 4.0]])
+
+
+@pytest.mark.parametrize(
+    "path, kernel",
+    [("brute", "gaussian"), ("brute", "epanechikov")]
+    + [(tree, "epanechikov") for tree in PATHS[1:]],
+)
+def test_n_jobs_gives_identical_results(data, path, kernel):
+    X, Y, w, Q = data
+    Q = np.tile(Q, (20, 1))
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.2, algorithm=path)
+    reg.fit(X, Y, sample_weight=w)
+    with config_context(working_memory=0.02):
+        base = predict_quietly(reg, Q)
+        for n_jobs in (2, 3, -1):
+            assert_array_equal(predict_quietly(reg.set_params(n_jobs=n_jobs), Q), base)
+        assert_array_equal(predict_quietly(reg.set_params(n_jobs=None), Q), base)
+
+
+def test_brute_memory_stays_bounded():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20_000, 4))
+    Q = rng.normal(size=(4_000, 4))
+    reg = KernelAttentionRegressor(bandwidth=0.5).fit(X, X[:, 0])
+    # The full attention matrix would take 4000 * 20000 * 8 bytes = 640 MB.
+    with config_context(working_memory=4):
+        tracemalloc.start()
+        try:
+            reg.predict(Q)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 8 * 2**20
+
+
+def test_tree_memory_stays_bounded():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(50_000, 2))
+    Q = rng.uniform(size=(50_000, 2))
+    reg = KernelAttentionRegressor(kernel="epanechikov", bandwidth=0.05)
+    reg.fit(X, X[:, 0])
+    assert reg.algorithm_ == "kd_tree"
+    with config_context(working_memory=2):
+        tracemalloc.start()
+        try:
+            reg.predict(Q)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    # About 400 neighbours a query: 20 million pairs if done at once.
+    assert peak < 12 * 2**20
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_predict_never_writes_into_fitted_arrays(tmp_path, data, path):
+    X, Y, w, Q = data
+    keys = np.lib.format.open_memmap(tmp_path / "X.npy", mode="w+", shape=X.shape)
+    keys[:] = X
+    keys.flush()
+    keys = np.load(tmp_path / "X.npy", mmap_mode="r")
+    for a in (Y, w, Q):
+        a.setflags(write=False)
+    reg = KernelAttentionRegressor(kernel="biweight", bandwidth=0.3, algorithm=path)
+    reg.fit(keys, Y, sample_weight=w)
+    predict_quietly(reg, Q)
+    predict_quietly(reg, Q)
+    assert_array_equal(reg.keys_, X)
+    assert_array_equal(reg.values_, Y)
+    assert_array_equal(reg.sample_weight_, w)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_attention_weights_pool_to_the_predictions(data, path):
+    X, Y, w, Q = data
+    w = w.copy()
+    w[::7] = 0.0
+    reg = KernelAttentionRegressor(kernel="epanechnikov", bandwidth=0.2, algorithm=path)
+    reg.fit(X, Y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        weights = reg._pool.attention_weights(Q)
+        pred = reg.predict(Q)
+    assert weights.shape == (len(Q), len(X))
+    assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
+    assert np.all(weights[:, ::7] == 0)
+    assert_allclose(weights @ Y, pred, rtol=1e-12, atol=1e-14)
