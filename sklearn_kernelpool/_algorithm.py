@@ -8,19 +8,19 @@ ALGORITHMS = ("auto", "brute", "kd_tree", "ball_tree")
 _N_PROBE_QUERIES = 256
 _N_PROBE_KEYS = 8192
 
-# The rule of "auto" for compact kernels, from benchmarks/bench_predict.py
-# --crossover on a 2-core machine: a tree pays off when a query's support
-# holds at most this fraction of the keys (by dimension), and only from a
-# few thousand keys on.
-_TREE_MAX_FRACTION = {1: 0.25, 2: 0.15, 4: 0.08, 8: 0.03, 16: 0.005}
+# The rule of "auto" for compact kernels, read off
+# ``benchmarks/bench_predict.py --crossover`` (n = 20000 Gaussian keys, 2000
+# queries, 2 cores; docs/performance.rst): the k-d tree beats brute force when
+# a query's support holds at most this fraction of the keys, by dimension. It
+# beat the ball tree nearly everywhere, and neither beat brute force from 16
+# dimensions on. The fraction is taken from the largest dimension listed that
+# is at most n_features.
+_TREE_MAX_FRACTION = {1: 0.15, 2: 0.05, 4: 0.02, 8: 0.001, 12: 0.0}
 _TREE_MIN_KEYS = 2000
-_KD_TREE_MAX_DIM = 4
 
 
 def _max_fraction(n_features):
-    dims = sorted(_TREE_MAX_FRACTION)
-    below = [d for d in dims if d <= n_features]
-    return _TREE_MAX_FRACTION[below[-1]] if below else _TREE_MAX_FRACTION[dims[0]]
+    return _TREE_MAX_FRACTION[max(d for d in _TREE_MAX_FRACTION if d <= n_features)]
 
 
 def expected_neighbors(keys, support):
@@ -73,7 +73,6 @@ def choose_algorithm(algorithm, kernel, keys):
     if algorithm != "auto":
         return algorithm, neighbors
     n_keys, n_features = keys.shape
-    if n_keys < _TREE_MIN_KEYS or neighbors > _max_fraction(n_features) * n_keys:
+    if n_keys < _TREE_MIN_KEYS or neighbors >= _max_fraction(n_features) * n_keys:
         return "brute", neighbors
-    tree = "kd_tree" if n_features <= _KD_TREE_MAX_DIM else "ball_tree"
-    return tree, neighbors
+    return "kd_tree", neighbors

@@ -38,9 +38,9 @@ def check_kernel_output(name, x, alpha):
 class BruteScorer:
     """Kernel scores of chunks of queries against every key.
 
-    Each chunk costs one GEMM of the queries, augmented with a column of
-    ones, against a (n_features + 1, n_keys) key matrix, then in-place
-    passes over the (n_queries, n_keys) buffer.
+    Each chunk costs one GEMM of the augmented queries ``[q, 1, |q|^2]``
+    against a (n_features + 2, n_keys) key matrix, then in-place passes over
+    the (n_queries, n_keys) buffer.
 
     Parameters
     ----------
@@ -59,69 +59,94 @@ class BruteScorer:
         self.user_kernel = user_kernel
         self.dtype = keys.dtype
         self.n_features = keys.shape[1]
-        self.n_keys = keys.shape[0]
         key_sq = np.einsum("ij,ij->i", keys, keys)
-        # [q, 1] . [-2 k, |k|^2] = ||q - k||^2 - |q|^2
-        self.distance_matrix = self._stack(-2.0 * keys.T, key_sq)
-        self.log_weights = None
-        self.logit_matrix = None
+        self.key_radius = float(np.sqrt(key_sq.max()))
+        ones = np.ones_like(key_sq)
+        # [q, 1, |q|^2] . [-2 k, |k|^2, 1] = ||q - k||^2
+        self.distance_matrix = self._stack(-2.0 * keys.T, key_sq, ones)
+        self.log_weights = self.logit_matrix = None
         if kernel.log_function is not None:
-            self.log_weights = np.log(weights).astype(self.dtype)
+            log_w = np.log(weights.astype(np.float64))
+            self.log_weight_spread = float(log_w.max() - log_w.min())
+            log_w -= log_w.max()
+            self.log_weights = log_w.astype(self.dtype)
         if kernel.log_quadratic is not None:
-            # c ||q - k||^2 + log w = c |q|^2 + [q, 1] . [-2c k, c |k|^2 + log w]:
-            # the logits up to a per-query constant, which the softmax drops.
+            # [q, 1, |q|^2] . [-2c k, c |k|^2 + log w, c] = c ||q - k||^2 + log w:
+            # the gaussian logits, at most 0, straight out of the GEMM.
             c = kernel.log_quadratic
             self.logit_matrix = self._stack(
-                -2.0 * c * keys.T, c * key_sq + np.log(weights)
+                -2.0 * c * keys.T, c * key_sq + log_w, c * ones
             )
         self.logit_floor = _LOGIT_FLOOR.get(self.dtype)
+        # A row of unshifted logits whose weights sum below this has
+        # underflowed: it is recomputed with its maximum subtracted.
+        self.tiny = float(np.finfo(self.dtype).tiny) ** 0.8
 
-    def _stack(self, rows, last):
-        return np.ascontiguousarray(np.vstack([rows, last]), dtype=self.dtype)
+    def _stack(self, *rows):
+        return np.ascontiguousarray(np.vstack(rows), dtype=self.dtype)
 
     @property
     def weights_folded(self):
         """Whether the scores include the sample weights (the log forms)."""
         return self.log_weights is not None
 
+    @property
+    def may_underflow(self):
+        """Whether rows of ``scores(..., stable=False)`` can underflow."""
+        return self.logit_matrix is not None
+
     def augment(self, Q, out):
-        """Write ``[Q, 1]`` into ``out`` of shape (n_queries, n_features + 1)."""
-        out[:, : self.n_features] = Q
-        out[:, self.n_features] = 1.0
+        """Write ``[Q, 1, |Q|^2]`` into ``out`` (n_queries, n_features + 2)."""
+        d = self.n_features
+        out[:, :d] = Q
+        out[:, d] = 1.0
+        np.einsum("ij,ij->i", Q, Q, out=out[:, d + 1])
         return out
 
-    def squared_distances(self, Q, Q1, out):
-        """Squared distances of the queries to every key, into ``out``."""
+    def squared_distances(self, Q1, out):
+        """Squared distances of the augmented queries to every key."""
         np.matmul(Q1, self.distance_matrix, out=out)
-        out += np.einsum("ij,ij->i", Q, Q)[:, None]
         return np.maximum(out, 0.0, out=out)
 
-    def scores(self, Q, Q1, out):
-        """Fill ``out`` (n_queries, n_keys) with the kernel scores of ``Q``.
+    def _needs_floor(self, Q1):
+        """Whether logits of this chunk can fall below the fast range of exp."""
+        if self.logit_floor is None:
+            return False
+        farthest = np.sqrt(Q1[:, -1].max()) + self.key_radius
+        spread = -self.kernel.log_function(farthest) + self.log_weight_spread
+        return spread > -self.logit_floor
 
-        ``Q1`` is ``[Q, 1]``. For kernels with a log form the scores are the
-        softmax numerators ``exp(log w + log alpha - row maximum)``, sample
-        weights included; otherwise they are ``alpha(u)`` without them.
+    def scores(self, Q1, out, stable=False):
+        """Fill ``out`` (n_queries, n_keys) with the kernel scores.
+
+        ``Q1`` holds the augmented queries. For kernels with a log form the
+        scores are ``w alpha(u)`` up to a factor per query: the gaussian's
+        come straight from its logits unless ``stable``, the others (and the
+        gaussian when ``stable``) as a softmax with the row maximum
+        subtracted, which cannot underflow. Other kernels give ``alpha(u)``
+        without the weights.
         """
         kernel = self.kernel
-        if self.logit_matrix is not None:
-            np.matmul(Q1, self.logit_matrix, out=out)
-        else:
-            self.squared_distances(Q, Q1, out)
-            if self.log_weights is not None:
-                kernel.squared_log_function(out)
-                out += self.log_weights
-            elif self.user_kernel:
+        if self.log_weights is None:
+            self.squared_distances(Q1, out)
+            if self.user_kernel:
                 np.sqrt(out, out=out)
                 out[...] = check_kernel_output(kernel.name, out, kernel.function(out))
-                return out
             elif kernel.squared_function is not None:
-                return kernel.squared_function(out)
+                kernel.squared_function(out)
             else:
                 np.sqrt(out, out=out)
                 out[...] = kernel.function(out)
-                return out
-        out -= out.max(axis=1, keepdims=True)
-        if self.logit_floor is not None:
+            return out
+        if self.logit_matrix is not None:
+            np.matmul(Q1, self.logit_matrix, out=out)
+        else:
+            self.squared_distances(Q1, out)
+            kernel.squared_log_function(out)
+            out += self.log_weights
+            stable = True
+        if stable:
+            out -= out.max(axis=1, keepdims=True)
+        if self._needs_floor(Q1):
             np.maximum(out, self.logit_floor, out=out)
         return np.exp(out, out=out)

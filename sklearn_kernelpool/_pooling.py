@@ -30,7 +30,9 @@ ON_EMPTY = ("nearest", "mean", "nan", "raise")
 
 # The brute buffer of a chunk is kept near this size, so that the passes over
 # it run from cache; benchmarks/bench_predict.py --chunks measures the choice.
-CHUNK_BYTES = 2**21
+CHUNK_BYTES = 2**22
+# Tree chunks hold at most this many queries, so that threads share the work.
+TREE_CHUNK_ROWS = 2048
 
 
 def resolve_kernel(kernel):
@@ -46,7 +48,7 @@ class _Workspace:
 
     def __init__(self, n_rows, n_keys, n_features, dtype):
         self.scores = np.empty((n_rows, n_keys), dtype=dtype)
-        self.augmented = np.empty((n_rows, n_features + 1), dtype=dtype)
+        self.augmented = np.empty((n_rows, n_features + 2), dtype=dtype)
 
 
 class KernelPool:
@@ -121,13 +123,15 @@ class KernelPool:
         budget = get_config()["working_memory"] * 2**20
         itemsize = np.dtype(self.dtype).itemsize
         n_keys = self.keys.shape[0]
+        max_rows = max(n_queries, 1)
         if self.algorithm == "brute":
-            row_bytes = itemsize * (n_keys + self.keys.shape[1] + 1)
+            row_bytes = itemsize * (n_keys + self.keys.shape[1] + 2)
             budget = min(budget, CHUNK_BYTES)
         else:
             # Per neighbour: an index, a distance and a score, plus copies.
             row_bytes = 48 * max(self.expected_neighbors, 1.0) + 64
-        return int(min(max(budget // row_bytes, 1), max(n_queries, 1)))
+            max_rows = min(max_rows, TREE_CHUNK_ROWS)
+        return int(min(max(budget // row_bytes, 1), max_rows))
 
     def _run_chunks(self, X, width, work, n_jobs):
         """Apply ``work(chunk, workspace) -> (rows, empty)`` over the chunks."""
@@ -166,14 +170,28 @@ class KernelPool:
         scaled = X.astype(self.dtype, copy=False) / self.bandwidth
         return scaled, scaled - self.center
 
-    def _raw_scores(self, queries, workspace):
-        """Scores of a chunk, dense for brute and sparse for the trees."""
+    def _raw_scores(self, queries, workspace, rows=None):
+        """Scores of a chunk, dense for brute and sparse for the trees.
+
+        ``rows`` recomputes the brute scores of these rows, in a stable way.
+        """
         scaled, Q = queries
-        if self.algorithm == "brute":
+        if self.algorithm != "brute":
+            return self.scorer.scores(scaled)
+        if rows is None:
             n = len(Q)
             augmented = self.scorer.augment(Q, workspace.augmented[:n])
-            return self.scorer.scores(Q, augmented, workspace.scores[:n])
-        return self.scorer.scores(scaled)
+            return self.scorer.scores(augmented, workspace.scores[:n])
+        n = len(rows)
+        augmented = self.scorer.augment(Q[rows], workspace.augmented[:n])
+        return self.scorer.scores(augmented, workspace.scores[:n], stable=True)
+
+    def _underflowed(self, total):
+        """Rows of brute scores to recompute with their maximum subtracted."""
+        if self.algorithm != "brute" or not self.scorer.may_underflow:
+            return None
+        rows = np.flatnonzero(total < self.scorer.tiny)
+        return rows if len(rows) else None
 
     # -- fallbacks -----------------------------------------------------------
     def _nearest_candidates(self, queries, workspace):
@@ -183,11 +201,11 @@ class KernelPool:
             return self.scorer.candidates(scaled)
         n = len(Q)
         augmented = self.scorer.augment(Q, workspace.augmented[:n])
-        d2 = self.scorer.squared_distances(Q, augmented, workspace.scores[:n])
+        d2 = self.scorer.squared_distances(augmented, workspace.scores[:n])
         # The BLAS distances are exact to a few ulps of |q|^2 + |k|^2.
         eps = np.finfo(self.dtype).eps
-        q_sq = np.einsum("ij,ij->i", Q, Q)
-        slack = 64 * eps * (q_sq[:, None] + self.scorer.distance_matrix[-1])
+        q_sq = augmented[:, -1]
+        slack = 64 * eps * (q_sq[:, None] + self.scorer.distance_matrix[-2])
         return np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
 
     def _nearest_weights(self, queries, workspace):
@@ -253,6 +271,10 @@ class KernelPool:
             queries = self._queries(X_chunk)
             # One product gives every weighted sum and the denominator.
             sums = self._raw_scores(queries, workspace) @ self.pool_matrix
+            redo = self._underflowed(sums[:, -1])
+            if redo is not None:
+                stable = self._raw_scores(queries, workspace, rows=redo)
+                sums[redo] = stable @ self.pool_matrix
             total = sums[:, -1]
             empty = ~(total > 0)
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -274,6 +296,9 @@ class KernelPool:
                 scores = scores * self.weights
             else:
                 scores = scores.copy()  # the buffer is reused by the next chunk
+            redo = self._underflowed(scores.sum(axis=1))
+            if redo is not None:
+                scores[redo] = self._raw_scores(queries, workspace, rows=redo)
             total = scores.sum(axis=1)
             empty = ~(total > 0)
             with np.errstate(invalid="ignore", divide="ignore"):

@@ -121,7 +121,11 @@ def test_auto_chooses_by_support_and_neighbourhood_size():
     assert fit(kernel="epanechikov", bandwidth=10.0).algorithm_ == "brute"
     X8 = rng.uniform(size=(20_000, 8))
     reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=0.2).fit(X8, y)
-    assert reg.algorithm_ == "ball_tree"
+    assert reg.algorithm_ == "kd_tree"  # about 1e-5 of the keys in a support
+    assert reg.set_params(bandwidth=0.8).fit(X8, y).algorithm_ == "brute"
+    X16 = rng.uniform(size=(20_000, 16))
+    reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=0.2).fit(X16, y)
+    assert reg.algorithm_ == "brute"  # trees never won from 16 features on
     small = KernelAttentionRegressor(kernel="boxcar", bandwidth=1e-3)
     assert small.fit(X[:100], y[:100]).algorithm_ == "brute"
 
@@ -234,3 +238,23 @@ def test_attention_weights_pool_to_the_predictions(data, path):
     assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)
     assert np.all(weights[:, ::7] == 0)
     assert_allclose(weights @ Y, pred, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("kernel", COMPACT)
+def test_one_feature_paths_agree_with_duplicates_and_far_queries(kernel):
+    # With one feature the k-d tree is a sorted array searched by bisection.
+    rng = np.random.default_rng(3)
+    X = np.round(rng.uniform(0, 10, size=(300, 1)), 1)  # many duplicate keys
+    Y = np.column_stack([np.sin(X[:, 0]), X[:, 0] ** 2])
+    w = rng.integers(0, 3, size=300).astype(float)
+    Q = np.concatenate([rng.uniform(-2, 12, size=(200, 1)), X[:20], [[-50.0]]])
+    preds = []
+    for path in PATHS:
+        reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.25, algorithm=path)
+        preds.append(predict_quietly(reg.fit(X, Y, sample_weight=w), Q))
+    for pred in preds[1:]:
+        assert_allclose(pred, preds[0], rtol=1e-12, atol=1e-14)
+    positive = w > 0
+    nearest = X[positive][np.argmin(np.abs(X[positive, 0] - (-50.0)))]
+    tied = positive & (X[:, 0] == nearest[0])
+    assert_allclose(preds[0][-1], np.average(Y[tied], axis=0, weights=w[tied]))
