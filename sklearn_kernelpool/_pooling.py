@@ -11,6 +11,7 @@ each bounded by scikit-learn's ``working_memory``, on one of two paths:
   built in ``fit``, and a sparse product.
 """
 
+import functools
 import warnings
 
 import numpy as np
@@ -18,7 +19,7 @@ from joblib import Parallel, delayed, effective_n_jobs
 from scipy.sparse import csr_array
 from sklearn import get_config
 from sklearn.utils import gen_batches
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
@@ -33,6 +34,14 @@ ON_EMPTY = ("nearest", "mean", "nan", "raise")
 CHUNK_BYTES = 2**22
 # Tree chunks hold at most this many queries, so that threads share the work.
 TREE_CHUNK_ROWS = 2048
+# Below this many query-key pairs, starting threads costs more than it saves.
+MIN_THREADED_PAIRS = 2**22
+
+
+@functools.cache
+def _threadpool_controller():
+    """One controller for the process: finding the BLAS libraries is slow."""
+    return ThreadpoolController()
 
 
 def resolve_kernel(kernel):
@@ -141,6 +150,11 @@ class KernelPool:
         out = np.empty((n_queries, width), dtype=self.dtype)
         empty = np.zeros(n_queries, dtype=bool)
         n_threads = min(effective_n_jobs(n_jobs), len(batches))
+        pairs = n_queries * (
+            self.keys.shape[0] if self.algorithm == "brute" else self.expected_neighbors
+        )
+        if pairs < MIN_THREADED_PAIRS:
+            n_threads = 1
 
         def run(group):
             workspace = None
@@ -158,7 +172,7 @@ class KernelPool:
             run(batches)
         else:
             # Threads share the cores: BLAS gets one thread each.
-            with threadpool_limits(limits=1, user_api="blas"):
+            with _threadpool_controller().limit(limits=1, user_api="blas"):
                 Parallel(n_jobs=n_threads, prefer="threads")(
                     delayed(run)(batches[t::n_threads]) for t in range(n_threads)
                 )

@@ -91,15 +91,29 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         Under the first three an :class:`~sklearn_kernelpool.EmptyNeighborhoodWarning`
         says how many queries fell back.
 
-    algorithm : {"auto", "brute"}, default="auto"
-        How the weights are computed. ``"brute"`` computes the distances
-        to every key with BLAS, in chunks of queries bounded by scikit-learn's
-        ``working_memory``; ``"auto"`` currently always chooses it.
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+        How the weights are computed:
+
+        - ``"brute"``: distances to every key by BLAS, in chunks of queries
+          bounded by scikit-learn's ``working_memory``;
+        - ``"kd_tree"``, ``"ball_tree"``: a radius query in a tree of the
+          keys built in ``fit``, for kernels of compact support only (a
+          ``ValueError`` otherwise); with one feature the k-d tree is the
+          sorted array of the keys, searched by bisection;
+        - ``"auto"``: brute force for kernels of unbounded support; for
+          compact kernels the k-d tree when ``fit`` estimates that a query's
+          support holds a small enough fraction of the keys for the number
+          of features (the rule is measured in ``benchmarks/`` and given in
+          the user guide), brute force otherwise.
+
+        The choice is the fitted ``algorithm_``. Every path gives the same
+        predictions up to rounding.
 
     n_jobs : int, default=None
         Number of threads over chunks of queries in ``predict``. ``None``
         means 1 unless in a :obj:`joblib.parallel_backend` context; ``-1``
-        means all processors. The predictions do not depend on it.
+        means all processors. With more than one thread BLAS runs one thread
+        per chunk. The predictions do not depend on it.
 
     Attributes
     ----------
@@ -136,10 +150,15 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     Notes
     -----
     Kernels with a log form (gaussian, exponential, cauchy) are pooled as a
-    softmax of the log weights with the row maximum subtracted, so that no
-    query gets 0/0: a query far from every key gets the value of the nearest
-    key. Distances are computed on keys and queries centred on the mean of
-    the keys, so that a large common offset does not cost precision.
+    softmax of the log weights, so that no query gets 0/0: a query far from
+    every key gets the value of the nearest key. Brute-force distances are
+    computed on keys and queries centred on the mean of the keys, so that a
+    large common offset does not cost precision; the trees subtract exactly.
+
+    Prediction works in chunks of queries: the memory it needs beyond its
+    inputs and output is bounded by ``working_memory`` (see
+    :func:`sklearn.config_context`) and does not grow with the number of
+    queries.
 
     An integer sample weight ``k`` is equivalent to ``k`` copies of the row,
     and rows of weight zero never influence a prediction.

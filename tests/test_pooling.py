@@ -9,7 +9,11 @@ from _reference import FORMULAS, nadaraya_watson
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import clone, config_context
 
-from sklearn_kernelpool import EmptyNeighborhoodWarning, KernelAttentionRegressor
+from sklearn_kernelpool import (
+    EmptyNeighborhoodWarning,
+    KernelAttentionRegressor,
+    _pooling,
+)
 from sklearn_kernelpool.kernels import KERNELS
 
 COMPACT = sorted({k.name for k in KERNELS.values() if k.is_compact})
@@ -159,7 +163,14 @@ def test_one_key(path):
     [("brute", "gaussian"), ("brute", "epanechikov")]
     + [(tree, "epanechikov") for tree in PATHS[1:]],
 )
-def test_n_jobs_gives_identical_results(data, path, kernel):
+def test_n_jobs_gives_identical_results(data, path, kernel, monkeypatch):
+    # Small jobs run in one thread anyway: make these use threads.
+    monkeypatch.setattr(_pooling, "MIN_THREADED_PAIRS", 0)
+    calls = []
+    original = _pooling.Parallel
+    monkeypatch.setattr(
+        _pooling, "Parallel", lambda *a, **k: calls.append(k) or original(*a, **k)
+    )
     X, Y, w, Q = data
     Q = np.tile(Q, (20, 1))
     reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.2, algorithm=path)
@@ -169,6 +180,7 @@ def test_n_jobs_gives_identical_results(data, path, kernel):
         for n_jobs in (2, 3, -1):
             assert_array_equal(predict_quietly(reg.set_params(n_jobs=n_jobs), Q), base)
         assert_array_equal(predict_quietly(reg.set_params(n_jobs=None), Q), base)
+    assert len(calls) == 3
 
 
 def test_brute_memory_stays_bounded():
@@ -258,3 +270,32 @@ def test_one_feature_paths_agree_with_duplicates_and_far_queries(kernel):
     nearest = X[positive][np.argmin(np.abs(X[positive, 0] - (-50.0)))]
     tied = positive & (X[:, 0] == nearest[0])
     assert_allclose(preds[0][-1], np.average(Y[tied], axis=0, weights=w[tied]))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_concurrent_predictions_from_one_estimator(data, path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from joblib import hash as joblib_hash
+
+    X, Y, w, _ = data
+    Q = np.random.default_rng(4).uniform(0.2, 0.8, size=(3000, 3))
+    reg = KernelAttentionRegressor(kernel="triweight", bandwidth=0.4, algorithm=path)
+    reg.fit(X, Y, sample_weight=w)
+    with config_context(working_memory=0.1):  # several chunks per call
+        expected = reg.predict(Q)  # no empty neighbourhood: no warning
+
+        # scikit-learn's trees count their queries, so the fitted attributes
+        # and the engine's arrays are compared, not the whole tree.
+        def state():
+            pool = reg._pool
+            fitted = {k: v for k, v in vars(reg).items() if k.endswith("_")}
+            arrays = (pool.keys, pool.values, pool.weights, pool.pool_matrix)
+            return joblib_hash((fitted, arrays))
+
+        before = state()
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: reg.predict(Q), range(16)))
+    for result in results:
+        assert_array_equal(result, expected)
+    assert state() == before
