@@ -2,6 +2,11 @@
 
 import numpy as np
 
+# float32 products lose about eps * (|q|^2 + |k|^2) of a squared distance to
+# cancellation; past this share of a unit logit a chunk's product runs in
+# float64 (then rounds to float32 for the kernel, the exp and the pooling).
+_FLOAT32_MAX_CANCELLATION = 1e-6
+
 # exp() of float64 arguments below about -708 leaves the fast path of libm to
 # produce subnormals or zero. Logits more than this far below their row's
 # maximum weigh less than 1e-304 of the largest weight, far below rounding,
@@ -42,25 +47,33 @@ class BruteScorer:
     against a (n_features + 2, n_keys) key matrix, then in-place passes over
     the (n_queries, n_keys) buffer.
 
+    Float32 work stays in float32 (the buffer, the kernel, the exp and the
+    pooling); only a chunk whose float32 product would lose more than 1e-6
+    of a logit to cancellation (keys or queries far from the centre in units
+    of the bandwidth) gets its product in float64.
+
     Parameters
     ----------
     keys : ndarray of shape (n_keys, n_features)
-        Scaled, centred keys of positive weight.
+        Scaled, centred keys of positive weight, in float64.
     weights : ndarray of shape (n_keys,)
         Their positive sample weights.
     kernel : Kernel
         The kernel.
     user_kernel : bool
         Whether the kernel is a user callable, whose output is checked.
+    dtype : {float32, float64}
+        The dtype of the scores.
     """
 
-    def __init__(self, keys, weights, kernel, user_kernel):
+    def __init__(self, keys, weights, kernel, user_kernel, dtype):
         self.kernel = kernel
         self.user_kernel = user_kernel
-        self.dtype = keys.dtype
+        self.dtype = np.dtype(dtype)
         self.n_features = keys.shape[1]
         key_sq = np.einsum("ij,ij->i", keys, keys)
-        self.key_radius = float(np.sqrt(key_sq.max()))
+        self.key_sq_max = float(key_sq.max())
+        self.key_radius = np.sqrt(self.key_sq_max)
         ones = np.ones_like(key_sq)
         # [q, 1, |q|^2] . [-2 k, |k|^2, 1] = ||q - k||^2
         self.distance_matrix = self._stack(-2.0 * keys.T, key_sq, ones)
@@ -83,7 +96,26 @@ class BruteScorer:
         self.tiny = float(np.finfo(self.dtype).tiny) ** 0.8
 
     def _stack(self, *rows):
-        return np.ascontiguousarray(np.vstack(rows), dtype=self.dtype)
+        """A key matrix in float64 and, for float32 work, in float32 too."""
+        wide = np.ascontiguousarray(np.vstack(rows), dtype=np.float64)
+        return wide, wide.astype(self.dtype)
+
+    @property
+    def narrow(self):
+        """Whether the scores are float32, with products that may widen."""
+        return self.dtype != np.float64
+
+    def _product(self, Q1, matrices, out, wide):
+        """``Q1 @ matrix`` into ``out``, in float64 where float32 cancels."""
+        matrix64, matrix = matrices
+        if not self.narrow:
+            return np.matmul(Q1, matrix64, out=out)
+        eps = float(np.finfo(self.dtype).eps)
+        if eps * (Q1[:, -1].max() + self.key_sq_max) > _FLOAT32_MAX_CANCELLATION:
+            np.matmul(Q1, matrix64, out=wide)
+            np.copyto(out, wide, casting="same_kind")
+            return out
+        return np.matmul(Q1.astype(self.dtype), matrix, out=out)
 
     @property
     def weights_folded(self):
@@ -96,27 +128,30 @@ class BruteScorer:
         return self.logit_matrix is not None
 
     def augment(self, Q, out):
-        """Write ``[Q, 1, |Q|^2]`` into ``out`` (n_queries, n_features + 2)."""
+        """Write ``[Q, 1, |Q|^2]`` into float64 ``out`` (n, n_features + 2)."""
         d = self.n_features
         out[:, :d] = Q
         out[:, d] = 1.0
         np.einsum("ij,ij->i", Q, Q, out=out[:, d + 1])
         return out
 
-    def squared_distances(self, Q1, out):
-        """Squared distances of the augmented queries to every key."""
-        np.matmul(Q1, self.distance_matrix, out=out)
+    def squared_distances(self, Q1, out, wide=None):
+        """Squared distances of the augmented queries to every key.
+
+        ``wide`` is a float64 buffer of the shape of ``out`` for float32 work.
+        """
+        self._product(Q1, self.distance_matrix, out, wide)
         return np.maximum(out, 0.0, out=out)
 
     def _needs_floor(self, Q1):
         """Whether logits of this chunk can fall below the fast range of exp."""
         if self.logit_floor is None:
             return False
-        farthest = np.sqrt(Q1[:, -1].max()) + self.key_radius
+        farthest = float(np.sqrt(Q1[:, -1].max())) + self.key_radius
         spread = -self.kernel.log_function(farthest) + self.log_weight_spread
         return spread > -self.logit_floor
 
-    def scores(self, Q1, out, stable=False):
+    def scores(self, Q1, out, wide=None, stable=False):
         """Fill ``out`` (n_queries, n_keys) with the kernel scores.
 
         ``Q1`` holds the augmented queries. For kernels with a log form the
@@ -128,7 +163,7 @@ class BruteScorer:
         """
         kernel = self.kernel
         if self.log_weights is None:
-            self.squared_distances(Q1, out)
+            self.squared_distances(Q1, out, wide)
             if self.user_kernel:
                 np.sqrt(out, out=out)
                 out[...] = check_kernel_output(kernel.name, out, kernel.function(out))
@@ -139,9 +174,9 @@ class BruteScorer:
                 out[...] = kernel.function(out)
             return out
         if self.logit_matrix is not None:
-            np.matmul(Q1, self.logit_matrix, out=out)
+            self._product(Q1, self.logit_matrix, out, wide)
         else:
-            self.squared_distances(Q1, out)
+            self.squared_distances(Q1, out, wide)
             kernel.squared_log_function(out)
             out += self.log_weights
             stable = True

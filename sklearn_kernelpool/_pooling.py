@@ -53,11 +53,17 @@ def resolve_kernel(kernel):
 
 
 class _Workspace:
-    """The buffers of one thread, allocated once and reused for every chunk."""
+    """The buffers of one thread, allocated once and reused for every chunk.
+
+    ``wide`` is the float64 buffer of float32 work whose products widen.
+    """
 
     def __init__(self, n_rows, n_keys, n_features, dtype):
         self.scores = np.empty((n_rows, n_keys), dtype=dtype)
-        self.augmented = np.empty((n_rows, n_features + 2), dtype=dtype)
+        self.augmented = np.empty((n_rows, n_features + 2), dtype=np.float64)
+        self.wide = None
+        if dtype != np.float64:
+            self.wide = np.empty((n_rows, n_keys), dtype=np.float64)
 
 
 class KernelPool:
@@ -100,11 +106,12 @@ class KernelPool:
         self.on_empty = on_empty
         self.support = np.flatnonzero(sample_weight > 0)
         self.n_samples_fit = keys.shape[0]
-        self.bandwidth = np.asarray(bandwidth, dtype=self.dtype)
-        scaled = keys[self.support] / self.bandwidth
-        # Distances are computed on data centred on the keys, which keeps the
-        # BLAS expansion ||q||^2 + ||k||^2 - 2 q.k free of the cancellation a
-        # large common offset would cause.
+        # Coordinates are scaled and centred in float64, whatever the dtype of
+        # the work. Brute-force distances are computed on data centred on the
+        # keys, which keeps the BLAS expansion ||q||^2 + ||k||^2 - 2 q.k free
+        # of the cancellation a large common offset would cause.
+        self.bandwidth = np.asarray(bandwidth, dtype=np.float64)
+        scaled = keys[self.support].astype(np.float64) / self.bandwidth
         self.center = scaled.mean(axis=0)
         self.keys = scaled - self.center
         self.weights = sample_weight[self.support].astype(self.dtype)
@@ -118,13 +125,15 @@ class KernelPool:
         unfolded = np.hstack([values, ones]) * self.weights[:, None]
         self.n_outputs = values.shape[1]
         if self.algorithm == "brute":
-            self.scorer = BruteScorer(self.keys, self.weights, kernel, user_kernel)
+            self.scorer = BruteScorer(
+                self.keys, self.weights, kernel, user_kernel, self.dtype
+            )
             folded = self.scorer.weights_folded
             # [values, 1], weighted unless the scores carry the weights.
             self.pool_matrix = np.hstack([values, ones]) if folded else unfolded
         else:
             # Trees subtract exactly: they work on the uncentred keys.
-            self.scorer = TreeScorer(scaled, kernel, self.algorithm)
+            self.scorer = TreeScorer(scaled, kernel, self.algorithm, self.dtype)
             self.pool_matrix = unfolded
 
     # -- chunks --------------------------------------------------------------
@@ -134,7 +143,9 @@ class KernelPool:
         n_keys = self.keys.shape[0]
         max_rows = max(n_queries, 1)
         if self.algorithm == "brute":
-            row_bytes = itemsize * (n_keys + self.keys.shape[1] + 2)
+            if self.dtype != np.float64:
+                itemsize += 8  # the float64 buffer of widened products
+            row_bytes = itemsize * n_keys + 8 * (self.keys.shape[1] + 2)
             budget = min(budget, CHUNK_BYTES)
         else:
             # Per neighbour: an index, a distance and a score, plus copies.
@@ -180,8 +191,8 @@ class KernelPool:
         return out
 
     def _queries(self, X):
-        """The queries scaled by the bandwidth, uncentred and centred."""
-        scaled = X.astype(self.dtype, copy=False) / self.bandwidth
+        """The queries scaled by the bandwidth, uncentred and centred (float64)."""
+        scaled = X.astype(np.float64) / self.bandwidth
         return scaled, scaled - self.center
 
     def _raw_scores(self, queries, workspace, rows=None):
@@ -192,13 +203,14 @@ class KernelPool:
         scaled, Q = queries
         if self.algorithm != "brute":
             return self.scorer.scores(scaled)
-        if rows is None:
-            n = len(Q)
-            augmented = self.scorer.augment(Q, workspace.augmented[:n])
-            return self.scorer.scores(augmented, workspace.scores[:n])
-        n = len(rows)
-        augmented = self.scorer.augment(Q[rows], workspace.augmented[:n])
-        return self.scorer.scores(augmented, workspace.scores[:n], stable=True)
+        if rows is not None:
+            Q = Q[rows]
+        n = len(Q)
+        augmented = self.scorer.augment(Q, workspace.augmented[:n])
+        wide = None if workspace.wide is None else workspace.wide[:n]
+        return self.scorer.scores(
+            augmented, workspace.scores[:n], wide, stable=rows is not None
+        )
 
     def _underflowed(self, total):
         """Rows of brute scores to recompute with their maximum subtracted."""
@@ -215,11 +227,12 @@ class KernelPool:
             return self.scorer.candidates(scaled)
         n = len(Q)
         augmented = self.scorer.augment(Q, workspace.augmented[:n])
-        d2 = self.scorer.squared_distances(augmented, workspace.scores[:n])
+        wide = None if workspace.wide is None else workspace.wide[:n]
+        d2 = self.scorer.squared_distances(augmented, workspace.scores[:n], wide)
         # The BLAS distances are exact to a few ulps of |q|^2 + |k|^2.
         eps = np.finfo(self.dtype).eps
         q_sq = augmented[:, -1]
-        slack = 64 * eps * (q_sq[:, None] + self.scorer.distance_matrix[-2])
+        slack = 64 * eps * (q_sq[:, None] + self.scorer.distance_matrix[0][-2])
         return np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
 
     def _nearest_weights(self, queries, workspace):

@@ -57,28 +57,27 @@ class TreeScorer:
     Parameters
     ----------
     keys : ndarray of shape (n_keys, n_features)
-        Scaled keys of positive weight.
+        Scaled keys of positive weight, in float64.
     kernel : Kernel
         A kernel of compact support.
     algorithm : {"kd_tree", "ball_tree"}
         The tree.
+    dtype : {float32, float64}
+        The dtype of the scores.
     """
 
-    def __init__(self, keys, kernel, algorithm):
+    def __init__(self, keys, kernel, algorithm, dtype):
         self.kernel = kernel
-        self.dtype = keys.dtype
+        self.dtype = np.dtype(dtype)
         self.n_keys = keys.shape[0]
         self.keys = keys
-        # scikit-learn's trees work in float64.
-        keys64 = keys.astype(np.float64, copy=False)
         if algorithm == "kd_tree" and keys.shape[1] == 1:
-            self.tree = SortedKeys(keys64)
+            self.tree = SortedKeys(keys)
         else:
-            self.tree = TREES[algorithm](keys64)
+            self.tree = TREES[algorithm](keys)
 
     def _neighbors(self, Q, r):
         """(indptr, cols, distances) of the keys within ``r`` of each query."""
-        Q = Q.astype(np.float64, copy=False)
         if isinstance(self.tree, SortedKeys):
             return self.tree.query_radius(Q, r)
         indices, distances = self.tree.query_radius(Q, r=r, return_distance=True)
@@ -100,7 +99,7 @@ class TreeScorer:
 
         Returns (rows, cols): pairs among which the exact nearest keys lie.
         """
-        nearest, _ = self.tree.query(Q.astype(np.float64, copy=False), k=1)
+        nearest, _ = self.tree.query(Q, k=1)
         radius = nearest[:, 0] * (1 + 1e-9) + 1e-300
         indptr, cols, _ = self._neighbors(Q, radius)
         return np.repeat(np.arange(len(Q)), np.diff(indptr)), cols

@@ -299,3 +299,19 @@ def test_concurrent_predictions_from_one_estimator(data, path):
     for result in results:
         assert_array_equal(result, expected)
     assert state() == before
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechikov", "cauchy"])
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+def test_float32_keeps_its_precision_at_small_bandwidths(kernel, offset):
+    # Keys hundreds of bandwidths from their centre: float32 products would
+    # lose ~eps32 * (800)**2 = 0.04 of a logit; such chunks widen to float64.
+    rng = np.random.default_rng(5)
+    X = (rng.normal(size=(5000, 1)) + offset).astype(np.float32)
+    y = np.sin(3 * X[:, 0].astype(np.float64))
+    Q = X[::7] + np.float32(0.001)
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.005, algorithm="brute")
+    pred32 = predict_quietly(reg.fit(X, y), Q)
+    pred64 = predict_quietly(clone(reg).fit(X.astype(np.float64), y), Q)
+    assert pred32.dtype == np.float32
+    assert_allclose(pred32, pred64, rtol=1e-5, atol=1e-5)
