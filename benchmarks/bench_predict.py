@@ -175,20 +175,23 @@ def bench_case(n, m, d, dtype, kernel, neighbors, args):
         "neighbors": neighbors,
         "h": h,
     }
-    reps = args.repeats
+    # The largest cases (1e9 pairs) are timed once, and in one thread only
+    # where a target asks for it, to keep the full run within half an hour.
+    big = n * m >= 10**9
+    reps = 1 if big else args.repeats
     reg = ours(X, y, kernel, h, n_jobs=-1)
     row["algorithm"] = reg.algorithm_
     pred = reg.predict(Q)
     row["ours"] = median_time(lambda: reg.predict(Q), reps)
     reg1 = ours(X, y, kernel, h, n_jobs=None)
-    row["ours_1thread"] = median_time(lambda: reg1.predict(Q), reps)
+    row["ours_1thread"] = None if big else median_time(lambda: reg1.predict(Q), reps)
     if reg.algorithm_ != "brute":
         brute = ours(X, y, kernel, h, algorithm="brute", n_jobs=-1)
         row["brute"] = median_time(lambda: brute.predict(Q), max(reps // 2, 1))
-        np.testing.assert_allclose(brute.predict(Q), pred, rtol=1e-6, atol=1e-6)
+        tol = 1e-9 if dtype == np.float64 else 1e-5
+        np.testing.assert_allclose(brute.predict(Q), pred, rtol=tol, atol=tol)
     if kernel == "gaussian":
         row["floor"] = floor_time(X, Q, h, N_CPUS, reps)
-        row["floor_1thread"] = floor_time(X, Q, h, 1, reps)
     temp_gib = n * m * d * np.dtype(dtype).itemsize / 2**30
     if temp_gib <= args.broadcast_gib:
         t = median_time(lambda: broadcast_predict(X, y, Q, kernel, h), 1)
@@ -198,7 +201,7 @@ def bench_case(n, m, d, dtype, kernel, neighbors, args):
         row["broadcast"] = None
         row["broadcast_temp_gib"] = temp_gib
     if kernel == "gaussian" and dtype == np.float64 and not args.no_statsmodels:
-        subset = Q[: args.statsmodels_queries]
+        subset = Q[: args.statsmodels_queries // (5 if big else 1)]
         start = time.perf_counter()
         theirs = statsmodels_predict(X, y, subset, h)
         elapsed = time.perf_counter() - start
@@ -210,7 +213,7 @@ def bench_case(n, m, d, dtype, kernel, neighbors, args):
         assert gap < 1e-9, f"statsmodels disagrees by {gap:.2e} of max |y|"
     if KERNEL_IS_COMPACT[kernel]:
         rnr = radius_nn(X.astype(np.float64), y, kernel, h)
-        subset = Q[: args.radius_nn_queries]
+        subset = Q[: args.radius_nn_queries // (5 if big else 1)]
         row["radius_nn"] = median_time(lambda: rnr.predict(subset), 1) * m / len(subset)
     return row
 
@@ -390,7 +393,7 @@ def main():
     parser.add_argument("--chunks", action="store_true")
     parser.add_argument("--memory", action="store_true")
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--broadcast-gib", type=float, default=8.0)
+    parser.add_argument("--broadcast-gib", type=float, default=7.0)
     parser.add_argument("--statsmodels-queries", type=int, default=200)
     parser.add_argument("--radius-nn-queries", type=int, default=2000)
     parser.add_argument("--no-statsmodels", action="store_true")
