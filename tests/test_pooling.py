@@ -123,13 +123,13 @@ def test_auto_chooses_by_support_and_neighbourhood_size():
     assert fit(kernel="gaussian", bandwidth=1e-3).algorithm_ == "brute"
     assert fit(kernel="epanechikov", bandwidth=1e-3).algorithm_ == "kd_tree"
     assert fit(kernel="epanechikov", bandwidth=10.0).algorithm_ == "brute"
+    X4 = rng.uniform(size=(20_000, 4))
+    reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=0.1).fit(X4, y)
+    assert reg.algorithm_ == "kd_tree"  # about 3e-4 of the keys in a support
+    assert reg.set_params(bandwidth=0.5).fit(X4, y).algorithm_ == "brute"
     X8 = rng.uniform(size=(20_000, 8))
     reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=0.2).fit(X8, y)
-    assert reg.algorithm_ == "kd_tree"  # about 1e-5 of the keys in a support
-    assert reg.set_params(bandwidth=0.8).fit(X8, y).algorithm_ == "brute"
-    X16 = rng.uniform(size=(20_000, 16))
-    reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=0.2).fit(X16, y)
-    assert reg.algorithm_ == "brute"  # trees never won from 16 features on
+    assert reg.algorithm_ == "brute"  # trees did not pay off from 8 features on
     small = KernelAttentionRegressor(kernel="boxcar", bandwidth=1e-3)
     assert small.fit(X[:100], y[:100]).algorithm_ == "brute"
 
