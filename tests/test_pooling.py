@@ -183,20 +183,24 @@ def test_n_jobs_gives_identical_results(data, path, kernel, monkeypatch):
     assert len(calls) == 3
 
 
+def peak_predict_memory(reg, Q, working_memory):
+    """Peak bytes traced while ``reg`` predicts ``Q`` under a memory budget."""
+    with config_context(working_memory=working_memory):
+        tracemalloc.start()
+        try:
+            reg.predict(Q)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+
 def test_brute_memory_stays_bounded():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20_000, 4))
     Q = rng.normal(size=(4_000, 4))
     reg = KernelAttentionRegressor(bandwidth=0.5).fit(X, X[:, 0])
     # The full attention matrix would take 4000 * 20000 * 8 bytes = 640 MB.
-    with config_context(working_memory=4):
-        tracemalloc.start()
-        try:
-            reg.predict(Q)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-    assert peak < 8 * 2**20
+    assert peak_predict_memory(reg, Q, working_memory=4) < 8 * 2**20
 
 
 def test_tree_memory_stays_bounded():
@@ -206,15 +210,8 @@ def test_tree_memory_stays_bounded():
     reg = KernelAttentionRegressor(kernel="epanechikov", bandwidth=0.05)
     reg.fit(X, X[:, 0])
     assert reg.algorithm_ == "kd_tree"
-    with config_context(working_memory=2):
-        tracemalloc.start()
-        try:
-            reg.predict(Q)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
     # About 400 neighbours a query: 20 million pairs if done at once.
-    assert peak < 12 * 2**20
+    assert peak_predict_memory(reg, Q, working_memory=2) < 12 * 2**20
 
 
 @pytest.mark.parametrize("path", PATHS)
