@@ -72,7 +72,7 @@ class BruteScorer:
         self.user_kernel = user_kernel
         self.dtype = np.dtype(dtype)
         self.n_features = keys.shape[1]
-        key_sq = np.einsum("ij,ij->i", keys, keys)
+        self.key_sq = key_sq = np.einsum("ij,ij->i", keys, keys)
         self.key_sq_max = float(key_sq.max())
         self.key_radius = np.sqrt(self.key_sq_max)
         ones = np.ones_like(key_sq)
@@ -143,6 +143,17 @@ class BruteScorer:
         """
         self._product(Q1, self.distance_matrix, out, wide)
         return np.maximum(out, 0.0, out=out)
+
+    def candidates(self, Q1, out, wide=None):
+        """(rows, cols) pairs that hold each augmented query's nearest keys.
+
+        The BLAS distances are exact to a few ulps of |q|^2 + |k|^2, so every
+        key within that slack of the smallest distance is a candidate.
+        """
+        d2 = self.squared_distances(Q1, out, wide)
+        eps = np.finfo(self.dtype).eps
+        slack = 64 * eps * (Q1[:, -1][:, None] + self.key_sq)
+        return np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
 
     def _needs_floor(self, Q1):
         """Whether logits of this chunk can fall below the fast range of exp."""

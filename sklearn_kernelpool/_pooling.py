@@ -65,6 +65,11 @@ class _Workspace:
         if dtype != np.float64:
             self.wide = np.empty((n_rows, n_keys), dtype=np.float64)
 
+    def rows(self, n):
+        """The augmented-query, score and wide buffers of an ``n``-row chunk."""
+        wide = None if self.wide is None else self.wide[:n]
+        return self.augmented[:n], self.scores[:n], wide
+
 
 class KernelPool:
     """Fitted state of attention pooling and the arithmetic on it.
@@ -205,12 +210,9 @@ class KernelPool:
             return self.scorer.scores(scaled)
         if rows is not None:
             Q = Q[rows]
-        n = len(Q)
-        augmented = self.scorer.augment(Q, workspace.augmented[:n])
-        wide = None if workspace.wide is None else workspace.wide[:n]
-        return self.scorer.scores(
-            augmented, workspace.scores[:n], wide, stable=rows is not None
-        )
+        augmented, out, wide = workspace.rows(len(Q))
+        augmented = self.scorer.augment(Q, augmented)
+        return self.scorer.scores(augmented, out, wide, stable=rows is not None)
 
     def _underflowed(self, total):
         """Rows of brute scores to recompute with their maximum subtracted."""
@@ -225,15 +227,8 @@ class KernelPool:
         scaled, Q = queries
         if self.algorithm != "brute":
             return self.scorer.candidates(scaled)
-        n = len(Q)
-        augmented = self.scorer.augment(Q, workspace.augmented[:n])
-        wide = None if workspace.wide is None else workspace.wide[:n]
-        d2 = self.scorer.squared_distances(augmented, workspace.scores[:n], wide)
-        # The BLAS distances are exact to a few ulps of |q|^2 + |k|^2.
-        eps = np.finfo(self.dtype).eps
-        q_sq = augmented[:, -1]
-        slack = 64 * eps * (q_sq[:, None] + self.scorer.distance_matrix[0][-2])
-        return np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
+        augmented, out, wide = workspace.rows(len(Q))
+        return self.scorer.candidates(self.scorer.augment(Q, augmented), out, wide)
 
     def _nearest_weights(self, queries, workspace):
         """Sparse weights of the nearest keys, ties shared by sample weight."""
