@@ -290,9 +290,15 @@ def test_concurrent_predictions_from_one_estimator(data, path):
             arrays = (pool.keys, pool.values, pool.weights, pool.pool_matrix)
             return joblib_hash((fitted, arrays))
 
+        def predict_chunked(_):
+            # scikit-learn's configuration is thread-local: the workers set it
+            # too, so every call chunks its queries alike.
+            with config_context(working_memory=0.1):
+                return reg.predict(Q)
+
         before = state()
         with ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(lambda _: reg.predict(Q), range(16)))
+            results = list(pool.map(predict_chunked, range(16)))
     for result in results:
         assert_array_equal(result, expected)
     assert state() == before
