@@ -1,6 +1,7 @@
 """Attention pooling by similarity: Nadaraya-Watson estimators for scikit-learn."""
 
 from . import kernels
+from ._classification import KernelAttentionClassifier
 from ._exceptions import EmptyNeighborhoodWarning
 from ._regression import KernelAttentionRegressor
 
@@ -8,6 +9,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "EmptyNeighborhoodWarning",
+    "KernelAttentionClassifier",
     "KernelAttentionRegressor",
     "__version__",
     "kernels",

@@ -1,38 +1,12 @@
 """KernelAttentionRegressor: Nadaraya-Watson attention pooling."""
 
-from numbers import Integral, Real
-
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import (
-    _check_sample_weight,
-    check_is_fitted,
-    validate_data,
-)
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._algorithm import ALGORITHMS
-from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
-from ._pooling import ON_EMPTY, KernelPool, resolve_kernel
-from .kernels import KERNELS
-
-
-def _validate_sample_weight(sample_weight, X):
-    """Non-negative, finite weights with a positive sum, or None."""
-    if sample_weight is None:
-        return None
-    sample_weight = _check_sample_weight(sample_weight, X, dtype=X.dtype)
-    if np.any(sample_weight < 0):
-        raise ValueError(
-            "sample_weight must be non-negative; got "
-            f"{int(np.sum(sample_weight < 0))} negative weight(s)."
-        )
-    if not np.any(sample_weight > 0):
-        raise ValueError(
-            "Sample weights must contain at least one non-zero number; "
-            "all sample_weight are zero."
-        )
-    return sample_weight
+from ._base import POOL_PARAMETER_CONSTRAINTS, fit_pool
+from ._pooling import ON_EMPTY
 
 
 class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
@@ -186,15 +160,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "kernel": [StrOptions(set(KERNELS)), callable],
-        "bandwidth": [
-            Interval(Real, 0, np.inf, closed="neither"),
-            StrOptions(set(RULES_OF_THUMB)),
-            "array-like",
-        ],
+        **POOL_PARAMETER_CONSTRAINTS,
         "on_empty": [StrOptions(set(ON_EMPTY))],
-        "algorithm": [StrOptions(set(ALGORITHMS))],
-        "n_jobs": [None, Integral],
     }
 
     def __init__(
@@ -241,26 +208,9 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             multi_output=True,
             y_numeric=True,
         )
-        self.sample_weight_ = _validate_sample_weight(sample_weight, X)
-        weights = (
-            np.ones(X.shape[0], dtype=X.dtype)
-            if self.sample_weight_ is None
-            else self.sample_weight_
-        )
+        fit_pool(self, X, y.reshape(X.shape[0], -1), sample_weight)
         self.keys_ = X
         self.values_ = y
-        self.bandwidth_ = resolve_bandwidth(self.bandwidth, X, weights)
-        self._pool = KernelPool(
-            X,
-            y.reshape(X.shape[0], -1),
-            weights,
-            resolve_kernel(self.kernel),
-            self.bandwidth_,
-            self.on_empty,
-            user_kernel=callable(self.kernel),
-            algorithm=self.algorithm,
-        )
-        self.algorithm_ = self._pool.algorithm
         return self
 
     def predict(self, X):

@@ -1,0 +1,74 @@
+"""What the estimators share: their common parameters and the fitted engine."""
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _check_sample_weight
+
+from ._algorithm import ALGORITHMS
+from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
+from ._pooling import KernelPool, resolve_kernel
+from .kernels import KERNELS
+
+# The constraints of the parameters every estimator has, but ``on_empty``,
+# whose accepted policies depend on the estimator.
+POOL_PARAMETER_CONSTRAINTS = {
+    "kernel": [StrOptions(set(KERNELS)), callable],
+    "bandwidth": [
+        Interval(Real, 0, np.inf, closed="neither"),
+        StrOptions(set(RULES_OF_THUMB)),
+        "array-like",
+    ],
+    "algorithm": [StrOptions(set(ALGORITHMS))],
+    "n_jobs": [None, Integral],
+}
+
+
+def validate_sample_weight(sample_weight, X):
+    """Non-negative, finite weights with a positive sum, or None."""
+    if sample_weight is None:
+        return None
+    sample_weight = _check_sample_weight(sample_weight, X, dtype=X.dtype)
+    if np.any(sample_weight < 0):
+        raise ValueError(
+            "sample_weight must be non-negative; got "
+            f"{int(np.sum(sample_weight < 0))} negative weight(s)."
+        )
+    if not np.any(sample_weight > 0):
+        raise ValueError(
+            "Sample weights must contain at least one non-zero number; "
+            "all sample_weight are zero."
+        )
+    return sample_weight
+
+
+def fit_pool(estimator, X, values, sample_weight, **options):
+    """Fit the engine of ``estimator`` on the keys ``X`` and 2-D ``values``.
+
+    Validates the sample weights, resolves the bandwidth and builds the
+    :class:`KernelPool` from the estimator's parameters; ``options`` go to
+    the engine as they are. Sets the fitted attributes every estimator has:
+    ``sample_weight_``, ``bandwidth_``, ``algorithm_`` and the engine
+    ``_pool``.
+    """
+    estimator.sample_weight_ = validate_sample_weight(sample_weight, X)
+    weights = (
+        np.ones(X.shape[0], dtype=X.dtype)
+        if estimator.sample_weight_ is None
+        else estimator.sample_weight_
+    )
+    estimator.bandwidth_ = resolve_bandwidth(estimator.bandwidth, X, weights)
+    estimator._pool = KernelPool(
+        X,
+        values,
+        weights,
+        resolve_kernel(estimator.kernel),
+        estimator.bandwidth_,
+        estimator.on_empty,
+        user_kernel=callable(estimator.kernel),
+        algorithm=estimator.algorithm,
+        **options,
+    )
+    estimator.algorithm_ = estimator._pool.algorithm
+    return estimator._pool

@@ -1,0 +1,283 @@
+"""KernelAttentionClassifier: attention pooling of one-hot encoded labels."""
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._base import POOL_PARAMETER_CONSTRAINTS, fit_pool
+
+# NaN probabilities have no argmax, so the classifier offers no "nan" policy.
+ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")
+
+
+class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
+    """Attention pooling by similarity of class labels (kernel classification).
+
+    ``fit`` stores the training keys ``X`` and the labels ``y``, encoded one
+    hot. ``predict_proba`` pools the encoded labels with the attention
+    weights of :class:`KernelAttentionRegressor`, so that the probability of
+    class ``c`` at a query ``q`` is the attention-weighted frequency of ``c``
+    among the training labels::
+
+        p(c | q) = sum_i w_i alpha(u_i) [y_i = c] / sum_i w_i alpha(u_i)
+
+    with ``u_i = ||q - k_i|| / h`` (``||(q - k_i) / h||`` for per-feature
+    bandwidths) and ``w_i`` the sample weights. ``predict`` returns the class
+    of largest probability.
+
+    Parameters
+    ----------
+    kernel : str or callable, default="gaussian"
+        The attention kernel ``alpha``: one of the names of
+        :data:`sklearn_kernelpool.kernels.KERNELS`, or a callable mapping an
+        ndarray of scaled distances >= 0 to weights >= 0 of the same shape
+        (treated as having unbounded support). See
+        :class:`KernelAttentionRegressor`.
+
+    bandwidth : float, array-like of shape (n_features,), or \
+            {"scott", "silverman"}, default=1.0
+        The width ``h`` of the kernel: one isotropic width > 0, one width > 0
+        per feature, or a rule of thumb computed in ``fit``, exactly as for
+        :class:`KernelAttentionRegressor`.
+
+    on_empty : {"nearest", "mean", "raise"}, default="nearest"
+        What a query gets when no training key of positive weight has a
+        positive kernel weight (only possible for compact kernels, or a
+        callable kernel that returns zeros):
+
+        - ``"nearest"``: the class of the nearest such key, with probability
+          1; when keys of different classes are tied at the smallest
+          distance, the query gets their class frequencies weighted by their
+          sample weights;
+        - ``"mean"``: the class priors, the class frequencies of the
+          training labels weighted by the sample weights;
+        - ``"raise"``: a ``ValueError`` counting the empty queries.
+
+        Under the first two an :class:`~sklearn_kernelpool.EmptyNeighborhoodWarning`
+        says how many queries fell back. There is no ``"nan"`` policy: a row
+        of NaN probabilities has no class.
+
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+        How the weights are computed, as for
+        :class:`KernelAttentionRegressor`; the tree paths need a kernel of
+        compact support. The choice is the fitted ``algorithm_``, and every
+        path gives the same probabilities up to rounding.
+
+    n_jobs : int, default=None
+        Number of threads over chunks of queries in ``predict_proba``.
+        ``None`` means 1 unless in a :obj:`joblib.parallel_backend` context;
+        ``-1`` means all processors. The probabilities do not depend on it.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The class labels, sorted; the columns of ``predict_proba``.
+
+    keys_ : ndarray of shape (n_samples, n_features)
+        The training keys.
+
+    values_ : ndarray of shape (n_samples, n_classes)
+        The one-hot encoded training labels: ``values_[i, j]`` is 1 when
+        ``y[i] == classes_[j]`` and 0 otherwise, of the floating dtype of the
+        training ``X``. ``predict_proba(X)`` is
+        ``attention_weights(X) @ values_``.
+
+    sample_weight_ : ndarray of shape (n_samples,) or None
+        The sample weights, or None when ``fit`` was called without them.
+
+    bandwidth_ : float or ndarray of shape (n_features,)
+        The bandwidth used: a float when isotropic, an ndarray for
+        per-feature bandwidths and the rules of thumb.
+
+    algorithm_ : str
+        The algorithm chosen in ``fit``.
+
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during ``fit``. Defined only when ``X`` has
+        feature names that are all strings.
+
+    See Also
+    --------
+    KernelAttentionRegressor : The same pooling of real values.
+    sklearn.neighbors.RadiusNeighborsClassifier : Votes of the labels within
+        a radius; the boxcar kernel with uniform weights.
+    sklearn.neighbors.KNeighborsClassifier : Votes of the k nearest labels.
+
+    Notes
+    -----
+    Every row of ``predict_proba`` is a convex combination of one-hot rows:
+    its entries are non-negative and sum to one. A class absent from the
+    support of a query's kernel gets probability exactly 0 there.
+
+    ``predict`` is the class of largest probability; a tie between classes
+    goes to the first of them in ``classes_``, as :func:`numpy.argmax` does.
+    Ties are decided on the computed probabilities, so only exact ties (for
+    example equal counts under the boxcar or the constant kernel) are
+    guaranteed to be broken this way.
+
+    With the boxcar kernel and no sample weights, the probabilities are the
+    label frequencies among the training keys at distance less than the
+    bandwidth, those of
+    :class:`~sklearn.neighbors.RadiusNeighborsClassifier` with
+    ``weights="uniform"`` wherever no key lies exactly at the radius (the
+    boxcar excludes it, the radius includes it).
+
+    An integer sample weight ``k`` is equivalent to ``k`` copies of the row,
+    and rows of weight zero never influence a prediction. The probabilities
+    have the floating dtype of the training ``X`` (float32 stays float32).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_kernelpool import KernelAttentionClassifier
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    >>> y = np.array(["a", "a", "b", "b"])
+    >>> clf = KernelAttentionClassifier(kernel="boxcar", bandwidth=1.5)
+    >>> clf.fit(X, y).predict_proba([[0.4], [1.5]])
+    array([[1. , 0. ],
+           [0.5, 0.5]])
+    >>> clf.predict([[0.4], [1.5]])
+    array(['a', 'a'], dtype='<U1')
+    """
+
+    _parameter_constraints: dict = {
+        **POOL_PARAMETER_CONSTRAINTS,
+        "on_empty": [StrOptions(set(ON_EMPTY_CLASSIFIER))],
+    }
+
+    def __init__(
+        self,
+        kernel="gaussian",
+        bandwidth=1.0,
+        *,
+        on_empty="nearest",
+        algorithm="auto",
+        n_jobs=None,
+    ):
+        self.kernel = kernel
+        self.bandwidth = bandwidth
+        self.on_empty = on_empty
+        self.algorithm = algorithm
+        self.n_jobs = n_jobs
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Store the training keys and the one-hot encoded labels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training keys.
+
+        y : array-like of shape (n_samples,)
+            Class labels: strings, integers, booleans or any other labels
+            :func:`numpy.unique` can sort. Continuous and multi-output
+            targets raise a ``ValueError``.
+
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the training rows, not all zero. They
+            multiply the attention weights; None gives every row weight 1.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        check_classification_targets(y)
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        onehot = np.zeros((X.shape[0], len(self.classes_)), dtype=X.dtype)
+        onehot[np.arange(X.shape[0]), encoded] = 1
+        fit_pool(self, X, onehot, sample_weight)
+        self.keys_ = X
+        self.values_ = onehot
+        return self
+
+    def predict_proba(self, X):
+        """Attention-weighted class frequencies for each query.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            The queries.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_queries, n_classes)
+            The probability of each class of ``classes_``; every row sums to
+            one.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        proba = self._pool.pool(X, n_jobs=self.n_jobs)
+        # The rows sum to one up to the rounding of the pooling product.
+        proba /= proba.sum(axis=1, keepdims=True)
+        return proba
+
+    def predict_log_proba(self, X):
+        """Logarithm of the class probabilities for each query.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            The queries.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_queries, n_classes)
+            ``log(predict_proba(X))``: ``-inf`` for a class of probability 0.
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        """The class of largest attention-weighted frequency for each query.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            The queries.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,)
+            The predicted labels; ties go to the first tied class in
+            ``classes_``.
+        """
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def attention_weights(self, X, *, sparse=False):
+        """The normalised attention weights of each query over the keys.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            The queries.
+
+        sparse : bool, default=False
+            Whether to return a :class:`scipy.sparse.csr_array` that holds
+            only the non-zero weights.
+
+        Returns
+        -------
+        weights : ndarray or csr_array of shape (n_queries, n_samples_fit)
+            The weights ``predict_proba`` pools ``values_`` with: every row
+            sums to one, the ``on_empty`` fallbacks included, and rows of
+            zero sample weight get 0.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        if sparse:
+            return self._pool.attention_weights(X, n_jobs=self.n_jobs, sparse=True)
+        return self._pool.attention_weights(X, n_jobs=self.n_jobs)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.poor_score = self.kernel == "constant"
+        return tags
