@@ -1,6 +1,7 @@
 """Attention pooling by similarity: Nadaraya-Watson estimators for scikit-learn."""
 
 from . import kernels
+from ._cv import KernelAttentionRegressorCV
 from ._exceptions import EmptyNeighborhoodWarning
 from ._regression import KernelAttentionRegressor
 
@@ -9,6 +10,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "EmptyNeighborhoodWarning",
     "KernelAttentionRegressor",
+    "KernelAttentionRegressorCV",
     "__version__",
     "kernels",
 ]
