@@ -12,6 +12,7 @@ _CHUNK_BYTES = 2**22
 # Widths are bounded to [1e-3, 1e3] times the feature's spread.
 _WIDTH_RANGE = 1e3
 _MAX_ITER = 200
+_EPS = float(np.finfo(np.float64).eps)
 
 
 def _log_slope(kernel, s):
@@ -19,7 +20,8 @@ def _log_slope(kernel, s):
 
     The derivative of a kernel weight in the log width of feature ``f`` is
     ``alpha * _log_slope(s) * D_f``, ``D_f`` the squared scaled difference of
-    that feature. Finite at ``s = 0`` where ``D_f = 0`` (set to 0 there).
+    that feature. The exponential kernel's slope is unbounded at ``s = 0``,
+    where ``D_f = 0``: it is set to 0 there.
     """
     name = kernel.name
     if name == "gaussian":
@@ -28,7 +30,7 @@ def _log_slope(kernel, s):
         return 2.0 / (1.0 + s)
     if name == "exponential":
         root = np.sqrt(s)
-        return np.divide(1.0, root, out=np.zeros_like(s), where=root > 0)
+        return np.divide(1.0, root, out=np.zeros_like(s), where=s > 0)
     raise ValueError(f"No gradient for the kernel {name!r}.")
 
 
@@ -76,7 +78,14 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
     for start in range(0, n, rows_per_chunk):
         rows = np.arange(start, min(start + rows_per_chunk, n))
         s = squared_distances(left[rows], right, np.empty((len(rows), n)))
-        slope = _log_slope(kernel, s) if gradient else None
+        slope = None
+        if kernel.name == "exponential":
+            # sqrt() turns the rounding error of a zero distance into ~1e-8:
+            # pairs within it of zero are taken as duplicates.
+            slack = 64 * _EPS * (left[rows, -1][:, None] + right[-2][None, :])
+            s[s <= slack] = 0.0
+        if gradient:
+            slope = _log_slope(kernel, s)
         logits = kernel.squared_log_function(s)  # in place: s is not needed
         logits += log_weights
         logits[np.arange(len(rows)), rows] = -np.inf
