@@ -5,6 +5,7 @@ Usage::
     python benchmarks/bench_cv.py             # every case (several minutes)
     python benchmarks/bench_cv.py --quick     # smaller sizes, no statsmodels
     python benchmarks/bench_cv.py --blocks    # the block size of the pair pass
+    python benchmarks/bench_cv.py --only per_feature  # one case
 
 Cases:
 
@@ -200,6 +201,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--blocks", action="store_true")
+    parser.add_argument(
+        "--only", choices=["loo", "kfold", "diabetes", "per_feature"], default=None
+    )
     args = parser.parse_args()
     print(
         f"# {time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} "
@@ -213,11 +217,15 @@ def main():
         case_diabetes()
         case_kfold(1000, 4, 30, repeats=1)
         return
-    case_loo(5000, 4, 30, 3, 100, repeats=3)
-    case_kfold(2000, 4, 30, repeats=3)
-    case_diabetes()
-    for d in (1, 2):
-        case_per_feature(2000, d)
+    if args.only in (None, "loo"):
+        case_loo(5000, 4, 30, 3, 100, repeats=3)
+    if args.only in (None, "kfold"):
+        case_kfold(2000, 4, 30, repeats=3)
+    if args.only in (None, "diabetes"):
+        case_diabetes()
+    if args.only in (None, "per_feature"):
+        for d in (1, 2):
+            case_per_feature(2000, d)
 
 
 if __name__ == "__main__":

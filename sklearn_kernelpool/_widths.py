@@ -13,6 +13,20 @@ _CHUNK_BYTES = 2**22
 _WIDTH_RANGE = 1e3
 _MAX_ITER = 200
 _EPS = float(np.finfo(np.float64).eps)
+# Up to this many features, distances come from the differences themselves.
+_EXACT_MAX_FEATURES = 4
+
+
+def _exact_squared_distances(Q, Z, out):
+    """``||q - z||^2`` of every pair by differences, into ``out``."""
+    np.subtract(Q[:, 0, None], Z[None, :, 0], out=out)
+    np.square(out, out=out)
+    if Q.shape[1] > 1:
+        diff = np.empty_like(out)
+        for f in range(1, Q.shape[1]):
+            np.subtract(Q[:, f, None], Z[None, :, f], out=diff)
+            out += np.square(diff, out=diff)
+    return out
 
 
 def _log_slope(kernel, s):
@@ -66,35 +80,44 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
     n, n_outputs = Y.shape
     Z = X / np.exp(log_widths)
     Z -= Z[weights > 0].mean(axis=0)
-    left, right = _augment(Z)
-    with np.errstate(divide="ignore"):
-        log_weights = np.log(weights)
+    exact = Z.shape[1] <= _EXACT_MAX_FEATURES
+    if not exact:
+        left, right = _augment(Z)
+    log_weights = None
+    if np.any(weights != weights[0]):
+        with np.errstate(divide="ignore"):
+            log_weights = np.log(weights)
     scale = n_outputs * weights.sum()
     has_zero = bool(np.any(weights == 0))
     loss = 0.0
     grad = np.zeros(X.shape[1])
     predictions = np.empty_like(Y)
     rows_per_chunk = max(1, _CHUNK_BYTES // (8 * n))
+    buffer = np.empty((min(rows_per_chunk, n), n))
     for start in range(0, n, rows_per_chunk):
         rows = np.arange(start, min(start + rows_per_chunk, n))
-        s = squared_distances(left[rows], right, np.empty((len(rows), n)))
-        slope = None
-        if kernel.name == "exponential":
-            # sqrt() turns the rounding error of a zero distance into ~1e-8:
-            # pairs within it of zero are taken as duplicates.
-            slack = 64 * _EPS * (left[rows, -1][:, None] + right[-2][None, :])
-            s[s <= slack] = 0.0
-        if gradient:
-            slope = _log_slope(kernel, s)
+        diagonal = (np.arange(len(rows)), rows)
+        s = buffer[: len(rows)]
+        if exact:
+            _exact_squared_distances(Z[rows], Z, s)
+        else:
+            squared_distances(left[rows], right, s)
+            if kernel.name == "exponential":
+                # sqrt() turns the rounding error of a zero distance into
+                # ~1e-8: pairs within it of zero are taken as duplicates.
+                slack = 64 * _EPS * (left[rows, -1][:, None] + right[-2][None, :])
+                s[s <= slack] = 0.0
+        slope = _log_slope(kernel, s) if gradient else None
         logits = kernel.squared_log_function(s)  # in place: s is not needed
-        logits += log_weights
-        logits[np.arange(len(rows)), rows] = -np.inf
+        if log_weights is not None:
+            logits += log_weights
+        logits[diagonal] = -np.inf
         logits -= logits.max(axis=1, keepdims=True)
         np.maximum(logits, _LOGIT_FLOOR, out=logits)
         scores = np.exp(logits, out=logits)
         if has_zero:
             scores[:, weights == 0] = 0.0
-        scores[np.arange(len(rows)), rows] = 0.0
+        scores[diagonal] = 0.0
         total = scores.sum(axis=1)
         pred = scores @ Y / total[:, None]
         predictions[rows] = pred
@@ -104,16 +127,34 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
             continue
         # dp_i / dtheta_f = sum_j scores_ij c_ij D_ijf (y_j - p_i) / total_i
         r = 2.0 * weights[rows, None] * residual / scale
-        A = (r @ Y.T - np.sum(r * pred, axis=1, keepdims=True)) / total[:, None]
+        A = r @ Y.T
+        A -= np.sum(r * pred, axis=1, keepdims=True)
+        A /= total[:, None]
         A *= scores
         if slope is not None:
             A *= slope
-        # sum_ij A_ij (z_if - z_jf)^2, expanded into products.
         Zr = Z[rows]
-        grad += A.sum(axis=1) @ Zr**2 + A.sum(axis=0) @ Z**2
-        grad -= 2.0 * np.einsum("if,if->f", Zr, A @ Z)
+        if exact:
+            # sum_ij A_ij (z_if - z_jf)^2, from the differences themselves.
+            diff = s  # the scores are no longer needed
+            for f in range(Z.shape[1]):
+                np.subtract(Zr[:, f, None], Z[None, :, f], out=diff)
+                np.square(diff, out=diff)
+                grad[f] += np.vdot(A, diff)
+        else:
+            # The same sum expanded into products, for many features.
+            grad += A.sum(axis=1) @ Zr**2 + A.sum(axis=0) @ Z**2
+            grad -= 2.0 * np.einsum("if,if->f", Zr, A @ Z)
     loss /= scale
     return (loss, grad, predictions) if gradient else (loss, predictions)
+
+
+def _unique(starts):
+    kept = []
+    for start in starts:
+        if not any(np.allclose(start, other) for other in kept):
+            kept.append(start)
+    return kept
 
 
 def learn_widths(X, Y, weights, kernel, bandwidth):
@@ -158,9 +199,12 @@ def learn_widths(X, Y, weights, kernel, bandwidth):
         loss, grad, _ = loo_loss(theta, X, Y_unit, weights, kernel)
         return loss, grad
 
+    if X.shape[1] == 1:
+        # One width: the grid has scanned the curve, refine its minimum.
+        starts = starts[:1]
     best = None
     with _threadpool_controller().limit(limits=1, user_api="blas"):
-        for start in starts:
+        for start in _unique(starts):
             result = minimize(
                 fun,
                 np.clip(start, lower, upper),
