@@ -423,7 +423,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             X64, Y, weights, [KERNELS[n] for n in names], grid, self.n_jobs
         )
         if self.cv is None:
-            results, predictions = self._loo(held_out, X, y, weights, scorer, params)
+            results = self._loo(held_out, X, y, weights, scorer)
         else:
             results = self._kfold(held_out, X, y, sample_weight, scorer, params)
         results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
@@ -473,7 +473,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             hit = empty[c, rows]
             predictions[c, rows[hit]] = values[hit]
 
-    def _flat(self, held_out, sums):
+    def _flat(self, sums):
         """Predictions and empty rows of every candidate, in ``params`` order."""
         predictions, empty = solve_moments(sums)
         # (kernels, bandwidths, ...) -> ParameterGrid's bandwidth-major order.
@@ -481,9 +481,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         empty = empty.swapaxes(0, 1).reshape(-1, empty.shape[-1])
         return predictions, empty
 
-    def _loo(self, held_out, X, y, weights, scorer, params):
+    def _loo(self, held_out, X, y, weights, scorer):
         sums = held_out.sums_excluding_groups(None)
-        predictions, empty = self._flat(held_out, sums)
+        predictions, empty = self._flat(sums)
         n = X.shape[0]
 
         def others(rows):
@@ -511,7 +511,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             "loo_mse": loo_mse,
             "empty_fraction": empty.mean(axis=1),
         }
-        return results, predictions
+        return results
 
     def _score(self, scorer, predictions, X, y, weights, invalid, weighted=True):
         if invalid:
@@ -538,9 +538,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         n_empty = np.zeros(n_candidates)
         n_held_out = 0
         if groups is not None:
-            predictions, empty = self._flat(
-                held_out, held_out.sums_excluding_groups(groups)
-            )
+            predictions, empty = self._flat(held_out.sums_excluding_groups(groups))
             self._fallback(
                 held_out,
                 predictions,
@@ -554,7 +552,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         else:
             per_split = []
             for train, test in splits:
-                pred, emp = self._flat(held_out, held_out.sums_split(test, train))
+                pred, emp = self._flat(held_out.sums_split(test, train))
                 keep = np.zeros(n, dtype=bool)
                 keep[train] = True
                 self._fallback(

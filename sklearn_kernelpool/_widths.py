@@ -94,6 +94,12 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
     predictions = np.empty_like(Y)
     rows_per_chunk = max(1, _CHUNK_BYTES // (8 * n))
     buffer = np.empty((min(rows_per_chunk, n), n))
+    # Logits far below their row's maximum are clamped (exp() is slow on
+    # them); the squared diagonal of the bounding box bounds every distance.
+    box = float(np.sum(np.ptp(Z, axis=0) ** 2))
+    positive = weights[weights > 0]
+    spread = float(np.log(positive.max() / positive.min()))
+    needs_floor = -kernel.log_function(np.sqrt(box)) + spread > -_LOGIT_FLOOR
     for start in range(0, n, rows_per_chunk):
         rows = np.arange(start, min(start + rows_per_chunk, n))
         diagonal = (np.arange(len(rows)), rows)
@@ -113,7 +119,8 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
             logits += log_weights
         logits[diagonal] = -np.inf
         logits -= logits.max(axis=1, keepdims=True)
-        np.maximum(logits, _LOGIT_FLOOR, out=logits)
+        if needs_floor:
+            np.maximum(logits, _LOGIT_FLOOR, out=logits)
         scores = np.exp(logits, out=logits)
         if has_zero:
             scores[:, weights == 0] = 0.0
