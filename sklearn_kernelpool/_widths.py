@@ -94,6 +94,18 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
     predictions = np.empty_like(Y)
     rows_per_chunk = max(1, _CHUNK_BYTES // (8 * n))
     buffer = np.empty((min(rows_per_chunk, n), n))
+    d = Z.shape[1]
+    unit = np.hstack([Y, np.ones((n, 1))])
+    width = unit.shape[1]
+    if gradient:
+        # [y, 1], z_f^2 [y, 1] and z_f [y, 1] for every feature f.
+        moments = np.hstack(
+            [
+                unit,
+                (Z[:, :, None] ** 2 * unit[:, None, :]).reshape(n, -1),
+                (Z[:, :, None] * unit[:, None, :]).reshape(n, -1),
+            ]
+        )
     # Logits far below their row's maximum are clamped (exp() is slow on
     # them); the squared diagonal of the bounding box bounds every distance.
     box = float(np.sum(np.ptp(Z, axis=0) ** 2))
@@ -125,33 +137,34 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
         if has_zero:
             scores[:, weights == 0] = 0.0
         scores[diagonal] = 0.0
-        total = scores.sum(axis=1)
-        pred = scores @ Y / total[:, None]
+        if gradient and slope is None:
+            pooled = scores @ moments  # the pooled sums and the gradient's
+            sums = pooled[:, :width]
+        else:
+            sums = scores @ unit
+            if gradient:
+                scores *= slope
+                pooled = scores @ moments
+        total = sums[:, -1]
+        pred = sums[:, :-1] / total[:, None]
         predictions[rows] = pred
         residual = pred - Y[rows]
         loss += float(weights[rows] @ np.sum(residual**2, axis=1))
         if not gradient:
             continue
-        # dp_i / dtheta_f = sum_j scores_ij c_ij D_ijf (y_j - p_i) / total_i
+        # dp_i / dtheta_f = sum_j T_ij D_ijf (y_j - p_i) / total_i, with
+        # T = scores * slope and D_ijf = z_if^2 + z_jf^2 - 2 z_if z_jf: sums
+        # of T against [1, z_f^2, z_f] times [y, 1], pooled above.
+        c = len(rows)
+        direct = pooled[:, :width]
+        squares = pooled[:, width : width * (d + 1)].reshape(c, d, width)
+        linear = pooled[:, width * (d + 1) :].reshape(c, d, width)
+        Zr = Z[rows][:, :, None]
+        pair_sums = Zr**2 * direct[:, None, :] + squares - 2.0 * Zr * linear
         r = 2.0 * weights[rows, None] * residual / scale
-        A = r @ Y.T
-        A -= np.sum(r * pred, axis=1, keepdims=True)
-        A /= total[:, None]
-        A *= scores
-        if slope is not None:
-            A *= slope
-        Zr = Z[rows]
-        if exact:
-            # sum_ij A_ij (z_if - z_jf)^2, from the differences themselves.
-            diff = s  # the scores are no longer needed
-            for f in range(Z.shape[1]):
-                np.subtract(Zr[:, f, None], Z[None, :, f], out=diff)
-                np.square(diff, out=diff)
-                grad[f] += np.vdot(A, diff)
-        else:
-            # The same sum expanded into products, for many features.
-            grad += A.sum(axis=1) @ Zr**2 + A.sum(axis=0) @ Z**2
-            grad -= 2.0 * np.einsum("if,if->f", Zr, A @ Z)
+        coef = np.hstack([r, -np.sum(r * pred, axis=1, keepdims=True)])
+        coef /= total[:, None]
+        grad += np.einsum("ifq,iq->f", pair_sums, coef)
     loss /= scale
     return (loss, grad, predictions) if gradient else (loss, predictions)
 
