@@ -141,7 +141,7 @@ def case_per_feature(n, d):
     )
     print(
         f"  time ratio {t_sm / t_ours:.0f}x (target >= 20x); LOO MSE ours / "
-        f"statsmodels {loo_ours / loo_sm:.4f} (target <= 1)"
+        f"statsmodels {loo_ours / loo_sm:.6f} (target <= 1)"
     )
 
 
