@@ -256,8 +256,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     feature's weighted standard deviation (1 for a constant feature): a width
     of a thousand spreads makes a feature irrelevant. The three starts are the
     best isotropic bandwidth, the same scaled per feature by :math:`s_j` over
-    their geometric mean, and twice the best isotropic bandwidth; the start
-    with the smallest leave-one-out error wins. Learned widths are accepted
+    their geometric mean, and twice the best isotropic bandwidth (with one
+    feature, the first only: the grid has scanned the curve; a start within
+    10% of an earlier one in every width is dropped); the start with the
+    smallest leave-one-out error wins. Learned widths are accepted
     only where they lower the leave-one-out error of the isotropic choice.
 
     References
@@ -467,8 +469,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         if self.on_empty == "nearest":
             values = held_out.nearest_values(queries[rows], allowed)
         else:
-            moments = allowed.astype(np.float64) @ held_out.moments
-            values = moments[:, :-1] / moments[:, -1:]
+            values = held_out.mean_values(allowed)
         for c in range(predictions.shape[0]):
             hit = empty[c, rows]
             predictions[c, rows[hit]] = values[hit]

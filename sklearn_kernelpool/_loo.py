@@ -151,6 +151,10 @@ class HeldOut:
         self.bandwidths = np.asarray(bandwidths, dtype=np.float64)
         self.n_jobs = n_jobs
         self.moments = pooled_moments(Y, self.weights)
+        # ``w * [y, 1]`` for the fallbacks, whatever the pooled moments are.
+        self.weighted_values = (
+            np.hstack([Y, np.ones((len(Y), 1))]) * self.weights[:, None]
+        )
         # The moments of unit weight, for scores that hold the weights.
         self.unit_moments = pooled_moments(Y, np.ones_like(self.weights))
 
@@ -378,6 +382,17 @@ class HeldOut:
         np.minimum.at(best, rows, exact)
         tied = exact == best[rows]
         rows, cols = rows[tied], cols[tied]
-        sums = np.zeros((len(queries), self.moments.shape[1]))
-        np.add.at(sums, rows, self.moments[cols])
+        sums = np.zeros((len(queries), self.weighted_values.shape[1]))
+        np.add.at(sums, rows, self.weighted_values[cols])
+        return sums[:, :-1] / sums[:, -1:]
+
+    def mean_values(self, allowed):
+        """Weighted mean of the values of the allowed keys of each row.
+
+        Parameters
+        ----------
+        allowed : ndarray of bool of shape (n_rows, n)
+            The keys each row may pool.
+        """
+        sums = allowed.astype(np.float64) @ self.weighted_values
         return sums[:, :-1] / sums[:, -1:]

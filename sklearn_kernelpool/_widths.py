@@ -13,20 +13,8 @@ _CHUNK_BYTES = 2**22
 _WIDTH_RANGE = 1e3
 _MAX_ITER = 200
 _EPS = float(np.finfo(np.float64).eps)
-# Up to this many features, distances come from the differences themselves.
-_EXACT_MAX_FEATURES = 4
-
-
-def _exact_squared_distances(Q, Z, out):
-    """``||q - z||^2`` of every pair by differences, into ``out``."""
-    np.subtract(Q[:, 0, None], Z[None, :, 0], out=out)
-    np.square(out, out=out)
-    if Q.shape[1] > 1:
-        diff = np.empty_like(out)
-        for f in range(1, Q.shape[1]):
-            np.subtract(Q[:, f, None], Z[None, :, f], out=diff)
-            out += np.square(diff, out=diff)
-    return out
+# Starts closer than this in every log width are one start.
+_SAME_START = np.log(1.1)
 
 
 def _log_slope(kernel, s):
@@ -80,9 +68,7 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
     n, n_outputs = Y.shape
     Z = X / np.exp(log_widths)
     Z -= Z[weights > 0].mean(axis=0)
-    exact = Z.shape[1] <= _EXACT_MAX_FEATURES
-    if not exact:
-        left, right = _augment(Z)
+    left, right = _augment(Z)
     log_weights = None
     if np.any(weights != weights[0]):
         with np.errstate(divide="ignore"):
@@ -116,15 +102,12 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
         rows = np.arange(start, min(start + rows_per_chunk, n))
         diagonal = (np.arange(len(rows)), rows)
         s = buffer[: len(rows)]
-        if exact:
-            _exact_squared_distances(Z[rows], Z, s)
-        else:
-            squared_distances(left[rows], right, s)
-            if kernel.name == "exponential":
-                # sqrt() turns the rounding error of a zero distance into
-                # ~1e-8: pairs within it of zero are taken as duplicates.
-                slack = 64 * _EPS * (left[rows, -1][:, None] + right[-2][None, :])
-                s[s <= slack] = 0.0
+        squared_distances(left[rows], right, s)
+        if kernel.name == "exponential":
+            # sqrt() turns the rounding error of a zero distance into ~1e-8:
+            # pairs within it of zero are taken as duplicates.
+            slack = 64 * _EPS * (left[rows, -1][:, None] + right[-2][None, :])
+            s[s <= slack] = 0.0
         slope = _log_slope(kernel, s) if gradient else None
         logits = kernel.squared_log_function(s)  # in place: s is not needed
         if log_weights is not None:
@@ -172,7 +155,7 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
 def _unique(starts):
     kept = []
     for start in starts:
-        if not any(np.allclose(start, other) for other in kept):
+        if not any(np.all(np.abs(start - other) < _SAME_START) for other in kept):
             kept.append(start)
     return kept
 
@@ -184,7 +167,9 @@ def learn_widths(X, Y, weights, kernel, bandwidth):
     :func:`loo_loss`, bounded to ``[1e-3 s_j, 1e3 s_j]`` (``s_j`` the
     feature's weighted spread), from three deterministic starts: the
     isotropic ``bandwidth``, the same scaled per feature by ``s_j`` over
-    their geometric mean, and twice ``bandwidth``.
+    their geometric mean, and twice ``bandwidth`` (the first only for one
+    feature; a start within 10% of an earlier one in every width is
+    dropped).
 
     Returns
     -------
