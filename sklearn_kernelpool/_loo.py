@@ -28,6 +28,7 @@ engine does.
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
+from sklearn.neighbors import KDTree
 
 from ._pooling import _threadpool_controller
 
@@ -155,6 +156,7 @@ class HeldOut:
         self.weighted_values = (
             np.hstack([Y, np.ones((len(Y), 1))]) * self.weights[:, None]
         )
+        self.spatial_order = KDTree(self.X).get_arrays()[1]
         # The moments of unit weight, for scores that hold the weights.
         self.unit_moments = pooled_moments(Y, np.ones_like(self.weights))
 
@@ -177,21 +179,16 @@ class HeldOut:
         sums : ndarray of shape (n_kernels, n_bandwidths, n, n_outputs + 1)
         """
         n = self.X.shape[0]
-        order = None
+        # Points in the order of the leaves of a k-d tree: a block holds
+        # nearby points, so that narrow bandwidths skip the far blocks.
+        # Under K-fold, sorted by group first, so that same-group pairs
+        # gather near the diagonal.
+        order = self.spatial_order
         if groups is not None:
-            # Sorted by group, same-group pairs gather near the diagonal.
-            order = np.argsort(groups, kind="stable")
+            order = order[np.argsort(groups[order], kind="stable")]
             groups = groups[order]
-        if order is None:
-            X, moments, unit, weights = (
-                self.X,
-                self.moments,
-                self.unit_moments,
-                self.weights,
-            )
-        else:
-            X, moments = self.X[order], self.moments[order]
-            unit, weights = self.unit_moments[order], self.weights[order]
+        X, moments = self.X[order], self.moments[order]
+        unit, weights = self.unit_moments[order], self.weights[order]
         left, right = _augment(X)
         starts = list(range(0, n, BLOCK))
         n_threads = max(1, min(effective_n_jobs(self.n_jobs), len(starts)))
@@ -219,11 +216,9 @@ class HeldOut:
                 )
                 sums = np.sum(parts, axis=0)
         self._restabilise(sums, X, unit, weights, groups)
-        if order is not None:
-            unsorted = np.empty_like(sums)
-            unsorted[:, :, order] = sums
-            sums = unsorted
-        return sums
+        unsorted = np.empty_like(sums)
+        unsorted[:, :, order] = sums
+        return unsorted
 
     def _pool_pair(self, sums, left, right, moments, groups, rows, cols, d2, buf):
         """Add the block of pairs (rows, cols) to the sums of both sides."""

@@ -216,7 +216,7 @@ def learn_widths(X, Y, weights, kernel, bandwidth):
                 jac=True,
                 method="L-BFGS-B",
                 bounds=bounds,
-                options={"maxiter": _MAX_ITER},
+                options={"maxiter": _MAX_ITER, "ftol": 1e-12, "gtol": 1e-9},
             )
             if best is None or result.fun < best.fun:
                 best = result
