@@ -24,7 +24,9 @@ Cases:
 4. ``kfold``: ``cv=KFold(5, shuffle=True)`` against ``GridSearchCV`` with the
    same splitter and grid: the largest score difference and the time ratio.
 
-Ratios are what to read: the machine is shared and its absolute times drift.
+``GridSearchCV`` is timed twice, as it runs and with BLAS limited to one
+thread (as our scoring runs it), and its faster time is used. Ratios are what
+to read: the machine is shared and its absolute times drift.
 """
 
 import argparse
@@ -43,6 +45,7 @@ from sklearn.model_selection import (
 )
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
 
 from sklearn_kernelpool import (
     KernelAttentionRegressor,
@@ -51,6 +54,19 @@ from sklearn_kernelpool import (
 )
 from sklearn_kernelpool._widths import loo_loss
 from sklearn_kernelpool.kernels import KERNELS
+
+
+def peer_timed(func):
+    """The peer's best time: as it runs, and with BLAS on one thread.
+
+    Our scoring runs BLAS on one thread; on a small, shared machine a
+    multi-threaded BLAS can be several times slower on the peer's small
+    products, so the faster of the two is the fair time to compare with.
+    """
+    t_default, result = timed(func)
+    with threadpool_limits(limits=1, user_api="blas"):
+        t_single, result = timed(func)
+    return min(t_default, t_single), result
 
 
 def timed(func, repeats=1):
@@ -88,7 +104,7 @@ def case_loo(n, d, n_bandwidths, sub_candidates, sub_splits, repeats):
         scoring="neg_mean_squared_error",
         refit=False,
     )
-    t_sub, search = timed(lambda: search.fit(X, y))
+    t_sub, search = peer_timed(lambda: search.fit(X, y))
     t_loo = t_sub * (len(grid) / len(candidates)) * (n / len(points))
     # Its scores on those splits are our leave-one-out errors of those points.
     held_out = _loo.HeldOut(
@@ -101,7 +117,7 @@ def case_loo(n, d, n_bandwidths, sub_candidates, sub_splits, repeats):
     search5 = GridSearchCV(
         KernelAttentionRegressor(), {"bandwidth": list(grid)}, cv=5, refit=False
     )
-    t_five, _ = timed(lambda: search5.fit(X, y))
+    t_five, _ = peer_timed(lambda: search5.fit(X, y))
     print(
         f"loo: n={n} d={d} {len(grid)} bandwidths, gaussian: ours {t_ours:.2f} s; "
         f"GridSearchCV(LeaveOneOut) {t_loo:.0f} s (timed on {len(candidates)} "
@@ -168,7 +184,7 @@ def case_kfold(n, d, n_bandwidths, repeats):
     t_ours, ours = timed(lambda: ours.fit(X, y), repeats)
     grid = list(ours.cv_results_["param_bandwidth"])
     search = GridSearchCV(KernelAttentionRegressor(), {"bandwidth": grid}, cv=cv)
-    t_gs, search = timed(lambda: search.fit(X, y))
+    t_gs, search = peer_timed(lambda: search.fit(X, y))
     gap = np.max(
         np.abs(
             ours.cv_results_["mean_test_score"] - search.cv_results_["mean_test_score"]

@@ -12,7 +12,9 @@ leave-one-out and one per fold for K-fold, and the kernel matrix is symmetric:
 each block of pairs is computed once and pooled for both of its sides. A block
 of squared distances is computed once and reused for every candidate; the
 kernel is applied in a cache-sized buffer; pairs of the same group are zeroed
-before pooling (never subtracted afterwards, which would cancel).
+before pooling (never subtracted afterwards, which would cancel). Points are
+taken in the leaf order of a k-d tree, so that blocks hold nearby points and
+a block whose weights are all zero, or all below ``exp(-708)``, is skipped.
 
 The pooled moments are ``w * [y, 1]`` (:func:`pooled_moments`), turned into
 predictions by :func:`solve_moments`. A pooling of other weighted moments of
