@@ -81,6 +81,24 @@ def _partition_groups(splits, n):
     return groups
 
 
+def _r2_scores(Y, predictions, sample_weight):
+    """R^2 of every candidate's predictions, as ``r2_score`` computes it.
+
+    ``Y`` is (n, n_outputs) and ``predictions`` (n_candidates, n, n_outputs);
+    outputs are averaged uniformly, and an output without variance scores 1
+    when predicted exactly and 0 otherwise (``force_finite=True``).
+    """
+    w = np.ones(len(Y)) if sample_weight is None else sample_weight
+    numerator = np.einsum("i,cio->co", w, (Y[None] - predictions) ** 2)
+    mean = np.average(Y, axis=0, weights=w)
+    denominator = w @ (Y - mean) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scores = 1.0 - numerator / denominator
+    constant = denominator == 0
+    scores[:, constant] = np.where(numerator[:, constant] == 0, 1.0, 0.0)
+    return scores.mean(axis=1)
+
+
 def _rank(scores):
     """Ranks as GridSearchCV gives them: NaN scores rank last."""
     if np.all(np.isnan(scores)):
@@ -569,6 +587,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             n_held_out += len(test)
             bad = emp.any(axis=1) & (self.on_empty in ("nan", "raise"))
             w_test = None if sample_weight is None else sample_weight[test]
+            if self.scoring is None and len(test) > 1:
+                # The estimator's score, R^2, for every candidate at once.
+                split_scores[:, s] = _r2_scores(held_out.Y[test], pred, w_test)
+                split_scores[bad, s] = np.nan
+                continue
             for c in range(n_candidates):
                 split_scores[c, s] = self._score(
                     scorer,

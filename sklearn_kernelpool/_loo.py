@@ -123,6 +123,20 @@ def kernel_block(kernel, d2, d2_range, bandwidth, out):
     return np.exp(out, out=out)
 
 
+def _blocks(n, groups):
+    """Slices of at most BLOCK points; with groups (sorted), one group each."""
+    if groups is None:
+        bounds = [(0, n)]
+    else:
+        cuts = np.flatnonzero(np.diff(groups)) + 1
+        bounds = list(zip([0, *cuts], [*cuts, n], strict=True))
+    return [
+        slice(a, min(a + BLOCK, stop))
+        for start, stop in bounds
+        for a in range(start, stop, BLOCK)
+    ]
+
+
 class HeldOut:
     """Held-out pooled sums for every candidate from shared distances.
 
@@ -192,29 +206,36 @@ class HeldOut:
         X, moments = self.X[order], self.moments[order]
         unit, weights = self.unit_moments[order], self.weights[order]
         left, right = _augment(X)
-        starts = list(range(0, n, BLOCK))
-        n_threads = max(1, min(effective_n_jobs(self.n_jobs), len(starts)))
+        blocks = _blocks(n, groups)
+        n_threads = max(1, min(effective_n_jobs(self.n_jobs), len(blocks)))
 
         def run(block_rows):
             sums = np.zeros((*self._shape, n, moments.shape[1]))
             d2 = np.empty((BLOCK, BLOCK))
             buf = np.empty((BLOCK, BLOCK))
             for a in block_rows:
-                rows = slice(a, min(a + BLOCK, n))
-                for b in starts[starts.index(a) :]:
-                    cols = slice(b, min(b + BLOCK, n))
+                for b in range(a, len(blocks)):
                     self._pool_pair(
-                        sums, left, right, moments, groups, rows, cols, d2, buf
+                        sums,
+                        left,
+                        right,
+                        moments,
+                        groups,
+                        blocks[a],
+                        blocks[b],
+                        d2,
+                        buf,
                     )
             return sums
 
         # Block rows dealt round-robin: early rows have more pairs (a <= b).
         with _threadpool_controller().limit(limits=1, user_api="blas"):
             if n_threads == 1:
-                sums = run(starts)
+                sums = run(range(len(blocks)))
             else:
                 parts = Parallel(n_jobs=n_threads, prefer="threads")(
-                    delayed(run)(starts[t::n_threads]) for t in range(n_threads)
+                    delayed(run)(range(t, len(blocks), n_threads))
+                    for t in range(n_threads)
                 )
                 sums = np.sum(parts, axis=0)
         self._restabilise(sums, X, unit, weights, groups)
@@ -224,27 +245,20 @@ class HeldOut:
 
     def _pool_pair(self, sums, left, right, moments, groups, rows, cols, d2, buf):
         """Add the block of pairs (rows, cols) to the sums of both sides."""
+        if groups is not None and groups[rows.start] == groups[cols.start]:
+            return  # blocks hold one group each: a same-group block pools nothing
         n_rows, n_cols = rows.stop - rows.start, cols.stop - cols.start
         d2 = squared_distances(left[rows], right[:, cols], d2[:n_rows, :n_cols])
         d2_range = (float(d2.min()), float(d2.max()))
         buf = buf[:n_rows, :n_cols]
         diagonal = rows == cols
-        same = None
-        if groups is not None:
-            g_rows, g_cols = groups[rows], groups[cols]
-            if g_rows[-1] >= g_cols[0] and g_cols[-1] >= g_rows[0]:
-                same = g_rows[:, None] == g_cols[None, :]
-                if not same.any():
-                    same = None
         for k, kernel in enumerate(self.kernels):
             for m, h in enumerate(self.bandwidths):
                 weights = kernel_block(kernel, d2, d2_range, h, buf)
                 if weights is None:
                     continue
-                if same is not None:
-                    np.putmask(weights, same, 0.0)
-                elif groups is None and diagonal:
-                    np.fill_diagonal(weights, 0.0)
+                if diagonal:
+                    np.fill_diagonal(weights, 0.0)  # leave-one-out: not itself
                 sums[k, m, rows] += weights @ moments[cols]
                 if not diagonal:
                     sums[k, m, cols] += weights.T @ moments[rows]

@@ -21,7 +21,7 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
 )
-from sklearn_kernelpool._cv import bandwidth_grid
+from sklearn_kernelpool._cv import _r2_scores, bandwidth_grid
 from sklearn_kernelpool._widths import loo_loss
 from sklearn_kernelpool.kernels import KERNELS
 
@@ -201,12 +201,12 @@ def test_kfold_equals_grid_search(data, cv, scoring):
 
 
 @pytest.mark.parametrize("cv", [KFold(3), ShuffleSplit(3, random_state=0)])
-@pytest.mark.parametrize("on_empty", ["nearest", "mean"])
-def test_weighted_kfold_matches_refitting(data, cv, on_empty):
+@pytest.mark.parametrize("on_empty, scoring", [("nearest", None), ("mean", "r2")])
+def test_weighted_kfold_matches_refitting(data, cv, on_empty, scoring):
     X, y, w = data
     kernels, bandwidths = ["gaussian", "epanechikov"], [0.15, 0.6]
     reg = KernelAttentionRegressorCV(
-        kernels, bandwidths, cv=cv, scoring="r2", on_empty=on_empty
+        kernels, bandwidths, cv=cv, scoring=scoring, on_empty=on_empty
     ).fit(X, y, sample_weight=w)
     splits = list(cv.split(X))
     for c, params in enumerate(reg.cv_results_["params"]):
@@ -226,6 +226,18 @@ def test_weighted_kfold_matches_refitting(data, cv, on_empty):
                 reg.cv_results_[f"split{s}_test_score"][c], scores[-1], rtol=1e-10
             )
         assert_allclose(reg.cv_results_["mean_test_score"][c], np.mean(scores))
+
+
+def test_r2_of_every_candidate_matches_r2_score():
+    rng = np.random.default_rng(4)
+    Y = rng.normal(size=(9, 2))
+    Y[:, 1] = 3.0  # an output without variance
+    predictions = Y + rng.normal(size=(4, 9, 2))
+    predictions[0, :, 1] = 3.0  # predicted exactly
+    w = rng.uniform(0, 2, size=9)
+    for weights in (None, w):
+        expected = [r2_score(Y, p, sample_weight=weights) for p in predictions]
+        assert_allclose(_r2_scores(Y, predictions, weights), expected, rtol=1e-12)
 
 
 def test_callable_scoring(data):
