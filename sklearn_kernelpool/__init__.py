@@ -2,6 +2,7 @@
 
 from . import kernels
 from ._classification import KernelAttentionClassifier
+from ._cv import KernelAttentionRegressorCV
 from ._exceptions import EmptyNeighborhoodWarning
 from ._regression import KernelAttentionRegressor
 
@@ -11,6 +12,7 @@ __all__ = [
     "EmptyNeighborhoodWarning",
     "KernelAttentionClassifier",
     "KernelAttentionRegressor",
+    "KernelAttentionRegressorCV",
     "__version__",
     "kernels",
 ]

@@ -1,0 +1,409 @@
+"""Held-out predictions for many kernels and bandwidths from shared distances.
+
+Leave-one-out and K-fold cross-validation of attention pooling need, for every
+candidate (kernel, bandwidth) and every held-out point ``i``, the pooled sums
+
+    S_i = sum_{j allowed for i} alpha(||x_i - x_j|| / h) * w_j * [y_j, 1]
+
+over the keys ``j`` that the fit without ``i``'s fold would hold: every other
+point under leave-one-out, the points of the other folds under K-fold. Both
+exclusions are "j is not in i's group", with one group per point for
+leave-one-out and one per fold for K-fold, and the kernel matrix is symmetric:
+each block of pairs is computed once and pooled for both of its sides. A block
+of squared distances is computed once and reused for every candidate; the
+kernel is applied in a cache-sized buffer; pairs of the same group are zeroed
+before pooling (never subtracted afterwards, which would cancel). Points are
+taken in the leaf order of a k-d tree, so that blocks hold nearby points and
+a block whose weights are all zero, or all below ``exp(-708)``, is skipped.
+
+The pooled moments are ``w * [y, 1]`` (:func:`pooled_moments`), turned into
+predictions by :func:`solve_moments`. A pooling of other weighted moments of
+the keys and values only changes these two functions: removing a point from
+its own pool is done on the kernel weights, not on the moments.
+
+Kernels with a log form are exponentiated without a per-row shift, which is
+what lets a block serve both of its sides. A row whose pooled weight falls
+below ``tiny ** 0.8`` may have lost precision to underflow; it is recomputed
+alone as a softmax with its largest logit subtracted, exactly as the pooling
+engine does.
+"""
+
+import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
+from sklearn.neighbors import KDTree
+
+from ._pooling import _threadpool_controller
+
+# Blocks of BLOCK x BLOCK pairs: the float64 distances and the kernel buffer
+# (1 MiB together) stay in the 2 MiB L2 cache of the benchmark machine while
+# every candidate is pooled from them (benchmarks/bench_cv.py --blocks).
+BLOCK = 256
+# Logits below this are clamped (their weights are below 1e-304 and exp()
+# is slow on them); a block whose logits are all below _SKIP_LOGIT is skipped.
+_LOGIT_FLOOR = -700.0
+_SKIP_LOGIT = -708.0
+# A row whose pooled weight is below this is recomputed with a shift.
+_TINY = float(np.finfo(np.float64).tiny) ** 0.8
+
+
+def pooled_moments(Y, weights):
+    """The moments pooled per key: ``w * [y, 1]``, shape (n, n_outputs + 1).
+
+    Parameters
+    ----------
+    Y : ndarray of shape (n, n_outputs)
+        Values.
+    weights : ndarray of shape (n,)
+        Sample weights.
+    """
+    return np.hstack([Y, np.ones((len(Y), 1))]) * weights[:, None]
+
+
+def solve_moments(sums):
+    """Predictions and empty rows from pooled sums ``[sum a w y, sum a w]``.
+
+    Parameters
+    ----------
+    sums : ndarray of shape (..., n_outputs + 1)
+        Pooled moments.
+
+    Returns
+    -------
+    predictions : ndarray of shape (..., n_outputs)
+        NaN where the pooled weight is zero.
+    empty : ndarray of bool of shape (...)
+        Whether the pooled weight is zero.
+    """
+    total = sums[..., -1]
+    empty = ~(total > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        predictions = sums[..., :-1] / total[..., None]
+    predictions[empty] = np.nan
+    return predictions, empty
+
+
+def _augment(X):
+    """``[x, 1, |x|^2]`` and ``[-2 x, |x|^2, 1]^T``: their product is ||x - x'||^2."""
+    sq = np.einsum("ij,ij->i", X, X)
+    ones = np.ones_like(sq)
+    left = np.column_stack([X, ones, sq])
+    right = np.ascontiguousarray(np.vstack([-2.0 * X.T, sq, ones]))
+    return left, right
+
+
+def squared_distances(left, right, out):
+    """Squared distances of augmented rows into ``out``, clipped at zero."""
+    np.matmul(left, right, out=out)
+    return np.maximum(out, 0.0, out=out)
+
+
+def kernel_block(kernel, d2, d2_range, bandwidth, out):
+    """Kernel weights ``alpha(sqrt(d2) / h)`` of a block into ``out``.
+
+    Returns None when every weight of the block is zero (compact kernels) or
+    negligible (below ``exp(-708)``, log forms). ``d2_range`` is the smallest
+    and largest squared distance of the block.
+    """
+    inv = 1.0 / (bandwidth * bandwidth)
+    low, high = d2_range[0] * inv, d2_range[1] * inv
+    if kernel.log_function is None:
+        if low >= kernel.support**2:
+            return None
+        np.multiply(d2, inv, out=out)
+        return kernel.squared_function(out)
+    if kernel.log_function(np.sqrt(low)) < _SKIP_LOGIT:
+        return None
+    if kernel.log_quadratic is not None:
+        np.multiply(d2, kernel.log_quadratic * inv, out=out)
+    else:
+        np.multiply(d2, inv, out=out)
+        kernel.squared_log_function(out)
+    if kernel.log_function(np.sqrt(high)) < _LOGIT_FLOOR:
+        np.maximum(out, _LOGIT_FLOOR, out=out)
+    return np.exp(out, out=out)
+
+
+def _blocks(n, groups):
+    """Slices of at most BLOCK points; with groups (sorted), one group each."""
+    if groups is None:
+        bounds = [(0, n)]
+    else:
+        cuts = np.flatnonzero(np.diff(groups)) + 1
+        bounds = list(zip([0, *cuts], [*cuts, n], strict=True))
+    return [
+        slice(a, min(a + BLOCK, stop))
+        for start, stop in bounds
+        for a in range(start, stop, BLOCK)
+    ]
+
+
+class HeldOut:
+    """Held-out pooled sums for every candidate from shared distances.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, n_features)
+        The points, float64.
+    Y : ndarray of shape (n, n_outputs)
+        Their values, float64.
+    weights : ndarray of shape (n,)
+        Non-negative sample weights.
+    kernels : list of Kernel
+        The kernels of the candidates.
+    bandwidths : ndarray of shape (n_bandwidths,)
+        The isotropic bandwidths of the candidates.
+    n_jobs : int or None
+        Threads over blocks of rows.
+    """
+
+    def __init__(self, X, Y, weights, kernels, bandwidths, n_jobs=None):
+        weights = np.asarray(weights, dtype=np.float64)
+        # Predictions do not depend on the scale of the weights; a largest
+        # weight of 1 keeps the underflow test on the kernel alone.
+        self.weights = weights / weights.max()
+        positive = self.weights > 0
+        self.X = X - X[positive].mean(axis=0)
+        self.Y = Y
+        self.kernels = kernels
+        self.bandwidths = np.asarray(bandwidths, dtype=np.float64)
+        self.n_jobs = n_jobs
+        self.moments = pooled_moments(Y, self.weights)
+        # ``w * [y, 1]`` for the fallbacks, whatever the pooled moments are.
+        self.weighted_values = (
+            np.hstack([Y, np.ones((len(Y), 1))]) * self.weights[:, None]
+        )
+        self.spatial_order = KDTree(self.X).get_arrays()[1]
+        # The moments of unit weight, for scores that hold the weights.
+        self.unit_moments = pooled_moments(Y, np.ones_like(self.weights))
+
+    @property
+    def _shape(self):
+        return (len(self.kernels), len(self.bandwidths))
+
+    # -- the symmetric pass ------------------------------------------------
+    def sums_excluding_groups(self, groups):
+        """Pooled sums of every point over the points of the other groups.
+
+        Parameters
+        ----------
+        groups : ndarray of int of shape (n,) or None
+            Group of each point; None means one group per point
+            (leave-one-out).
+
+        Returns
+        -------
+        sums : ndarray of shape (n_kernels, n_bandwidths, n, n_outputs + 1)
+        """
+        n = self.X.shape[0]
+        # Points in the order of the leaves of a k-d tree: a block holds
+        # nearby points, so that narrow bandwidths skip the far blocks.
+        # Under K-fold, sorted by group first, so that same-group pairs
+        # gather near the diagonal.
+        order = self.spatial_order
+        if groups is not None:
+            order = order[np.argsort(groups[order], kind="stable")]
+            groups = groups[order]
+        X, moments = self.X[order], self.moments[order]
+        unit, weights = self.unit_moments[order], self.weights[order]
+        left, right = _augment(X)
+        blocks = _blocks(n, groups)
+        n_threads = max(1, min(effective_n_jobs(self.n_jobs), len(blocks)))
+
+        def run(block_rows):
+            sums = np.zeros((*self._shape, n, moments.shape[1]))
+            d2 = np.empty((BLOCK, BLOCK))
+            buf = np.empty((BLOCK, BLOCK))
+            for a in block_rows:
+                for b in range(a, len(blocks)):
+                    self._pool_pair(
+                        sums,
+                        left,
+                        right,
+                        moments,
+                        groups,
+                        blocks[a],
+                        blocks[b],
+                        d2,
+                        buf,
+                    )
+            return sums
+
+        # Block rows dealt round-robin: early rows have more pairs (a <= b).
+        with _threadpool_controller().limit(limits=1, user_api="blas"):
+            if n_threads == 1:
+                sums = run(range(len(blocks)))
+            else:
+                parts = Parallel(n_jobs=n_threads, prefer="threads")(
+                    delayed(run)(range(t, len(blocks), n_threads))
+                    for t in range(n_threads)
+                )
+                sums = np.sum(parts, axis=0)
+        self._restabilise(sums, X, unit, weights, groups)
+        unsorted = np.empty_like(sums)
+        unsorted[:, :, order] = sums
+        return unsorted
+
+    def _pool_pair(self, sums, left, right, moments, groups, rows, cols, d2, buf):
+        """Add the block of pairs (rows, cols) to the sums of both sides."""
+        if groups is not None and groups[rows.start] == groups[cols.start]:
+            return  # blocks hold one group each: a same-group block pools nothing
+        n_rows, n_cols = rows.stop - rows.start, cols.stop - cols.start
+        d2 = squared_distances(left[rows], right[:, cols], d2[:n_rows, :n_cols])
+        d2_range = (float(d2.min()), float(d2.max()))
+        buf = buf[:n_rows, :n_cols]
+        diagonal = rows == cols
+        for k, kernel in enumerate(self.kernels):
+            for m, h in enumerate(self.bandwidths):
+                weights = kernel_block(kernel, d2, d2_range, h, buf)
+                if weights is None:
+                    continue
+                if diagonal:
+                    np.fill_diagonal(weights, 0.0)  # leave-one-out: not itself
+                sums[k, m, rows] += weights @ moments[cols]
+                if not diagonal:
+                    sums[k, m, cols] += weights.T @ moments[rows]
+
+    def _restabilise(self, sums, X, unit, weights, groups):
+        """Recompute, with a shift, the rows of log kernels that underflowed."""
+        for k, kernel in enumerate(self.kernels):
+            if kernel.log_function is None:
+                continue
+            for m, h in enumerate(self.bandwidths):
+                rows = np.flatnonzero(sums[k, m, :, -1] < _TINY)
+                if len(rows) == 0:
+                    continue
+                allowed = None
+                if groups is None:
+                    allowed = np.ones((len(rows), len(X)), dtype=bool)
+                    allowed[np.arange(len(rows)), rows] = False
+                else:
+                    allowed = groups[rows][:, None] != groups[None, :]
+                sums[k, m, rows] = self._shifted_sums(
+                    kernel, h, X[rows], X, allowed, unit, weights
+                )
+
+    @staticmethod
+    def _shifted_sums(kernel, h, Q, X, allowed, unit_moments, weights):
+        """Sums of queries over the allowed keys as a shifted softmax.
+
+        The result is the true sums times a positive factor per row, which
+        leaves the predictions unchanged. ``unit_moments`` are the moments of
+        unit weight: the weights enter the scores through their logarithm.
+        """
+        allowed = allowed & (weights > 0)[None, :]
+        left, _ = _augment(Q)
+        _, right = _augment(X)
+        d2 = squared_distances(left, right, np.empty((len(Q), len(X))))
+        d2 /= h * h
+        logits = kernel.squared_log_function(d2)
+        with np.errstate(divide="ignore"):
+            logits += np.log(weights)
+        logits[~allowed] = -np.inf
+        top = logits.max(axis=1, keepdims=True)
+        if not np.all(np.isfinite(top)):
+            raise ValueError(
+                "A held-out point has no training point of positive weight: "
+                "every fold's training part needs one."
+            )
+        logits -= top
+        np.maximum(logits, _LOGIT_FLOOR, out=logits)
+        scores = np.exp(logits)
+        scores[~allowed] = 0.0
+        return scores @ unit_moments
+
+    # -- one split -----------------------------------------------------------
+    def sums_split(self, test, train):
+        """Pooled sums of the ``test`` points over the ``train`` points.
+
+        Returns
+        -------
+        sums : ndarray of shape (n_kernels, n_bandwidths, n_test, n_outputs + 1)
+        """
+        train = train[self.weights[train] > 0]
+        if len(train) == 0:
+            raise ValueError(
+                "A cross-validation split has no training point of positive weight."
+            )
+        left, _ = _augment(self.X[test])
+        _, right = _augment(self.X[train])
+        moments = self.moments[train]
+        sums = np.zeros((*self._shape, len(test), moments.shape[1]))
+        d2 = np.empty((BLOCK, BLOCK))
+        buf = np.empty((BLOCK, BLOCK))
+        with _threadpool_controller().limit(limits=1, user_api="blas"):
+            for a in range(0, len(test), BLOCK):
+                rows = slice(a, min(a + BLOCK, len(test)))
+                for b in range(0, len(train), BLOCK):
+                    cols = slice(b, min(b + BLOCK, len(train)))
+                    block = squared_distances(
+                        left[rows],
+                        right[:, cols],
+                        d2[: rows.stop - rows.start, : cols.stop - cols.start],
+                    )
+                    d2_range = (float(block.min()), float(block.max()))
+                    out = buf[: block.shape[0], : block.shape[1]]
+                    for k, kernel in enumerate(self.kernels):
+                        for m, h in enumerate(self.bandwidths):
+                            weights = kernel_block(kernel, block, d2_range, h, out)
+                            if weights is not None:
+                                sums[k, m, rows] += weights @ moments[cols]
+        for k, kernel in enumerate(self.kernels):
+            if kernel.log_function is None:
+                continue
+            for m, h in enumerate(self.bandwidths):
+                rows = np.flatnonzero(sums[k, m, :, -1] < _TINY)
+                if len(rows):
+                    allowed = np.ones((len(rows), len(train)), dtype=bool)
+                    sums[k, m, rows] = self._shifted_sums(
+                        kernel,
+                        h,
+                        self.X[test[rows]],
+                        self.X[train],
+                        allowed,
+                        self.unit_moments[train],
+                        self.weights[train],
+                    )
+        return sums
+
+    # -- fallbacks -----------------------------------------------------------
+    def nearest_values(self, queries, allowed):
+        """Values of each query's nearest allowed key of positive weight.
+
+        Keys tied at the smallest distance are averaged with their weights;
+        the ties are settled on exact differences, as the engine does.
+
+        Parameters
+        ----------
+        queries : ndarray of int
+            Indices of the points that fell back.
+        allowed : ndarray of bool of shape (n_queries, n)
+            The keys each query may pool.
+        """
+        allowed = allowed & (self.weights > 0)[None, :]
+        left, _ = _augment(self.X[queries])
+        _, right = _augment(self.X)
+        d2 = squared_distances(left, right, np.empty((len(queries), len(self.X))))
+        eps = np.finfo(np.float64).eps
+        slack = 64 * eps * (left[:, -1][:, None] + right[-2][None, :])
+        d2[~allowed] = np.inf
+        rows, cols = np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
+        diff = self.X[queries][rows] - self.X[cols]
+        exact = np.einsum("ij,ij->i", diff, diff)
+        best = np.full(len(queries), np.inf)
+        np.minimum.at(best, rows, exact)
+        tied = exact == best[rows]
+        rows, cols = rows[tied], cols[tied]
+        sums = np.zeros((len(queries), self.weighted_values.shape[1]))
+        np.add.at(sums, rows, self.weighted_values[cols])
+        return sums[:, :-1] / sums[:, -1:]
+
+    def mean_values(self, allowed):
+        """Weighted mean of the values of the allowed keys of each row.
+
+        Parameters
+        ----------
+        allowed : ndarray of bool of shape (n_rows, n)
+            The keys each row may pool.
+        """
+        sums = allowed.astype(np.float64) @ self.weighted_values
+        return sums[:, :-1] / sums[:, -1:]
