@@ -12,6 +12,7 @@ from sklearn import clone, config_context
 from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
+    _brute,
     _pooling,
 )
 from sklearn_kernelpool.kernels import KERNELS
@@ -135,7 +136,9 @@ def test_auto_chooses_by_support_and_neighbourhood_size():
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_chunk_boundaries(data, path):
+def test_chunk_boundaries(data, path, monkeypatch):
+    # Brute chunks are whole blocks of products: small blocks, several chunks.
+    monkeypatch.setattr(_brute, "_MAX_BLOCK_ROWS", 8)
     X, Y, w, _ = data
     rng = np.random.default_rng(2)
     reg = KernelAttentionRegressor(kernel="tricube", bandwidth=0.4, algorithm=path)
