@@ -27,6 +27,7 @@ from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
 from ._exceptions import EmptyNeighborhoodWarning
 from ._tree import TreeScorer
+from ._validation import relative_weights, scale_coordinates, scale_values
 from .kernels import KERNELS, Kernel
 
 ON_EMPTY = ("nearest", "mean", "nan", "raise")
@@ -123,14 +124,17 @@ class KernelPool:
         # keys, which keeps the BLAS expansion ||q||^2 + ||k||^2 - 2 q.k free
         # of the cancellation a large common offset would cause.
         self.bandwidth = np.asarray(bandwidth, dtype=np.float64)
-        scaled = keys[self.support].astype(np.float64) / self.bandwidth
+        scaled = scale_coordinates(keys[self.support], self.bandwidth, self.dtype, "X")
         self.center = scaled.mean(axis=0)
         self.keys = scaled - self.center
-        self.weights = sample_weight[self.support].astype(self.dtype)
+        # Weights and values are divided by powers of two, which is exact and
+        # keeps every sum finite; pooled values are multiplied back.
+        self.weights = relative_weights(sample_weight[self.support], self.dtype)
         self.algorithm, neighbors = choose_algorithm(algorithm, kernel, self.keys)
         # Sizes the chunks of the tree paths.
         self.expected_neighbors = self.keys.shape[0] if neighbors is None else neighbors
-        self.values = values = values[self.support].astype(self.dtype)
+        values, self.value_scale = scale_values(values[self.support], self.dtype)
+        self.values = values
         self.mean_weights = self.weights / self.weights.sum()
         self.weighted_mean = self.mean_weights @ values
         ones = np.ones((len(values), 1), dtype=self.dtype)
@@ -207,7 +211,7 @@ class KernelPool:
 
     def _queries(self, X):
         """The queries scaled by the bandwidth, uncentred and centred (float64)."""
-        scaled = X.astype(np.float64) / self.bandwidth
+        scaled = scale_coordinates(X, self.bandwidth, self.dtype, "X")
         return scaled, scaled - self.center
 
     def _raw_scores(self, queries, workspace, rows=None):
@@ -329,6 +333,7 @@ class KernelPool:
             with np.errstate(invalid="ignore", divide="ignore"):
                 out = sums[:, :-1] / total[:, None]
             self._fill_fallback(out, empty, queries, workspace, pooled=True)
+            out *= self.value_scale
             return out, empty
 
         return self._run_chunks(X, self.n_outputs, work, n_jobs)

@@ -14,6 +14,7 @@ from sklearn.utils.validation import (
 from ._algorithm import ALGORITHMS
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._pooling import ON_EMPTY, KernelPool, resolve_kernel
+from ._validation import check_no_dates
 from .kernels import KERNELS
 
 
@@ -21,7 +22,9 @@ def _validate_sample_weight(sample_weight, X):
     """Non-negative, finite weights with a positive sum, or None."""
     if sample_weight is None:
         return None
-    sample_weight = _check_sample_weight(sample_weight, X, dtype=X.dtype)
+    # float64 whatever X is: a weight need not fit float32 (the engine
+    # rescales the weights before they meet float32 data).
+    sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
     if np.any(sample_weight < 0):
         raise ValueError(
             "sample_weight must be non-negative; got "
@@ -233,6 +236,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
+        check_no_dates(X)
         X, y = validate_data(
             self,
             X,
@@ -277,6 +281,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             The pooled values, of the shape of the training ``y`` per query.
         """
         check_is_fitted(self)
+        check_no_dates(X)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         pooled = self._pool.pool(X, n_jobs=self.n_jobs)
         if self.values_.ndim == 1:
