@@ -13,6 +13,9 @@ _FLOAT32_MAX_CANCELLATION = 4e-6
 # maximum weigh less than 1e-304 of the largest weight, far below rounding,
 # and are clamped so that exp stays fast. float32 has no such slow path.
 _LOGIT_FLOOR = {np.dtype(np.float64): -700.0}
+# Rows of gaussian logits that may round up by more than this get clamped
+# to their true upper bound, 0.
+_MAX_LOGIT_ROUNDING = 1.0
 
 # Every product runs on blocks of the same number of rows, a function of the
 # fitted keys only, at the same positions: BLAS picks its kernels (and so the
@@ -47,6 +50,14 @@ def check_kernel_output(name, x, alpha):
             "finite weights >= 0."
         )
     return alpha
+
+
+def _rescale_rows(alpha):
+    """Weights of a user kernel divided, row by row, by a power of two near
+    the row's maximum: exact, and no sum of a row can overflow."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    _, exponent = np.frexp(alpha.max(axis=1, initial=0.0))
+    return np.ldexp(alpha, -exponent[:, None])
 
 
 class BruteScorer:
@@ -208,6 +219,11 @@ class BruteScorer:
         slack = 64 * eps * (Q1[:n, -1][:, None] + self.key_sq)
         return np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
 
+    def _rounding(self, Q1):
+        """Bound on the rounding of each row's logits by the product."""
+        eps = float(np.finfo(self.dtype).eps)
+        return eps * -self.kernel.log_quadratic * (Q1[:, -1] + self.key_sq_max)
+
     def _needs_floor(self, Q1):
         """Whether logits of this chunk can fall below the fast range of exp."""
         if self.logit_floor is None:
@@ -231,7 +247,8 @@ class BruteScorer:
             self.squared_distances(Q1, out, wide)
             if self.user_kernel:
                 np.sqrt(out, out=out)
-                out[...] = check_kernel_output(kernel.name, out, kernel.function(out))
+                alpha = check_kernel_output(kernel.name, out, kernel.function(out))
+                out[...] = _rescale_rows(alpha)
             elif kernel.squared_function is not None:
                 kernel.squared_function(out)
             else:
@@ -240,6 +257,13 @@ class BruteScorer:
             return out
         if self.logit_matrix is not None:
             self._product(Q1, self.logit_matrix, out, wide)
+            # Logits are <= 0, but the product rounds by about
+            # eps * (|q|^2 + |k|^2) / 2: where that could reach the range of
+            # exp (rows hundreds of millions of bandwidths from the keys),
+            # the row is clamped so that exp cannot overflow.
+            far = self._rounding(Q1) > _MAX_LOGIT_ROUNDING
+            if far.any():
+                out[far] = np.minimum(out[far], 0.0)
         else:
             self.squared_distances(Q1, out, wide)
             kernel.squared_log_function(out)
