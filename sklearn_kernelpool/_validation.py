@@ -69,7 +69,8 @@ def scale_coordinates(X, bandwidth, dtype, name):
     with np.errstate(over="ignore"):
         scaled = X.astype(np.float64) / bandwidth
     limit = coordinate_limit(dtype, X.shape[1])
-    largest = float(np.max(np.abs(scaled), initial=0.0))
+    # The largest magnitude, without a temporary of the size of X.
+    largest = max(float(scaled.max(initial=0.0)), -float(scaled.min(initial=0.0)))
     if not largest <= limit:
         raise ValueError(
             f"{name} divided by the bandwidth has coordinates up to "
