@@ -237,15 +237,19 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             The fitted estimator.
         """
         check_no_dates(X)
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            dtype=[np.float64, np.float32],
-            multi_output=True,
-            y_numeric=True,
-        )
-        self.sample_weight_ = _validate_sample_weight(sample_weight, X)
+        # scikit-learn spots non-finite input by a sum, which warns before its
+        # clear error when +inf and -inf meet.
+        with np.errstate(invalid="ignore", over="ignore"):
+            X, y = validate_data(
+                self,
+                X,
+                y,
+                dtype=[np.float64, np.float32],
+                multi_output=True,
+                y_numeric=True,
+            )
+        with np.errstate(invalid="ignore", over="ignore"):
+            self.sample_weight_ = _validate_sample_weight(sample_weight, X)
         weights = (
             np.ones(X.shape[0], dtype=X.dtype)
             if self.sample_weight_ is None
@@ -282,7 +286,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self)
         check_no_dates(X)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        with np.errstate(invalid="ignore", over="ignore"):
+            X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         pooled = self._pool.pool(X, n_jobs=self.n_jobs)
         if self.values_.ndim == 1:
             return pooled[:, 0]
