@@ -160,8 +160,10 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
     Prediction works in chunks of queries: the memory it needs beyond its
     inputs and output is bounded by ``working_memory`` (see
-    :func:`sklearn.config_context`) and does not grow with the number of
-    queries.
+    :func:`sklearn.config_context`), or by one block of rows of the brute
+    path (1 MiB of scores) if that is larger, and does not grow with the
+    number of queries. The predictions are the same to the last bit for
+    every ``working_memory`` and ``n_jobs``.
 
     An integer sample weight ``k`` is equivalent to ``k`` copies of the row,
     and rows of weight zero never influence a prediction.
