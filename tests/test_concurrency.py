@@ -148,10 +148,10 @@ def peak_predict_memory(reg, Q, working_memory):
 
 
 def test_memory_bound_with_queries_of_hundreds_of_mib():
-    # 1.6 million queries of 16 features (195 MiB) against 256 keys: the
-    # attention matrix would take 3.1 GiB.
+    # 1.6 million queries of 16 features (195 MiB) against 64 keys: the
+    # attention matrix would take 780 MiB.
     rng = np.random.default_rng(0)
-    X = rng.uniform(size=(256, 16))
+    X = rng.uniform(size=(64, 16))
     Q = np.tile(rng.uniform(size=(1000, 16)), (1600, 1))
     reg = KernelAttentionRegressor(bandwidth=0.5).fit(X, X[:, :2])
     output = Q.shape[0] * 2 * 8
