@@ -4,6 +4,8 @@ from numbers import Real
 
 import numpy as np
 
+from ._validation import power_of_two_below
+
 RULES_OF_THUMB = ("scott", "silverman")
 
 
@@ -11,11 +13,16 @@ def _weighted_spread(X, sample_weight):
     """Per-feature weighted standard deviation (frequency weights, ddof=0).
 
     A feature without spread gets 1.0: its keys all coincide, so any width
-    gives the same geometry among the keys.
+    gives the same geometry among the keys. Computed in float64 on features
+    divided by a power of two near their magnitude, so that no square
+    overflows whatever the scale of X.
     """
+    X = np.asarray(X, dtype=np.float64)
+    scale = power_of_two_below(np.max(np.abs(X), axis=0))
+    X = X / scale
     mean = np.average(X, axis=0, weights=sample_weight)
     var = np.average((X - mean) ** 2, axis=0, weights=sample_weight)
-    spread = np.sqrt(var)
+    spread = np.sqrt(var) * scale
     return np.where(spread > 0, spread, 1.0)
 
 
@@ -29,13 +36,22 @@ def rule_of_thumb(rule, X, sample_weight):
     - scott: ``h_j = sigma_j * n ** (-1 / (d + 4))``
     - silverman: ``h_j = sigma_j * (4 / ((d + 2) * n)) ** (1 / (d + 4))``
     """
-    n = float(np.sum(sample_weight))
+    sample_weight = np.asarray(sample_weight, dtype=np.float64)
+    unit = power_of_two_below(sample_weight.max())
+    relative = sample_weight / unit  # exact: a power of two
     d = X.shape[1]
-    if rule == "scott":
-        factor = n ** (-1.0 / (d + 4))
-    else:
-        factor = (4.0 / ((d + 2) * n)) ** (1.0 / (d + 4))
-    return _weighted_spread(X, sample_weight) * factor
+    # In logarithms: the sum of the weights may overflow or be subnormal.
+    log_n = np.log(np.sum(relative)) + np.log(unit)
+    if rule == "silverman":
+        log_n -= np.log(4.0 / (d + 2))
+    factor = float(np.exp(-log_n / (d + 4)))
+    h = _weighted_spread(X, relative) * factor
+    if not np.all(np.isfinite(h) & (h > 0)):
+        raise ValueError(
+            f"The {rule!r} rule gives bandwidths {h.tolist()} for this X and "
+            "these sample weights; pass a bandwidth > 0 instead, or rescale X."
+        )
+    return h
 
 
 def resolve_bandwidth(bandwidth, X, sample_weight):

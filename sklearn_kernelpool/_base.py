@@ -4,11 +4,12 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from ._algorithm import ALGORITHMS
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._pooling import KernelPool, resolve_kernel
+from ._validation import check_no_dates
 from .kernels import KERNELS
 
 # The constraints of the parameters every estimator has, but ``on_empty``,
@@ -25,11 +26,36 @@ POOL_PARAMETER_CONSTRAINTS = {
 }
 
 
+def validate_fit_data(estimator, X, y, **options):
+    """``validate_data`` of the training data, dates refused.
+
+    ``options`` go to :func:`~sklearn.utils.validation.validate_data`; the
+    keys are float64 or float32.
+    """
+    check_no_dates(X)
+    # scikit-learn spots non-finite input by a sum, which warns before its
+    # clear error when +inf and -inf meet.
+    with np.errstate(invalid="ignore", over="ignore"):
+        return validate_data(estimator, X, y, dtype=[np.float64, np.float32], **options)
+
+
+def validate_queries(estimator, X):
+    """``validate_data`` of the queries of a fitted estimator, dates refused."""
+    check_no_dates(X)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return validate_data(estimator, X, reset=False, dtype=[np.float64, np.float32])
+
+
 def validate_sample_weight(sample_weight, X):
-    """Non-negative, finite weights with a positive sum, or None."""
+    """Non-negative, finite weights with a positive sum, or None.
+
+    The weights are float64 whatever X is: a weight need not fit float32
+    (the engine rescales the weights before they meet float32 data).
+    """
     if sample_weight is None:
         return None
-    sample_weight = _check_sample_weight(sample_weight, X, dtype=X.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
     if np.any(sample_weight < 0):
         raise ValueError(
             "sample_weight must be non-negative; got "

@@ -13,6 +13,17 @@ _FLOAT32_MAX_CANCELLATION = 4e-6
 # maximum weigh less than 1e-304 of the largest weight, far below rounding,
 # and are clamped so that exp stays fast. float32 has no such slow path.
 _LOGIT_FLOOR = {np.dtype(np.float64): -700.0}
+# Rows of gaussian logits that may round up by more than this get clamped
+# to their true upper bound, 0.
+_MAX_LOGIT_ROUNDING = 1.0
+
+# Every product runs on blocks of the same number of rows, a function of the
+# fitted keys only, at the same positions: BLAS picks its kernels (and so the
+# order of its sums) by the shape of a product and treats the last rows of a
+# block apart, so a query's result depends only on its index modulo the block
+# size, never on the chunk it is in, the number of queries or n_jobs.
+_BLOCK_BYTES = 2**20
+_MAX_BLOCK_ROWS = 512
 
 
 def check_kernel_output(name, x, alpha):
@@ -41,17 +52,28 @@ def check_kernel_output(name, x, alpha):
     return alpha
 
 
+def _rescale_rows(alpha):
+    """Weights of a user kernel divided, row by row, by a power of two near
+    the row's maximum: exact, and no sum of a row can overflow."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    _, exponent = np.frexp(alpha.max(axis=1, initial=0.0))
+    return np.ldexp(alpha, -exponent[:, None])
+
+
 class BruteScorer:
     """Kernel scores of chunks of queries against every key.
 
     Each chunk costs one GEMM of the augmented queries ``[q, 1, |q|^2]``
     against a (n_features + 2, n_keys) key matrix, then in-place passes over
-    the (n_queries, n_keys) buffer.
+    the (n_queries, n_keys) buffer. The GEMMs run on blocks of
+    ``block_rows`` rows, a number fixed in ``__init__``; the buffers of a
+    chunk are padded to whole blocks.
 
     Float32 work stays in float32 (the buffer, the kernel, the exp and the
-    pooling); only a chunk whose float32 product would lose more than 1e-6
-    of a logit to cancellation (keys or queries far from the centre in units
-    of the bandwidth) gets its product in float64.
+    pooling); only the rows whose float32 product would lose more than 4e-6
+    of a logit to cancellation (queries far from the centre of the keys in
+    units of the bandwidth, or keys far from it) get their product in
+    float64.
 
     Parameters
     ----------
@@ -72,6 +94,8 @@ class BruteScorer:
         self.user_kernel = user_kernel
         self.dtype = np.dtype(dtype)
         self.n_features = keys.shape[1]
+        row_bytes = self.dtype.itemsize * keys.shape[0]
+        self.block_rows = int(max(1, min(_MAX_BLOCK_ROWS, _BLOCK_BYTES // row_bytes)))
         self.key_sq = key_sq = np.einsum("ij,ij->i", keys, keys)
         self.key_sq_max = float(key_sq.max())
         self.key_radius = np.sqrt(self.key_sq_max)
@@ -106,17 +130,52 @@ class BruteScorer:
         """Whether the scores are float32, with products that may widen."""
         return self.dtype != np.float64
 
+    def padded(self, n):
+        """``n`` rounded up to a whole number of blocks."""
+        return -(-n // self.block_rows) * self.block_rows
+
+    def whole_blocks(self, rows, n):
+        """Every row of the blocks that hold ``rows``, among ``n`` rows."""
+        b = self.block_rows
+        starts = np.unique(rows // b) * b
+        every = (starts[:, None] + np.arange(b)).ravel()
+        return every[every < n]
+
+    def _blocks(self, n):
+        return (slice(i, i + self.block_rows) for i in range(0, n, self.block_rows))
+
     def _product(self, Q1, matrices, out, wide):
-        """``Q1 @ matrix`` into ``out``, in float64 where float32 cancels."""
+        """``Q1 @ matrix`` into ``out``, in float64 where float32 cancels.
+
+        ``Q1`` has a whole number of blocks of rows. Whether a row's float32
+        product widens is decided for that row alone.
+        """
         matrix64, matrix = matrices
         if not self.narrow:
-            return np.matmul(Q1, matrix64, out=out)
-        eps = float(np.finfo(self.dtype).eps)
-        if eps * (Q1[:, -1].max() + self.key_sq_max) > _FLOAT32_MAX_CANCELLATION:
-            np.matmul(Q1, matrix64, out=wide)
-            np.copyto(out, wide, casting="same_kind")
+            for block in self._blocks(len(Q1)):
+                np.matmul(Q1[block], matrix64, out=out[block])
             return out
-        return np.matmul(Q1.astype(self.dtype), matrix, out=out)
+        eps = float(np.finfo(self.dtype).eps)
+        widen = eps * (Q1[:, -1] + self.key_sq_max) > _FLOAT32_MAX_CANCELLATION
+        Q1_narrow = None if widen.all() else Q1.astype(self.dtype)
+        for block in self._blocks(len(Q1)):
+            rows, o = widen[block], out[block]
+            if not rows.all():
+                np.matmul(Q1_narrow[block], matrix, out=o)
+            if rows.any():
+                w = np.matmul(Q1[block], matrix64, out=wide[block])
+                if rows.all():
+                    np.copyto(o, w, casting="same_kind")
+                else:
+                    o[rows] = w[rows]
+        return out
+
+    def pool(self, scores, pool_matrix):
+        """``scores @ pool_matrix`` in blocks; ``scores`` has whole blocks."""
+        out = np.empty((len(scores), pool_matrix.shape[1]), dtype=self.dtype)
+        for block in self._blocks(len(scores)):
+            np.matmul(scores[block], pool_matrix, out=out[block])
+        return out
 
     @property
     def weights_folded(self):
@@ -129,11 +188,15 @@ class BruteScorer:
         return self.logit_matrix is not None
 
     def augment(self, Q, out):
-        """Write ``[Q, 1, |Q|^2]`` into float64 ``out`` (n, n_features + 2)."""
-        d = self.n_features
-        out[:, :d] = Q
-        out[:, d] = 1.0
-        np.einsum("ij,ij->i", Q, Q, out=out[:, d + 1])
+        """Write ``[Q, 1, |Q|^2]`` into float64 ``out``, padded with zeros.
+
+        ``out`` has ``padded(len(Q))`` rows and n_features + 2 columns.
+        """
+        d, n = self.n_features, len(Q)
+        out[:n, :d] = Q
+        out[:n, d] = 1.0
+        np.einsum("ij,ij->i", Q, Q, out=out[:n, d + 1])
+        out[n:] = 0.0
         return out
 
     def squared_distances(self, Q1, out, wide=None):
@@ -144,16 +207,22 @@ class BruteScorer:
         self._product(Q1, self.distance_matrix, out, wide)
         return np.maximum(out, 0.0, out=out)
 
-    def candidates(self, Q1, out, wide=None):
-        """(rows, cols) pairs that hold each augmented query's nearest keys.
+    def candidates(self, Q1, n, out, wide=None):
+        """(rows, cols) pairs that hold the nearest keys of the first ``n``
+        augmented queries.
 
         The BLAS distances are exact to a few ulps of |q|^2 + |k|^2, so every
         key within that slack of the smallest distance is a candidate.
         """
-        d2 = self.squared_distances(Q1, out, wide)
+        d2 = self.squared_distances(Q1, out, wide)[:n]
         eps = np.finfo(self.dtype).eps
-        slack = 64 * eps * (Q1[:, -1][:, None] + self.key_sq)
+        slack = 64 * eps * (Q1[:n, -1][:, None] + self.key_sq)
         return np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
+
+    def _rounding(self, Q1):
+        """Bound on the rounding of each row's logits by the product."""
+        eps = float(np.finfo(self.dtype).eps)
+        return eps * -self.kernel.log_quadratic * (Q1[:, -1] + self.key_sq_max)
 
     def _needs_floor(self, Q1):
         """Whether logits of this chunk can fall below the fast range of exp."""
@@ -178,7 +247,8 @@ class BruteScorer:
             self.squared_distances(Q1, out, wide)
             if self.user_kernel:
                 np.sqrt(out, out=out)
-                out[...] = check_kernel_output(kernel.name, out, kernel.function(out))
+                alpha = check_kernel_output(kernel.name, out, kernel.function(out))
+                out[...] = _rescale_rows(alpha)
             elif kernel.squared_function is not None:
                 kernel.squared_function(out)
             else:
@@ -187,6 +257,13 @@ class BruteScorer:
             return out
         if self.logit_matrix is not None:
             self._product(Q1, self.logit_matrix, out, wide)
+            # Logits are <= 0, but the product rounds by about
+            # eps * (|q|^2 + |k|^2) / 2: where that could reach the range of
+            # exp (rows hundreds of millions of bandwidths from the keys),
+            # the row is clamped so that exp cannot overflow.
+            far = self._rounding(Q1) > _MAX_LOGIT_ROUNDING
+            if far.any():
+                out[far] = np.minimum(out[far], 0.0)
         else:
             self.squared_distances(Q1, out, wide)
             kernel.squared_log_function(out)

@@ -4,9 +4,14 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from ._base import POOL_PARAMETER_CONSTRAINTS, fit_pool
+from ._base import (
+    POOL_PARAMETER_CONSTRAINTS,
+    fit_pool,
+    validate_fit_data,
+    validate_queries,
+)
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
 ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")
@@ -188,7 +193,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        X, y = validate_fit_data(self, X, y)
         check_classification_targets(y)
         self.classes_, encoded = np.unique(y, return_inverse=True)
         onehot = np.zeros((X.shape[0], len(self.classes_)), dtype=X.dtype)
@@ -213,7 +218,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
             one.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate_queries(self, X)
         proba = self._pool.pool(X, n_jobs=self.n_jobs)
         # The rows sum to one up to the rounding of the pooling product.
         proba /= proba.sum(axis=1, keepdims=True)
@@ -272,7 +277,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
             zero sample weight get 0.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate_queries(self, X)
         if sparse:
             return self._pool.attention_weights(X, n_jobs=self.n_jobs, sparse=True)
         return self._pool.attention_weights(X, n_jobs=self.n_jobs)

@@ -13,9 +13,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._algorithm import ALGORITHMS
+from ._base import validate_sample_weight
 from ._loo import HeldOut, solve_moments
 from ._pooling import ON_EMPTY
-from ._regression import KernelAttentionRegressor, _validate_sample_weight
+from ._regression import KernelAttentionRegressor
 from ._widths import learn_widths
 from .kernels import KERNELS
 
@@ -417,7 +418,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             multi_output=True,
             y_numeric=True,
         )
-        sample_weight = _validate_sample_weight(sample_weight, X)
+        sample_weight = validate_sample_weight(sample_weight, X)
         names = self._kernel_names()
         if self.per_feature and self.cv is not None:
             raise ValueError(

@@ -6,7 +6,9 @@ each bounded by scikit-learn's ``working_memory``, on one of two paths:
 
 - brute (:mod:`._brute`): one GEMM of the chunk against all keys into a
   reused buffer, the kernel applied in place, then a second GEMM against
-  ``[values, 1]`` that gives every output and the denominator at once;
+  ``[values, 1]`` that gives every output and the denominator at once. The
+  GEMMs run on row blocks of one fixed shape, and chunks are whole blocks, so
+  predictions do not depend on the chunk size or ``n_jobs`` to the last bit;
 - kd_tree / ball_tree (:mod:`._tree`): a radius query per chunk in a tree
   built in ``fit``, and a sparse product.
 """
@@ -25,6 +27,7 @@ from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
 from ._exceptions import EmptyNeighborhoodWarning
 from ._tree import TreeScorer
+from ._validation import relative_weights, scale_coordinates, scale_values
 from .kernels import KERNELS, Kernel
 
 ON_EMPTY = ("nearest", "mean", "nan", "raise")
@@ -55,18 +58,23 @@ def resolve_kernel(kernel):
 class _Workspace:
     """The buffers of one thread, allocated once and reused for every chunk.
 
-    ``wide`` is the float64 buffer of float32 work whose products widen.
+    ``wide`` is the float64 buffer of float32 work whose products widen. The
+    buffers hold whole blocks of the scorer's products.
     """
 
-    def __init__(self, n_rows, n_keys, n_features, dtype):
-        self.scores = np.empty((n_rows, n_keys), dtype=dtype)
+    def __init__(self, n_rows, n_keys, n_features, scorer):
+        self.padded = scorer.padded
+        n_rows = scorer.padded(n_rows)
+        self.scores = np.empty((n_rows, n_keys), dtype=scorer.dtype)
         self.augmented = np.empty((n_rows, n_features + 2), dtype=np.float64)
         self.wide = None
-        if dtype != np.float64:
+        if scorer.narrow:
             self.wide = np.empty((n_rows, n_keys), dtype=np.float64)
 
     def rows(self, n):
-        """The augmented-query, score and wide buffers of an ``n``-row chunk."""
+        """The augmented-query, score and wide buffers of an ``n``-row chunk,
+        padded to whole blocks."""
+        n = self.padded(n)
         wide = None if self.wide is None else self.wide[:n]
         return self.augmented[:n], self.scores[:n], wide
 
@@ -116,14 +124,17 @@ class KernelPool:
         # keys, which keeps the BLAS expansion ||q||^2 + ||k||^2 - 2 q.k free
         # of the cancellation a large common offset would cause.
         self.bandwidth = np.asarray(bandwidth, dtype=np.float64)
-        scaled = keys[self.support].astype(np.float64) / self.bandwidth
+        scaled = scale_coordinates(keys[self.support], self.bandwidth, self.dtype, "X")
         self.center = scaled.mean(axis=0)
         self.keys = scaled - self.center
-        self.weights = sample_weight[self.support].astype(self.dtype)
+        # Weights and values are divided by powers of two, which is exact and
+        # keeps every sum finite; pooled values are multiplied back.
+        self.weights = relative_weights(sample_weight[self.support], self.dtype)
         self.algorithm, neighbors = choose_algorithm(algorithm, kernel, self.keys)
         # Sizes the chunks of the tree paths.
         self.expected_neighbors = self.keys.shape[0] if neighbors is None else neighbors
-        self.values = values = values[self.support].astype(self.dtype)
+        values, self.value_scale = scale_values(values[self.support], self.dtype)
+        self.values = values
         self.mean_weights = self.weights / self.weights.sum()
         self.weighted_mean = self.mean_weights @ values
         ones = np.ones((len(values), 1), dtype=self.dtype)
@@ -152,10 +163,13 @@ class KernelPool:
                 itemsize += 8  # the float64 buffer of widened products
             row_bytes = itemsize * n_keys + 8 * (self.keys.shape[1] + 2)
             budget = min(budget, CHUNK_BYTES)
-        else:
-            # Per neighbour: an index, a distance and a score, plus copies.
-            row_bytes = 48 * max(self.expected_neighbors, 1.0) + 64
-            max_rows = min(max_rows, TREE_CHUNK_ROWS)
+            # Whole blocks, so that every chunk starts a block.
+            block = self.scorer.block_rows
+            rows = max(budget // row_bytes // block, 1) * block
+            return int(min(rows, self.scorer.padded(max_rows)))
+        # Per neighbour: an index, a distance and a score, plus copies.
+        row_bytes = 48 * max(self.expected_neighbors, 1.0) + 64
+        max_rows = min(max_rows, TREE_CHUNK_ROWS)
         return int(min(max(budget // row_bytes, 1), max_rows))
 
     def _run_chunks(self, X, width, work, n_jobs):
@@ -179,7 +193,7 @@ class KernelPool:
                     min(n_rows, n_queries),
                     self.keys.shape[0],
                     self.keys.shape[1],
-                    self.dtype,
+                    self.scorer,
                 )
             for batch in group:
                 out[batch], empty[batch] = work(X[batch], workspace)
@@ -197,29 +211,37 @@ class KernelPool:
 
     def _queries(self, X):
         """The queries scaled by the bandwidth, uncentred and centred (float64)."""
-        scaled = X.astype(np.float64) / self.bandwidth
+        scaled = scale_coordinates(X, self.bandwidth, self.dtype, "X")
         return scaled, scaled - self.center
 
     def _raw_scores(self, queries, workspace, rows=None):
         """Scores of a chunk, dense for brute and sparse for the trees.
 
         ``rows`` recomputes the brute scores of these rows, in a stable way.
+        Brute scores have rows past the chunk's, up to a whole block.
         """
         scaled, Q = queries
         if self.algorithm != "brute":
             return self.scorer.scores(scaled)
         if rows is not None:
-            Q = Q[rows]
+            Q = Q[rows]  # whole blocks: see _underflowed
         augmented, out, wide = workspace.rows(len(Q))
         augmented = self.scorer.augment(Q, augmented)
         return self.scorer.scores(augmented, out, wide, stable=rows is not None)
 
     def _underflowed(self, total):
-        """Rows of brute scores to recompute with their maximum subtracted."""
+        """Rows of brute scores to recompute with their maximum subtracted.
+
+        Returns the whole blocks that hold them, and where they are in it:
+        a row is recomputed at the place it has in the first pass.
+        """
         if self.algorithm != "brute" or not self.scorer.may_underflow:
             return None
         rows = np.flatnonzero(total < self.scorer.tiny)
-        return rows if len(rows) else None
+        if not len(rows):
+            return None
+        blocks = self.scorer.whole_blocks(rows, len(total))
+        return blocks, rows, np.searchsorted(blocks, rows)
 
     # -- fallbacks -----------------------------------------------------------
     def _nearest_candidates(self, queries, workspace):
@@ -228,7 +250,8 @@ class KernelPool:
         if self.algorithm != "brute":
             return self.scorer.candidates(scaled)
         augmented, out, wide = workspace.rows(len(Q))
-        return self.scorer.candidates(self.scorer.augment(Q, augmented), out, wide)
+        Q1 = self.scorer.augment(Q, augmented)
+        return self.scorer.candidates(Q1, len(Q), out, wide)
 
     def _nearest_weights(self, queries, workspace):
         """Sparse weights of the nearest keys, ties shared by sample weight."""
@@ -285,6 +308,12 @@ class KernelPool:
             stacklevel=5,
         )
 
+    def _pooled_sums(self, scores, n):
+        """``scores @ pool_matrix`` for the first ``n`` rows of ``scores``."""
+        if self.algorithm != "brute":
+            return scores @ self.pool_matrix
+        return self.scorer.pool(scores, self.pool_matrix)[:n]
+
     # -- the operations ------------------------------------------------------
     def pool(self, X, n_jobs=None):
         """Pooled values, shape (n_queries, n_outputs)."""
@@ -292,16 +321,19 @@ class KernelPool:
         def work(X_chunk, workspace):
             queries = self._queries(X_chunk)
             # One product gives every weighted sum and the denominator.
-            sums = self._raw_scores(queries, workspace) @ self.pool_matrix
+            scores = self._raw_scores(queries, workspace)
+            sums = self._pooled_sums(scores, len(X_chunk))
             redo = self._underflowed(sums[:, -1])
             if redo is not None:
-                stable = self._raw_scores(queries, workspace, rows=redo)
-                sums[redo] = stable @ self.pool_matrix
+                blocks, rows, at = redo
+                stable = self._raw_scores(queries, workspace, rows=blocks)
+                sums[rows] = self._pooled_sums(stable, len(blocks))[at]
             total = sums[:, -1]
             empty = ~(total > 0)
             with np.errstate(invalid="ignore", divide="ignore"):
                 out = sums[:, :-1] / total[:, None]
             self._fill_fallback(out, empty, queries, workspace, pooled=True)
+            out *= self.value_scale
             return out, empty
 
         return self._run_chunks(X, self.n_outputs, work, n_jobs)
@@ -311,7 +343,7 @@ class KernelPool:
 
         def work(X_chunk, workspace):
             queries = self._queries(X_chunk)
-            scores = self._raw_scores(queries, workspace)
+            scores = self._raw_scores(queries, workspace)[: len(X_chunk)]
             if self.algorithm != "brute":
                 scores = scores.toarray()
             if self.algorithm != "brute" or not self.scorer.weights_folded:
@@ -320,7 +352,9 @@ class KernelPool:
                 scores = scores.copy()  # the buffer is reused by the next chunk
             redo = self._underflowed(scores.sum(axis=1))
             if redo is not None:
-                scores[redo] = self._raw_scores(queries, workspace, rows=redo)
+                blocks, rows, at = redo
+                stable = self._raw_scores(queries, workspace, rows=blocks)
+                scores[rows] = stable[at]
             total = scores.sum(axis=1)
             empty = ~(total > 0)
             with np.errstate(invalid="ignore", divide="ignore"):

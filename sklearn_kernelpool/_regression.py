@@ -1,11 +1,15 @@
 """KernelAttentionRegressor: Nadaraya-Watson attention pooling."""
 
-import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from ._base import POOL_PARAMETER_CONSTRAINTS, fit_pool
+from ._base import (
+    POOL_PARAMETER_CONSTRAINTS,
+    fit_pool,
+    validate_fit_data,
+    validate_queries,
+)
 from ._pooling import ON_EMPTY
 
 
@@ -131,8 +135,10 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
     Prediction works in chunks of queries: the memory it needs beyond its
     inputs and output is bounded by ``working_memory`` (see
-    :func:`sklearn.config_context`) and does not grow with the number of
-    queries.
+    :func:`sklearn.config_context`), or by one block of rows of the brute
+    path (1 MiB of scores) if that is larger, and does not grow with the
+    number of queries. The predictions are the same to the last bit for
+    every ``working_memory`` and ``n_jobs``.
 
     An integer sample weight ``k`` is equivalent to ``k`` copies of the row,
     and rows of weight zero never influence a prediction.
@@ -200,14 +206,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            dtype=[np.float64, np.float32],
-            multi_output=True,
-            y_numeric=True,
-        )
+        X, y = validate_fit_data(self, X, y, multi_output=True, y_numeric=True)
         fit_pool(self, X, y.reshape(X.shape[0], -1), sample_weight)
         self.keys_ = X
         self.values_ = y
@@ -227,7 +226,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             The pooled values, of the shape of the training ``y`` per query.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate_queries(self, X)
         pooled = self._pool.pool(X, n_jobs=self.n_jobs)
         if self.values_.ndim == 1:
             return pooled[:, 0]

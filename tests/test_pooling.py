@@ -12,6 +12,7 @@ from sklearn import clone, config_context
 from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
+    _brute,
     _pooling,
 )
 from sklearn_kernelpool.kernels import KERNELS
@@ -135,7 +136,9 @@ def test_auto_chooses_by_support_and_neighbourhood_size():
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_chunk_boundaries(data, path):
+def test_chunk_boundaries(data, path, monkeypatch):
+    # Brute chunks are whole blocks of products: small blocks, several chunks.
+    monkeypatch.setattr(_brute, "_MAX_BLOCK_ROWS", 8)
     X, Y, w, _ = data
     rng = np.random.default_rng(2)
     reg = KernelAttentionRegressor(kernel="tricube", bandwidth=0.4, algorithm=path)
@@ -282,13 +285,10 @@ def test_concurrent_predictions_from_one_estimator(data, path):
     with config_context(working_memory=0.1):  # several chunks per call
         expected = reg.predict(Q)  # no empty neighbourhood: no warning
 
-        # scikit-learn's trees count their queries, so the fitted attributes
-        # and the engine's arrays are compared, not the whole tree.
+        # The whole estimator, trees included: they pickle without their
+        # query counters.
         def state():
-            pool = reg._pool
-            fitted = {k: v for k, v in vars(reg).items() if k.endswith("_")}
-            arrays = (pool.keys, pool.values, pool.weights, pool.pool_matrix)
-            return joblib_hash((fitted, arrays))
+            return joblib_hash(reg)
 
         def predict_chunked(_):
             # scikit-learn's configuration is thread-local: the workers set it

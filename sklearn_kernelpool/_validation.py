@@ -1,0 +1,130 @@
+"""Checks of the numeric range of the data, beyond scikit-learn's validation.
+
+scikit-learn's ``validate_data`` rejects NaN and infinity; these helpers
+reject what is finite but cannot be computed with, with an error that says
+what to change, and rescale what can be computed exactly after rescaling.
+"""
+
+import datetime
+
+import numpy as np
+
+_TEMPORAL = (
+    datetime.date,
+    datetime.time,
+    datetime.timedelta,
+    np.datetime64,
+    np.timedelta64,
+)
+
+
+def check_no_dates(X, name="X"):
+    """Reject date, time and duration columns.
+
+    scikit-learn turns them into numbers in whatever unit they are stored in
+    (days, seconds, nanoseconds...), which a bandwidth cannot know about.
+    """
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is not None and not hasattr(X, "dtype"):  # a DataFrame
+        dtypes = list(dtypes)
+    elif hasattr(X, "dtype"):
+        dtypes = [X.dtype]
+    else:
+        dtypes = [np.dtype(object)]  # a list: look at its values
+    found = next((dt for dt in dtypes if getattr(dt, "kind", "") in "mM"), None)
+    if found is None and any(getattr(dt, "kind", "") == "O" for dt in dtypes):
+        try:
+            values = np.asarray(X, dtype=object).ravel()
+        except ValueError:
+            return  # ragged: validate_data says so
+        found = next((type(v) for v in values if isinstance(v, _TEMPORAL)), None)
+    if found is not None:
+        found = getattr(found, "__name__", found)
+        raise ValueError(
+            f"{name} holds dates, times or durations ({found}); their numeric "
+            "value depends on the unit they are stored in, which a bandwidth "
+            "cannot know. Convert them to numbers in a unit of your choice, "
+            "for example (dates - origin) / np.timedelta64(1, 'D')."
+        )
+
+
+def coordinate_limit(dtype, n_features):
+    """The largest coordinate of scaled data whose squared distances are finite.
+
+    With every coordinate at most this in absolute value, norms are at most
+    ``sqrt(finfo.max) / 8`` and every term of the distance expansion
+    ``|q|^2 + |k|^2 - 2 q.k`` (centred data included) stays below
+    ``finfo.max / 4``.
+    """
+    return float(np.sqrt(np.finfo(dtype).max) / 8 / np.sqrt(n_features))
+
+
+def scale_coordinates(X, bandwidth, dtype, name):
+    """``X / bandwidth`` in float64, refusing coordinates that would overflow.
+
+    ``dtype`` is the dtype of the work: for float32 the squared distances
+    must fit float32 (coordinates below about 2e18 bandwidths), for float64
+    they must fit float64 (below about 1e153 bandwidths).
+    """
+    with np.errstate(over="ignore"):
+        scaled = X.astype(np.float64) / bandwidth
+    limit = coordinate_limit(dtype, X.shape[1])
+    # The largest magnitude, without a temporary of the size of X.
+    largest = max(float(scaled.max(initial=0.0)), -float(scaled.min(initial=0.0)))
+    if not largest <= limit:
+        raise ValueError(
+            f"{name} divided by the bandwidth has coordinates up to "
+            f"{largest:.3g}; past {limit:.3g} ({np.dtype(dtype).name}, "
+            f"{X.shape[1]} features) squared distances overflow. Rescale X "
+            "(for example with a StandardScaler) or use a larger bandwidth."
+        )
+    return scaled
+
+
+def power_of_two_below(x):
+    """2**e with 2**e <= x < 2**(e + 1), elementwise, for x > 0; 1 for x == 0."""
+    _, exponent = np.frexp(x)
+    return np.where(x > 0, np.ldexp(1.0, exponent - 1), 1.0)
+
+
+def relative_weights(sample_weight, dtype):
+    """Positive sample weights divided by a power of two near their maximum.
+
+    Attention weights are ratios, so a common factor changes nothing, and a
+    power of two divides exactly; the largest weight becomes about 1 and no
+    sum of weights can overflow. Weights that would still round to zero in
+    ``dtype`` next to the largest are refused rather than dropped.
+    """
+    w = np.asarray(sample_weight, dtype=np.float64)
+    relative = (w / power_of_two_below(w.max())).astype(dtype)
+    if not np.all(relative > 0):
+        span = np.log10(w.max()) - np.log10(w.min())
+        hint = "" if np.dtype(dtype) == np.float64 else ", or use float64 X"
+        raise ValueError(
+            f"sample_weight spans too wide a range for {np.dtype(dtype).name}: "
+            f"the largest weight is about 1e{span:.0f} times the smallest "
+            "positive one, which then rounds to zero. Drop the rows of "
+            f"negligible weight{hint}."
+        )
+    return relative
+
+
+def scale_values(values, dtype):
+    """Values divided, per output, by a power of two near their magnitude.
+
+    Returns the scaled values in ``dtype`` and the scales: pooled values are
+    multiplied back by them. Sums of scaled values cannot overflow, and the
+    division and multiplication are exact. Values beyond the range of
+    ``dtype`` (the dtype of the predictions) are refused.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    largest = np.max(np.abs(values), axis=0, initial=0.0)
+    if np.any(largest > np.finfo(dtype).max):
+        name = np.dtype(dtype).name
+        raise ValueError(
+            f"y has values up to {largest.max():.3g}, beyond the range of "
+            f"{name}, the dtype of the predictions for {name} X. Pass X as "
+            "float64, or rescale y."
+        )
+    scale = power_of_two_below(largest)
+    return (values / scale).astype(dtype), scale.astype(dtype)

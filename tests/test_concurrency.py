@@ -1,0 +1,160 @@
+"""Concurrent use, determinism and the memory bound of prediction.
+
+Every test runs over ``CONFIGURATIONS``: a factory of an unfitted estimator
+per engine path and kernel family, and ``predict_of`` says how to get the
+output to compare; other estimators join by adding factories.
+"""
+
+import pickle
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from joblib import hash as joblib_hash
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn import config_context
+
+from sklearn_kernelpool import KernelAttentionRegressor, _pooling
+
+CONFIGURATIONS = {
+    "brute-gaussian": lambda: KernelAttentionRegressor(bandwidth=0.05),
+    "brute-cauchy": lambda: KernelAttentionRegressor(kernel="cauchy", bandwidth=0.1),
+    "brute-epanechikov": lambda: KernelAttentionRegressor(
+        kernel="epanechikov", bandwidth=0.15, algorithm="brute"
+    ),
+    "kd_tree-biweight": lambda: KernelAttentionRegressor(
+        kernel="biweight", bandwidth=0.15, algorithm="kd_tree"
+    ),
+    "ball_tree-tricube": lambda: KernelAttentionRegressor(
+        kernel="tricube", bandwidth=0.15, algorithm="ball_tree"
+    ),
+    "kd_tree-1d-boxcar": lambda: KernelAttentionRegressor(
+        kernel="boxcar", bandwidth=0.05, algorithm="kd_tree"
+    ),
+}
+
+
+# Far queries fall back, which warns; catch_warnings is not thread-safe, so
+# the filter is set for the whole module instead.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::sklearn_kernelpool.EmptyNeighborhoodWarning"
+)
+
+
+def predict_of(estimator, X):
+    """The output compared between runs, threads and chunkings."""
+    return estimator.predict(X)
+
+
+def make_data(name, dtype=np.float64, n=400, m=1500):
+    rng = np.random.default_rng(0)
+    d = 1 if "1d" in name else 3
+    X = rng.uniform(size=(n, d)).astype(dtype)
+    Y = np.column_stack([np.sin(6 * X[:, 0]), X.sum(axis=1)])
+    w = rng.uniform(0.5, 2.0, size=n)
+    # Some queries far outside the keys: gaussian rows that underflow and
+    # are recomputed, compact-kernel queries that fall back to the nearest.
+    Q = rng.uniform(-0.3, 1.3, size=(m, d)).astype(dtype)
+    Q[::50] += 40.0
+    return X, Y, w, Q
+
+
+def fitted(name, dtype=np.float64):
+    X, Y, w, Q = make_data(name, dtype)
+    return CONFIGURATIONS[name]().fit(X, Y, sample_weight=w), Q
+
+
+@pytest.mark.parametrize("name", CONFIGURATIONS)
+def test_threads_predict_identically_and_leave_the_estimator_unchanged(name):
+    reg, Q = fitted(name)
+    with config_context(working_memory=0.1):  # several chunks per call
+        expected = predict_of(reg, Q)
+    before = joblib_hash(reg)
+
+    def predict(_):
+        # scikit-learn's configuration is thread-local: set it in the worker.
+        with config_context(working_memory=0.1):
+            return predict_of(reg, Q)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(predict, range(16)))
+    for result in results:
+        assert_array_equal(result, expected)
+    assert joblib_hash(reg) == before
+
+
+@pytest.mark.parametrize("name", CONFIGURATIONS)
+def test_pickle_round_trip_after_predictions(name):
+    reg, Q = fitted(name)
+    before = joblib_hash(reg)
+    expected = predict_of(reg, Q)
+    restored = pickle.loads(pickle.dumps(reg))
+    assert joblib_hash(reg) == before
+    assert_array_equal(predict_of(restored, Q), expected)
+    tree = getattr(restored._pool.scorer, "tree", None)
+    if hasattr(tree, "get_n_calls"):
+        # Pickled with the counters of scikit-learn's tree at zero.
+        fresh = pickle.loads(pickle.dumps(reg))._pool.scorer.tree
+        assert fresh.get_n_calls() == 0
+        assert fresh.get_tree_stats() == (0, 0, 0)
+    # And the original keeps predicting after being pickled.
+    assert_array_equal(predict_of(reg, Q), expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name", CONFIGURATIONS)
+def test_bitwise_identical_across_runs_chunk_sizes_and_n_jobs(name, dtype, monkeypatch):
+    # Small jobs run in one thread anyway: make these use threads. Brute
+    # chunks are capped near the cache size: lift the cap, so that
+    # working_memory changes their size.
+    monkeypatch.setattr(_pooling, "MIN_THREADED_PAIRS", 0)
+    monkeypatch.setattr(_pooling, "CHUNK_BYTES", 2**26)
+    reg, Q = fitted(name, dtype)
+    base = predict_of(reg, Q)
+    assert base.dtype == dtype
+    rerun, _ = fitted(name, dtype)
+    assert_array_equal(predict_of(rerun, Q), base)
+    chunk_rows = set()
+    for working_memory in (0.02, 1.0, 4.0, 16.0):
+        with config_context(working_memory=working_memory):
+            chunk_rows.add(reg._pool._chunk_rows(len(Q)))
+            for n_jobs in (None, 2, -1):
+                reg.set_params(n_jobs=n_jobs)
+                assert_array_equal(predict_of(reg, Q), base)
+    assert len(chunk_rows) > 1  # the chunk size did change
+
+
+@pytest.mark.parametrize("name", ["brute-gaussian", "brute-cauchy"])
+def test_a_query_alone_agrees_to_rounding(name):
+    # The products run on fixed blocks of rows and BLAS may round a row
+    # differently by its place in a block: a query predicted alone agrees
+    # with the same query in a batch to rounding, not always to the bit.
+    reg, Q = fitted(name)
+    batch = predict_of(reg, Q)
+    alone = np.vstack([predict_of(reg, Q[i : i + 1]) for i in range(0, len(Q), 37)])
+    assert_allclose(alone, batch[::37], rtol=1e-13, atol=1e-14)
+
+
+def peak_predict_memory(reg, Q, working_memory):
+    """Peak bytes traced while ``reg`` predicts ``Q`` under a memory budget."""
+    with config_context(working_memory=working_memory):
+        tracemalloc.start()
+        try:
+            reg.predict(Q)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+
+def test_memory_bound_with_queries_of_hundreds_of_mib():
+    # 1.6 million queries of 16 features (195 MiB) against 64 keys: the
+    # attention matrix would take 780 MiB.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(64, 16))
+    Q = np.tile(rng.uniform(size=(1000, 16)), (1600, 1))
+    reg = KernelAttentionRegressor(bandwidth=0.5).fit(X, X[:, :2])
+    output = Q.shape[0] * 2 * 8
+    # Beyond its output, predict holds its 4 MiB of working memory and the
+    # chunk's copies of its queries.
+    assert peak_predict_memory(reg, Q, working_memory=4) < output + 8 * 2**20

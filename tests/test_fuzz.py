@@ -1,0 +1,103 @@
+"""A bounded fuzz run of fit and predict on arbitrary float arrays.
+
+Hypothesis draws small arrays whose entries mix ordinary floats with the
+troublesome ones (NaN, infinities, 1e308, 1e-300, subnormals, zeros, signs),
+and parameters. The outcome must be either a documented ``ValueError`` whose
+message is one of ``DOCUMENTED``, or finite predictions (NaN only where
+``on_empty="nan"`` asked for it). Any other exception or warning (an overflow
+``RuntimeWarning`` is an error under the test settings) fails. The run is
+derandomized, as in ``test_properties.py``: the same 300 examples every time.
+"""
+
+import re
+import warnings
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from sklearn_kernelpool import EmptyNeighborhoodWarning, KernelAttentionRegressor
+from sklearn_kernelpool.kernels import KERNELS
+
+DOCUMENTED = (
+    "Input X contains",
+    "Input y contains",
+    "Input sample_weight contains",
+    "sample_weight must be non-negative",
+    "at least one non-zero",
+    "divided by the bandwidth has coordinates up to",
+    "sample_weight spans too wide a range",
+    "beyond the range of float32",
+    "queries have no training key",
+    "rule gives bandwidths",
+)
+
+SPECIAL = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    5e-324,
+    1e-300,
+    -1e-300,
+    1e300,
+    -1e300,
+    1.7e308,
+    -1.7e308,
+    np.nan,
+    np.inf,
+    -np.inf,
+]
+
+
+def values(dtype=np.float64):
+    ordinary = st.floats(-1e3, 1e3, allow_nan=False, width=64)
+    return st.one_of(ordinary, ordinary, st.sampled_from(SPECIAL))
+
+
+@st.composite
+def cases(draw):
+    n = draw(st.integers(1, 12))
+    d = draw(st.integers(1, 3))
+    dtype = draw(st.sampled_from([np.float64, np.float32]))
+    X = draw(arrays(np.float64, (n, d), elements=values()))
+    y = draw(arrays(np.float64, (n,), elements=values()))
+    w = draw(st.none() | arrays(np.float64, (n,), elements=values()))
+    Q = draw(arrays(np.float64, (draw(st.integers(1, 6)), d), elements=values()))
+    params = {
+        "kernel": draw(st.sampled_from(sorted({k.name for k in KERNELS.values()}))),
+        "bandwidth": draw(
+            st.sampled_from(["scott", "silverman"])
+            | st.floats(1e-300, 1e300, allow_nan=False)
+        ),
+        "on_empty": draw(st.sampled_from(["nearest", "mean", "nan", "raise"])),
+        "algorithm": "auto",
+    }
+    with np.errstate(over="ignore"):
+        return X.astype(dtype), y, w, Q.astype(dtype), params
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(cases())
+def test_fit_predict_give_a_documented_error_or_finite_predictions(case):
+    X, y, w, Q, params = case
+    reg = KernelAttentionRegressor(**params)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            pred = reg.fit(X, y, sample_weight=w).predict(Q)
+    except ValueError as error:
+        message = str(error)
+        assert any(fragment in message for fragment in DOCUMENTED), message
+        return
+    assert pred.shape == (len(Q),)
+    if params["on_empty"] == "nan":
+        pred = pred[~np.isnan(pred)]
+    assert np.all(np.isfinite(pred)), (pred, re.escape(str(params)))
