@@ -1,7 +1,7 @@
 """Attention pooling by similarity: Nadaraya-Watson estimators for scikit-learn."""
 
 from . import kernels
-from ._exceptions import EmptyNeighborhoodWarning
+from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._regression import KernelAttentionRegressor
 
 __version__ = "0.1.0.dev0"
@@ -9,6 +9,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "EmptyNeighborhoodWarning",
     "KernelAttentionRegressor",
+    "LocalLinearFallbackWarning",
     "__version__",
     "kernels",
 ]
