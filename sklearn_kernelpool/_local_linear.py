@@ -30,11 +30,19 @@ _EPS = float(np.finfo(np.float64).eps)
 
 
 class MomentLayout:
-    """Column positions of the moments of ``d`` features and ``p`` outputs."""
+    """Column positions of the moments of ``d`` features and ``p`` outputs.
 
-    def __init__(self, n_features, n_outputs):
+    ``n_keys``, the number of keys summed over, sets the rounding tolerance
+    of the local covariances (see :func:`_local_geometry`).
+    """
+
+    def __init__(self, n_features, n_outputs, n_keys):
         d, p = n_features, n_outputs
         self.n_features, self.n_outputs = d, p
+        # Rounding errors of the summed moments grow like sqrt(n) eps; a
+        # perturbation of the entries of a d x d matrix moves its eigenvalues
+        # by up to d times as much; 10 is a margin of safety.
+        self.rank_tolerance = 10.0 * d * np.sqrt(n_keys) * _EPS
         self.upper = np.triu_indices(d)
         self.keys = slice(0, d)
         self.squares = slice(d, d + len(self.upper[0]))
@@ -92,9 +100,11 @@ def _local_geometry(means, queries, layout):
 
     ``means`` holds the normalised moments (the sums divided by the total).
     A covariance is singular when its smallest eigenvalue is within the
-    rounding error of its computation, ``d * eps * trace(E[k k^T])`` (in
-    squared bandwidths): fewer than ``d + 1`` keys in general position carry
-    the weight, or the others weigh less than rounding.
+    rounding error of its computation from the moments,
+    ``10 d sqrt(n) eps trace(E[k k^T])`` in squared bandwidths for ``n``
+    keys: fewer than ``d + 1`` keys in general position carry the weight,
+    or the others weigh too little to tell their spread from rounding. The
+    slope of such a fit would be made of rounding errors.
     """
     n = len(queries)
     m = means[:, layout.keys]
@@ -104,7 +114,7 @@ def _local_geometry(means, queries, layout):
     # NaN rows (no weight at all) are handled by the caller's fallbacks.
     cov[~np.isfinite(scale)] = np.eye(layout.n_features)
     eigenvalues, vectors = np.linalg.eigh(cov)
-    tol = layout.n_features * _EPS * np.where(np.isfinite(scale), scale, 0.0)
+    tol = layout.rank_tolerance * np.where(np.isfinite(scale), scale, 0.0)
     singular = ~(eigenvalues[:, 0] > tol)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         inverse = np.where(singular[:, None], 0.0, 1.0 / eigenvalues)

@@ -180,7 +180,8 @@ class KernelPool:
 
     @functools.cached_property
     def layout(self):
-        return _local_linear.MomentLayout(self.keys.shape[1], self.n_outputs)
+        n_keys, n_features = self.keys.shape
+        return _local_linear.MomentLayout(n_features, self.n_outputs, n_keys)
 
     @functools.cached_property
     def moment_matrix(self):
