@@ -509,6 +509,7 @@ class KernelPool:
                 (out.data, self.support[out.indices], out.indptr),
                 shape=(n_queries, self.n_samples_fit),
             )
+            out.sort_indices()  # tree neighbours come unsorted
             return out
         if out.shape[1] == self.n_samples_fit:
             return out

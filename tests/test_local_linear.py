@@ -64,7 +64,9 @@ def test_matches_slow_reference(data, kernel, weighted, multi_output, bandwidth)
 @pytest.mark.parametrize("n_features", [1, 2, 3])
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # statsmodels' own
 def test_matches_statsmodels_local_linear(n_features):
-    kernel_regression = pytest.importorskip("statsmodels.nonparametric.kernel_regression")
+    kernel_regression = pytest.importorskip(
+        "statsmodels.nonparametric.kernel_regression"
+    )
     rng = np.random.default_rng(n_features)
     X = rng.uniform(0, 1, size=(80, n_features))
     y = np.sin(3 * X.sum(axis=1)) + 0.1 * rng.normal(size=80)
@@ -78,11 +80,12 @@ def test_matches_statsmodels_local_linear(n_features):
     assert_allclose(reg.fit(X, y).predict(Q), expected, rtol=0, atol=1e-8)
 
 
-@pytest.mark.parametrize("kernel", CANONICAL)
-@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(
+    "kernel, path",
+    [(kernel, "brute") for kernel in CANONICAL]
+    + [(kernel, tree) for kernel in COMPACT for tree in PATHS[1:]],
+)
 def test_reproduces_linear_functions_exactly(kernel, path):
-    if path != "brute" and not KERNELS[kernel].is_compact:
-        pytest.skip("the trees need a compact kernel")
     rng = np.random.default_rng(1)
     X = rng.uniform(0, 1, size=(200, 2))
     Y = np.column_stack([1.0 + X @ [2.0, -3.0], 5.0 - X[:, 1]])
@@ -118,7 +121,8 @@ def test_constant_kernel_is_weighted_least_squares(data):
     ols = LinearRegression().fit(X, Y, sample_weight=w)
     assert_allclose(mean, ols.predict(Q), rtol=1e-10)
     residuals = Y - ols.predict(X)
-    assert_allclose(std, np.broadcast_to(np.sqrt(w @ residuals**2 / w.sum()), std.shape))
+    expected_std = np.sqrt(w @ residuals**2 / w.sum())
+    assert_allclose(std, np.broadcast_to(expected_std, std.shape))
 
 
 @pytest.mark.parametrize("kernel", COMPACT)
@@ -171,11 +175,10 @@ def test_integer_weight_equals_duplicated_rows(data, kernel):
     counts[:5] = np.maximum(counts[:5], 1)
     reg = KernelAttentionRegressor(kernel, bandwidth=0.9, degree=1)
     weighted = quietly(reg.fit(X, Y, sample_weight=counts).predict, Q, return_std=True)
-    repeated = quietly(
-        clone(reg).fit(np.repeat(X, counts, axis=0), np.repeat(Y, counts, axis=0)).predict,
-        Q,
-        return_std=True,
+    repeated_fit = clone(reg).fit(
+        np.repeat(X, counts, axis=0), np.repeat(Y, counts, axis=0)
     )
+    repeated = quietly(repeated_fit.predict, Q, return_std=True)
     assert_allclose(weighted[0], repeated[0], rtol=1e-10, atol=1e-12)
     assert_allclose(weighted[1], repeated[1], rtol=1e-9, atol=1e-12)
 
