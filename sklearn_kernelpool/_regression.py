@@ -380,6 +380,24 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             When the dense matrix would not fit in the machine's physical
             memory, or cannot be allocated; the message suggests
             ``sparse=True`` or fewer queries.
+
+        Examples
+        --------
+        The effective number of neighbours of each query, ``1 / sum(w**2)``
+        of its row, shows a bandwidth too small for the data when it is
+        close to 1:
+
+        >>> import numpy as np
+        >>> from sklearn_kernelpool import KernelAttentionRegressor
+        >>> X = np.arange(100.0)[:, None]
+        >>> for h in (0.2, 5.0):
+        ...     reg = KernelAttentionRegressor(bandwidth=h).fit(X, X[:, 0])
+        ...     w = reg.attention_weights([[20.0], [50.5]])
+        ...     print(h, np.round(1 / np.sum(w**2, axis=1), 1))
+        0.2 [1. 2.]
+        5.0 [17.7 17.7]
+        >>> reg.attention_weights([[20.0], [50.5]], sparse=True).shape
+        (2, 100)
         """
         check_is_fitted(self)
         _check_flag("sparse", sparse)
