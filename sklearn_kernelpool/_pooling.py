@@ -497,25 +497,26 @@ class KernelPool:
                 n_singular.append(int((singular & ~empty).sum()))
             return weights, empty
 
-        width = None if sparse else self.keys.shape[0]
-        try:
-            out = self._run_chunks(X, width, work, n_jobs)
-        except MemoryError as exc:
-            raise MemoryError(_dense_refusal(n_queries, self.n_samples_fit)) from exc
-        self._report_singular(sum(n_singular), n_queries)
         if sparse:
-            out = sparse_vstack(out, format="csr", dtype=self.dtype)
+            chunks = self._run_chunks(X, None, work, n_jobs)
+            self._report_singular(sum(n_singular), n_queries)
+            out = sparse_vstack(chunks, format="csr", dtype=self.dtype)
             out = csr_array(
                 (out.data, self.support[out.indices], out.indptr),
                 shape=(n_queries, self.n_samples_fit),
             )
             out.sort_indices()  # tree neighbours come unsorted
             return out
-        if out.shape[1] == self.n_samples_fit:
-            return out
-        full = np.zeros((n_queries, self.n_samples_fit), dtype=self.dtype)
-        full[:, self.support] = out
-        return full
+        try:
+            out = self._run_chunks(X, self.keys.shape[0], work, n_jobs)
+            if out.shape[1] != self.n_samples_fit:
+                full = np.zeros((n_queries, self.n_samples_fit), dtype=self.dtype)
+                full[:, self.support] = out
+                out = full
+        except MemoryError as exc:
+            raise MemoryError(_dense_refusal(n_queries, self.n_samples_fit)) from exc
+        self._report_singular(sum(n_singular), n_queries)
+        return out
 
     def _normalized_scores(self, queries, workspace, sparse):
         """A chunk's local-constant weights over the support, and its empty rows."""

@@ -13,6 +13,7 @@ from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
     LocalLinearFallbackWarning,
+    _pooling,
 )
 
 PATHS = ["brute", "kd_tree", "ball_tree"]
@@ -137,6 +138,21 @@ def test_a_dense_matrix_too_large_for_memory_is_refused(degree):
     reg = KernelAttentionRegressor("epanechikov", bandwidth=1e-6, degree=degree)
     reg.fit(X, X[:, 0])
     with pytest.raises(MemoryError, match="sparse=True"):
+        reg.attention_weights(Q)
+
+
+def test_a_failed_allocation_is_explained(data, monkeypatch):
+    # Where the platform does not tell its memory, NumPy's own MemoryError
+    # is caught and explained.
+    X, Y, _, Q = data
+    reg = KernelAttentionRegressor().fit(X, Y)
+
+    def fail(*args, **kwargs):
+        raise MemoryError("Unable to allocate")
+
+    monkeypatch.setattr(_pooling, "_physical_memory", lambda: None)
+    monkeypatch.setattr(_pooling.KernelPool, "_run_chunks", fail)
+    with pytest.raises(MemoryError, match="sparse=True, which stores"):
         reg.attention_weights(Q)
 
 
