@@ -12,18 +12,16 @@ each bounded by scikit-learn's ``working_memory``, on one of two paths:
 """
 
 import functools
-import os
 import warnings
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from scipy.sparse import csr_array
-from scipy.sparse import vstack as sparse_vstack
 from sklearn import get_config
 from sklearn.utils import gen_batches
 from threadpoolctl import ThreadpoolController
 
-from . import _local_linear
+from . import _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
@@ -368,38 +366,35 @@ class KernelPool:
         deviation of the values around the local mean (degree 0), or of the
         residuals of the local-linear fit (degree 1).
         """
-        n_singular = []
-        if self.degree == 1:
-            work = self._local_linear_work(return_std, n_singular)
-            extra = 8 * self.moment_matrix.shape[1]
-        elif return_std:
-            work = self._spread_work
-            extra = 8 * self.spread_matrix.shape[1]
-        else:
+        if self.degree == 1 or return_std:
+            n_singular = []
+            if self.degree == 1:
+                work = self._local_linear_work(return_std, n_singular)
+                extra = 8 * self.moment_matrix.shape[1]
+            else:
+                work, extra = self._spread_work, 8 * self.spread_matrix.shape[1]
+            p = self.n_outputs
+            width = 2 * p if return_std else p
+            out = self._run_chunks(X, width, work, n_jobs, extra_row_bytes=extra)
+            self._report_singular(sum(n_singular), X.shape[0])
+            return (out[:, :p], out[:, p:]) if return_std else out
 
-            def work(X_chunk, workspace):
-                queries = self._queries(X_chunk)
-                # One product gives every weighted sum and the denominator.
-                sums = self._raw_scores(queries, workspace) @ self.pool_matrix
-                redo = self._underflowed(sums[:, -1])
-                if redo is not None:
-                    stable = self._raw_scores(queries, workspace, rows=redo)
-                    sums[redo] = stable @ self.pool_matrix
-                total = sums[:, -1]
-                empty = ~(total > 0)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    out = sums[:, :-1] / total[:, None]
-                self._fill_fallback(out, empty, queries, workspace, pooled=True)
-                return out, empty
+        def work(X_chunk, workspace):
+            queries = self._queries(X_chunk)
+            # One product gives every weighted sum and the denominator.
+            sums = self._raw_scores(queries, workspace) @ self.pool_matrix
+            redo = self._underflowed(sums[:, -1])
+            if redo is not None:
+                stable = self._raw_scores(queries, workspace, rows=redo)
+                sums[redo] = stable @ self.pool_matrix
+            total = sums[:, -1]
+            empty = ~(total > 0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out = sums[:, :-1] / total[:, None]
+            self._fill_fallback(out, empty, queries, workspace, pooled=True)
+            return out, empty
 
-            return self._run_chunks(X, self.n_outputs, work, n_jobs)
-
-        width = self.n_outputs * (2 if return_std else 1)
-        out = self._run_chunks(X, width, work, n_jobs, extra_row_bytes=extra)
-        self._report_singular(sum(n_singular), X.shape[0])
-        if not return_std:
-            return out
-        return out[:, : self.n_outputs], out[:, self.n_outputs :]
+        return self._run_chunks(X, self.n_outputs, work, n_jobs)
 
     def _spread_work(self, X_chunk, workspace):
         """Pooled values and their weighted spread of a chunk (degree 0)."""
@@ -486,7 +481,7 @@ class KernelPool:
         """
         n_queries = X.shape[0]
         if not sparse:
-            _check_dense_size(n_queries, self.n_samples_fit, self.dtype)
+            _weights.check_dense_size(n_queries, self.n_samples_fit, self.dtype)
         n_singular = []
 
         def work(X_chunk, workspace):
@@ -497,24 +492,19 @@ class KernelPool:
                 n_singular.append(int((singular & ~empty).sum()))
             return weights, empty
 
+        shape = (n_queries, self.n_samples_fit)
         if sparse:
             chunks = self._run_chunks(X, None, work, n_jobs)
             self._report_singular(sum(n_singular), n_queries)
-            out = sparse_vstack(chunks, format="csr", dtype=self.dtype)
-            out = csr_array(
-                (out.data, self.support[out.indices], out.indptr),
-                shape=(n_queries, self.n_samples_fit),
-            )
-            out.sort_indices()  # tree neighbours come unsorted
-            return out
+            return _weights.assemble_sparse(chunks, self.support, shape, self.dtype)
         try:
             out = self._run_chunks(X, self.keys.shape[0], work, n_jobs)
             if out.shape[1] != self.n_samples_fit:
-                full = np.zeros((n_queries, self.n_samples_fit), dtype=self.dtype)
+                full = np.zeros(shape, dtype=self.dtype)
                 full[:, self.support] = out
                 out = full
         except MemoryError as exc:
-            raise MemoryError(_dense_refusal(n_queries, self.n_samples_fit)) from exc
+            raise MemoryError(_weights.dense_refusal(*shape)) from exc
         self._report_singular(sum(n_singular), n_queries)
         return out
 
@@ -545,9 +535,7 @@ class KernelPool:
 
     def _sparse_fallback(self, scores, total, empty, queries, workspace):
         """Normalise sparse scores and put the fallback rows in the empty ones."""
-        rows = np.repeat(np.arange(scores.shape[0]), np.diff(scores.indptr))
-        scores.data /= np.where(empty, 1.0, total)[rows].astype(self.dtype)
-        scores.eliminate_zeros()  # keys on the support radius, and empty rows
+        scores = _weights.normalize_sparse_rows(scores, total, empty)
         if not np.any(empty):
             return scores
         if self.on_empty == "nearest":
@@ -557,13 +545,7 @@ class KernelPool:
             fill = self.mean_weights if self.on_empty == "mean" else np.nan
             fallback = np.broadcast_to(fill, (int(empty.sum()), scores.shape[1]))
             fallback = csr_array(np.array(fallback, dtype=self.dtype))
-        # Scatter the fallback rows into the empty rows, then add.
-        fallback = fallback.tocoo()
-        placed = csr_array(
-            (fallback.data, (np.flatnonzero(empty)[fallback.row], fallback.col)),
-            shape=scores.shape,
-        )
-        return scores + placed
+        return _weights.place_rows(scores, fallback, empty)
 
     def _equivalent_kernel(self, weights, queries, empty):
         """Local-linear equivalent-kernel weights from local-constant ones.
@@ -576,36 +558,4 @@ class KernelPool:
         )
         offset[empty] = 1.0
         g[empty] = 0.0
-        if isinstance(weights, np.ndarray):
-            factor = offset[:, None] - g @ self.keys.T
-            return (weights * factor).astype(self.dtype, copy=False), singular
-        rows = np.repeat(np.arange(weights.shape[0]), np.diff(weights.indptr))
-        cols = weights.indices
-        factor = offset[rows] - np.einsum("ij,ij->i", g[rows], self.keys[cols])
-        weights.data = (weights.data * factor).astype(self.dtype)
-        weights.eliminate_zeros()
-        return weights, singular
-
-
-def _dense_refusal(n_queries, n_samples):
-    return (
-        f"A dense ({n_queries}, {n_samples}) matrix of attention weights does "
-        "not fit in memory. Ask for sparse=True, which stores only the "
-        "non-zero weights, or for fewer queries at a time."
-    )
-
-
-def _physical_memory():
-    """Bytes of physical memory, or None where the platform does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-def _check_dense_size(n_queries, n_samples, dtype):
-    """Refuse a dense weight matrix larger than the physical memory."""
-    limit = _physical_memory()
-    size = n_queries * n_samples * np.dtype(dtype).itemsize
-    if limit is not None and size > limit:
-        raise MemoryError(_dense_refusal(n_queries, n_samples))
+        return _weights.scale_rows(weights, offset, g, self.keys, self.dtype), singular

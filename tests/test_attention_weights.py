@@ -14,6 +14,7 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     LocalLinearFallbackWarning,
     _pooling,
+    _weights,
 )
 
 PATHS = ["brute", "kd_tree", "ball_tree"]
@@ -150,7 +151,7 @@ def test_a_failed_allocation_is_explained(data, monkeypatch):
     def fail(*args, **kwargs):
         raise MemoryError("Unable to allocate")
 
-    monkeypatch.setattr(_pooling, "_physical_memory", lambda: None)
+    monkeypatch.setattr(_weights, "physical_memory", lambda: None)
     monkeypatch.setattr(_pooling.KernelPool, "_run_chunks", fail)
     with pytest.raises(MemoryError, match="sparse=True, which stores"):
         reg.attention_weights(Q)
