@@ -100,9 +100,9 @@ def statsmodels_predict(X, y, Q, h, reg_type="lc"):
     from statsmodels.nonparametric.kernel_regression import KernelReg
 
     d = X.shape[1]
-    model = KernelReg(y, X, var_type="c" * d, reg_type=reg_type, bw=[h] * d)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # statsmodels' own
+        model = KernelReg(y, X, var_type="c" * d, reg_type=reg_type, bw=[h] * d)
         return model.fit(Q)[0]
 
 

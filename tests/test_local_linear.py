@@ -61,6 +61,21 @@ def test_matches_slow_reference(data, kernel, weighted, multi_output, bandwidth)
     assert_allclose(std, expected_std, rtol=1e-9, atol=1e-12)
 
 
+def test_callable_kernel_matches_reference(data):
+    X, _, Y, Q, w = data
+
+    def inverse_square(x):
+        return 1.0 / (0.1 + x**2)
+
+    reg = KernelAttentionRegressor(kernel=inverse_square, bandwidth=0.5, degree=1)
+    mean, std = reg.fit(X, Y, sample_weight=w).predict(Q, return_std=True)
+    expected, expected_std, _ = local_fit(
+        X, Y, Q, lambda u: 1 / (0.1 + u**2), 0.5, w, degree=1
+    )
+    assert_allclose(mean, expected, rtol=1e-10, atol=1e-12)
+    assert_allclose(std, expected_std, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("n_features", [1, 2, 3])
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # statsmodels' own
 def test_matches_statsmodels_local_linear(n_features):
