@@ -14,9 +14,10 @@ All of it follows from the moments ``sum_i a_i [k_i, k_i k_i^T, y_i,
 k_i y_i, y_i**2, 1]``, which one product of a chunk's scores against the
 matrix of :func:`moment_matrix` gives for every query at once; only the
 batched ``d x d`` eigendecompositions of ``C`` remain. The keys are scaled by
-the bandwidth and centred on their mean by the engine, and the values centred
-on their weighted mean here, so the covariances come from moments of order
-one, not of order ``|offset|**2``.
+the bandwidth and centred on their mean by the engine, and the values
+centred on their weighted mean, so the covariances are differences of
+moments as large as the squared extent of the data (in bandwidths), never
+of its squared offset from the origin.
 
 The prediction is also a weighted sum of the values,
 ``b = sum_i l_i y_i`` with the equivalent-kernel weights
@@ -50,9 +51,6 @@ class MomentLayout:
         self.values = slice(start, start + p)
         self.cross = slice(start + p, start + p + d * p)
         self.values_sq = slice(start + p + d * p, start + 2 * p + d * p)
-        # The geometry (keys and their squares) then, last, the total.
-        self.n_geometry = self.squares.stop + 1
-        self.n_columns = self.values_sq.stop + 1
 
 
 def moment_matrix(keys, values=None, weights=None):
@@ -174,7 +172,7 @@ def equivalent_kernel(means, queries, layout):
 
     Parameters
     ----------
-    means : ndarray of shape (n_queries, n_geometry - 1)
+    means : ndarray of shape (n_queries, n_features * (n_features + 3) // 2)
         Normalised geometry moments ``sum_i p_i [k_i, upper(k_i k_i^T)]``.
     queries : ndarray of shape (n_queries, n_features)
         The queries, scaled and centred like the keys.
