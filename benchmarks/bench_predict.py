@@ -8,6 +8,7 @@ Usage::
     python benchmarks/bench_predict.py --chunks   # the brute chunk size
     python benchmarks/bench_predict.py --memory   # peak RSS of a 1e6-query predict
     python benchmarks/bench_predict.py --targets --repeats 5  # the target cases
+    python benchmarks/bench_predict.py --local-linear  # degree=1 and return_std
 
 Peers, on the same data in the same process:
 
@@ -28,6 +29,7 @@ is shared and noisy.
 """
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -45,6 +47,7 @@ from sklearn.neighbors import KDTree, RadiusNeighborsRegressor
 from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
+    LocalLinearFallbackWarning,
     _pooling,
     kernels,
 )
@@ -61,6 +64,25 @@ def median_time(func, repeats):
         func()
         times.append(time.perf_counter() - start)
     return float(np.median(times))
+
+
+def interleaved_times(funcs, repeats):
+    """Best times of ``funcs`` (a dict), run in turn in every repeat.
+
+    Taking turns spreads the drifts of a shared machine over all of them,
+    and the fastest repeat is the one least disturbed by other work, so the
+    ratios stay meaningful when the absolute times do not.
+    """
+    for func in funcs.values():
+        func()  # warm up
+    times = {key: [] for key in funcs}
+    for _ in range(repeats):
+        for key, func in funcs.items():
+            gc.collect()
+            start = time.perf_counter()
+            func()
+            times[key].append(time.perf_counter() - start)
+    return {key: min(t) for key, t in times.items()}
 
 
 def make_data(n, m, d, dtype, seed=0):
@@ -93,12 +115,14 @@ def broadcast_predict(X, y, Q, kernel, h):
     return (weights @ y) / weights.sum(axis=1)
 
 
-def statsmodels_predict(X, y, Q, h):
+def statsmodels_predict(X, y, Q, h, reg_type="lc"):
     from statsmodels.nonparametric.kernel_regression import KernelReg
 
     d = X.shape[1]
-    model = KernelReg(y, X, var_type="c" * d, reg_type="lc", bw=[h] * d)
-    return model.fit(Q)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # statsmodels' own
+        model = KernelReg(y, X, var_type="c" * d, reg_type=reg_type, bw=[h] * d)
+        return model.fit(Q)[0]
 
 
 def radius_nn(X, y, kernel, h):
@@ -157,6 +181,7 @@ def quiet(func):
         with warnings.catch_warnings():
             # Both estimators warn about queries without neighbours.
             warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            warnings.simplefilter("ignore", LocalLinearFallbackWarning)
             warnings.filterwarnings("ignore", "One or more samples have no neighbors")
             return func(*args)
 
@@ -355,6 +380,49 @@ def chunks(args):
         print(f"buffer {size / 2**20:6.2f} MiB: {t * 1e3:8.1f} ms")
 
 
+@quiet
+def local_linear(args):
+    """degree=1 and return_std against plain pooling and statsmodels' "ll"."""
+    cases = [(2_000, 2_000, 1), (5_000, 5_000, 2), (5_000, 5_000, 4)]
+    if not args.quick:
+        cases += [(20_000, 20_000, 2), (20_000, 20_000, 8)]
+    print(
+        f"{'n':>7} {'m':>7} {'d':>2} {'lc ms':>8} {'lc+std':>7} {'ll ms':>8} "
+        f"{'ll+std':>7} {'ll/lc':>6} {'sm ll/':>8} {'sm gap':>8}"
+    )
+    for n, m, d in cases:
+        X, y, Q = make_data(n, m, d, np.float64)
+        h = bandwidth_for(X, Q, 32)
+        variants = {}
+        for degree in (0, 1):
+            reg = KernelAttentionRegressor(bandwidth=h, degree=degree).fit(X, y)
+            for std in (False, True):
+                predict = functools.partial(reg.predict, Q, return_std=std)
+                variants[degree, std] = predict
+        times = interleaved_times(variants, args.repeats)
+        sm, gap = "", ""
+        if not args.no_statsmodels:
+            k = min(args.statsmodels_queries, m)
+            start = time.perf_counter()
+            expected = statsmodels_predict(X, y, Q[:k], h, reg_type="ll")
+            sm_time = (time.perf_counter() - start) * m / k
+            sm = f"{sm_time / times[1, False]:.0f}x"
+            gap = f"{np.max(np.abs(reg.predict(Q[:k]) - expected)):.0e}"
+        print(
+            f"{n:>7} {m:>7} {d:>2} {times[0, False] * 1e3:>8.1f} "
+            f"{times[0, True] / times[0, False]:>6.2f}x {times[1, False] * 1e3:>8.1f} "
+            f"{times[1, True] / times[1, False]:>6.2f}x "
+            f"{times[1, False] / times[0, False]:>5.1f}x {sm:>8} {gap:>8}"
+        )
+    print(
+        "\nlc: degree=0, ll: degree=1 (gaussian, about 32 keys within h), best of "
+        "the repeats; +std: the time with return_std=True over the time without;"
+        "\nsm ll/: statsmodels "
+        "KernelReg(reg_type='ll') over ours, timed on the first queries and scaled; "
+        "sm gap: max |ours - statsmodels|."
+    )
+
+
 # The peak RSS of the child: VmHWM, which (unlike ru_maxrss) does not carry
 # the parent's peak across fork and exec; ru_maxrss where /proc is missing.
 MEMORY_CHILD = """
@@ -413,6 +481,9 @@ def main():
     parser.add_argument("--chunks", action="store_true")
     parser.add_argument("--memory", action="store_true")
     parser.add_argument(
+        "--local-linear", action="store_true", help="degree=1 and return_std"
+    )
+    parser.add_argument(
         "--targets", action="store_true", help="only the cases of the targets"
     )
     parser.add_argument("--repeats", type=int, default=None)
@@ -434,6 +505,8 @@ def main():
         chunks(args)
     elif args.memory:
         memory(args)
+    elif args.local_linear:
+        local_linear(args)
     else:
         table(args)
         if not args.quick and not args.targets:

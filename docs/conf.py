@@ -23,7 +23,7 @@ templates_path = ["_templates"]
 # The metadata-routing setters are scikit-learn's and documented there.
 autodoc_default_options = {
     "members": True,
-    "exclude-members": "set_fit_request,set_score_request",
+    "exclude-members": "set_fit_request,set_predict_request,set_score_request",
 }
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False

@@ -3,7 +3,7 @@
 from . import kernels
 from ._classification import KernelAttentionClassifier
 from ._cv import KernelAttentionRegressorCV
-from ._exceptions import EmptyNeighborhoodWarning
+from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._regression import KernelAttentionRegressor
 
 __version__ = "0.1.0.dev0"
@@ -13,6 +13,7 @@ __all__ = [
     "KernelAttentionClassifier",
     "KernelAttentionRegressor",
     "KernelAttentionRegressorCV",
+    "LocalLinearFallbackWarning",
     "__version__",
     "kernels",
 ]

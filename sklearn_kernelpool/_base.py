@@ -4,7 +4,11 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    validate_data,
+)
 
 from ._algorithm import ALGORITHMS
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
@@ -98,3 +102,17 @@ def fit_pool(estimator, X, values, sample_weight, **options):
     )
     estimator.algorithm_ = estimator._pool.algorithm
     return estimator._pool
+
+
+def check_flag(name, value):
+    """Refuse a ``return_std`` or ``sparse`` that is not a boolean."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}.")
+
+
+def pooled_attention_weights(estimator, X, sparse):
+    """The ``attention_weights(X, sparse=...)`` of a fitted estimator."""
+    check_is_fitted(estimator)
+    check_flag("sparse", sparse)
+    X = validate_queries(estimator, X)
+    return estimator._pool.attention_weights(X, n_jobs=estimator.n_jobs, sparse=sparse)

@@ -172,7 +172,8 @@ class BruteScorer:
 
     def pool(self, scores, pool_matrix):
         """``scores @ pool_matrix`` in blocks; ``scores`` has whole blocks."""
-        out = np.empty((len(scores), pool_matrix.shape[1]), dtype=self.dtype)
+        dtype = np.result_type(scores, pool_matrix)
+        out = np.empty((len(scores), pool_matrix.shape[1]), dtype=dtype)
         for block in self._blocks(len(scores)):
             np.matmul(scores[block], pool_matrix, out=out[block])
         return out

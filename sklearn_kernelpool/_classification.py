@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import (
     POOL_PARAMETER_CONSTRAINTS,
     fit_pool,
+    pooled_attention_weights,
     validate_fit_data,
     validate_queries,
 )
@@ -276,11 +277,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
             sums to one, the ``on_empty`` fallbacks included, and rows of
             zero sample weight get 0.
         """
-        check_is_fitted(self)
-        X = validate_queries(self, X)
-        if sparse:
-            return self._pool.attention_weights(X, n_jobs=self.n_jobs, sparse=True)
-        return self._pool.attention_weights(X, n_jobs=self.n_jobs)
+        return pooled_attention_weights(self, X, sparse)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -23,9 +23,10 @@ from sklearn import get_config
 from sklearn.utils import gen_batches
 from threadpoolctl import ThreadpoolController
 
+from . import _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
-from ._exceptions import EmptyNeighborhoodWarning
+from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._tree import TreeScorer
 from ._validation import relative_weights, scale_coordinates, scale_values
 from .kernels import KERNELS, Kernel
@@ -102,6 +103,9 @@ class KernelPool:
     algorithm : {"auto", "brute", "kd_tree", "ball_tree"}
         The path, or "auto" to let :func:`._algorithm.choose_algorithm`
         pick one; the choice is the attribute ``algorithm``.
+    degree : {0, 1}
+        0 pools the values (local-constant); 1 fits a local-linear model
+        around each query (:mod:`._local_linear`).
     """
 
     def __init__(
@@ -114,8 +118,10 @@ class KernelPool:
         on_empty,
         user_kernel,
         algorithm="auto",
+        degree=0,
     ):
         self.dtype = keys.dtype
+        self.degree = degree
         self.on_empty = on_empty
         self.support = np.flatnonzero(sample_weight > 0)
         self.n_samples_fit = keys.shape[0]
@@ -152,8 +158,54 @@ class KernelPool:
             self.scorer = TreeScorer(scaled, kernel, self.algorithm, self.dtype)
             self.pool_matrix = unfolded
 
+    # -- the matrices of the spread and of the local-linear moments ----------
+    # Built on first use, in float64, with the values centred on their
+    # weighted mean so that variances are differences of moments of the
+    # order of the spread, not of the squared mean.
+    @property
+    def _matrix_weights(self):
+        """The weights for matrices, or None when the scores carry them."""
+        if self.algorithm == "brute" and self.scorer.weights_folded:
+            return None
+        return self.weights.astype(np.float64)
+
+    @functools.cached_property
+    def value_center(self):
+        """The weighted mean of the values, in float64."""
+        return self.mean_weights.astype(np.float64) @ self.values.astype(np.float64)
+
+    @functools.cached_property
+    def centered_values(self):
+        """The values minus their weighted mean, in float64."""
+        return self.values.astype(np.float64) - self.value_center
+
+    @functools.cached_property
+    def spread_matrix(self):
+        """``[y - mean, (y - mean)**2, 1]``, weighted like ``pool_matrix``."""
+        c = self.centered_values
+        matrix = np.hstack([c, c * c, np.ones((len(c), 1))])
+        weights = self._matrix_weights
+        return matrix if weights is None else matrix * weights[:, None]
+
+    @functools.cached_property
+    def layout(self):
+        n_keys, n_features = self.keys.shape
+        return _local_linear.MomentLayout(n_features, self.n_outputs, n_keys)
+
+    @functools.cached_property
+    def moment_matrix(self):
+        """The local-linear moments of keys and values, total last."""
+        return _local_linear.moment_matrix(
+            self.keys, self.centered_values, self._matrix_weights
+        )
+
+    @functools.cached_property
+    def geometry_matrix(self):
+        """``[k, upper(k k^T), 1]``, for weights that are already normalised."""
+        return _local_linear.moment_matrix(self.keys)
+
     # -- chunks --------------------------------------------------------------
-    def _chunk_rows(self, n_queries):
+    def _chunk_rows(self, n_queries, extra_row_bytes=0):
         budget = get_config()["working_memory"] * 2**20
         itemsize = np.dtype(self.dtype).itemsize
         n_keys = self.keys.shape[0]
@@ -162,22 +214,30 @@ class KernelPool:
             if self.dtype != np.float64:
                 itemsize += 8  # the float64 buffer of widened products
             row_bytes = itemsize * n_keys + 8 * (self.keys.shape[1] + 2)
+            row_bytes += extra_row_bytes
             budget = min(budget, CHUNK_BYTES)
             # Whole blocks, so that every chunk starts a block.
             block = self.scorer.block_rows
             rows = max(budget // row_bytes // block, 1) * block
             return int(min(rows, self.scorer.padded(max_rows)))
         # Per neighbour: an index, a distance and a score, plus copies.
-        row_bytes = 48 * max(self.expected_neighbors, 1.0) + 64
+        row_bytes = 48 * max(self.expected_neighbors, 1.0) + 64 + extra_row_bytes
         max_rows = min(max_rows, TREE_CHUNK_ROWS)
         return int(min(max(budget // row_bytes, 1), max_rows))
 
-    def _run_chunks(self, X, width, work, n_jobs):
-        """Apply ``work(chunk, workspace) -> (rows, empty)`` over the chunks."""
+    def _run_chunks(self, X, width, work, n_jobs, extra_row_bytes=0):
+        """Apply ``work(chunk, workspace) -> (rows, empty)`` over the chunks.
+
+        The rows fill an (n_queries, width) array of the work's dtype, or,
+        for ``width=None``, a list of each chunk's rows in order.
+        """
         n_queries = X.shape[0]
-        n_rows = self._chunk_rows(n_queries)
+        n_rows = self._chunk_rows(n_queries, extra_row_bytes)
         batches = list(gen_batches(n_queries, n_rows))
-        out = np.empty((n_queries, width), dtype=self.dtype)
+        if width is None:
+            out = [None] * len(batches)
+        else:
+            out = np.empty((n_queries, width), dtype=self.dtype)
         empty = np.zeros(n_queries, dtype=bool)
         n_threads = min(effective_n_jobs(n_jobs), len(batches))
         pairs = n_queries * (
@@ -195,16 +255,19 @@ class KernelPool:
                     self.keys.shape[1],
                     self.scorer,
                 )
-            for batch in group:
-                out[batch], empty[batch] = work(X[batch], workspace)
+            for i in group:
+                batch = batches[i]
+                rows, empty[batch] = work(X[batch], workspace)
+                out[batch if width is not None else i] = rows
 
         if n_threads <= 1:
-            run(batches)
+            run(range(len(batches)))
         else:
             # Threads share the cores: BLAS gets one thread each.
             with _threadpool_controller().limit(limits=1, user_api="blas"):
                 Parallel(n_jobs=n_threads, prefer="threads")(
-                    delayed(run)(batches[t::n_threads]) for t in range(n_threads)
+                    delayed(run)(range(t, len(batches), n_threads))
+                    for t in range(n_threads)
                 )
         self._report_empty(int(empty.sum()), n_queries)
         return out
@@ -272,18 +335,28 @@ class KernelPool:
         data = (data / totals[rows]).astype(self.dtype)
         return csr_array((data, (rows, cols)), shape=(len(Q), self.keys.shape[0]))
 
-    def _fill_fallback(self, out, empty, queries, workspace, pooled):
-        """Overwrite the empty rows of ``out`` with the ``on_empty`` fallback."""
+    def _fill_fallback(self, out, empty, queries, workspace, pooled, std=None):
+        """Overwrite the empty rows of ``out`` with the ``on_empty`` fallback.
+
+        ``std``, if given, gets the spread of the values under the fallback
+        weights: that of the tied nearest keys, or the global one.
+        """
         if not np.any(empty):
             return
         if self.on_empty in ("nan", "raise"):
             out[empty] = np.nan
+            if std is not None:
+                std[empty] = np.nan
         elif self.on_empty == "mean":
             out[empty] = self.weighted_mean if pooled else self.mean_weights
+            if std is not None:
+                std[empty] = self._spread(self.mean_weights.astype(np.float64))
         else:
             chosen = (queries[0][empty], queries[1][empty])
             weights = self._nearest_weights(chosen, workspace)
             out[empty] = weights @ self.values if pooled else weights.toarray()
+            if std is not None:
+                std[empty] = self._spread(weights.astype(np.float64))
 
     def _report_empty(self, n_empty, n_queries):
         if n_empty == 0:
@@ -308,26 +381,31 @@ class KernelPool:
             stacklevel=5,
         )
 
-    def _pooled_sums(self, scores, n):
-        """``scores @ pool_matrix`` for the first ``n`` rows of ``scores``."""
-        if self.algorithm != "brute":
-            return scores @ self.pool_matrix
-        return self.scorer.pool(scores, self.pool_matrix)[:n]
-
     # -- the operations ------------------------------------------------------
-    def pool(self, X, n_jobs=None):
-        """Pooled values, shape (n_queries, n_outputs)."""
+    def pool(self, X, n_jobs=None, return_std=False):
+        """Pooled values, shape (n_queries, n_outputs).
+
+        With ``return_std``, a pair ``(mean, std)``: the weighted standard
+        deviation of the values around the local mean (degree 0), or of the
+        residuals of the local-linear fit (degree 1).
+        """
+        if self.degree == 1 or return_std:
+            n_singular = []
+            if self.degree == 1:
+                work = self._local_linear_work(return_std, n_singular)
+                extra = 8 * self.moment_matrix.shape[1]
+            else:
+                work, extra = self._spread_work, 8 * self.spread_matrix.shape[1]
+            p = self.n_outputs
+            width = 2 * p if return_std else p
+            out = self._run_chunks(X, width, work, n_jobs, extra_row_bytes=extra)
+            self._report_singular(sum(n_singular), X.shape[0])
+            return (out[:, :p], out[:, p:]) if return_std else out
 
         def work(X_chunk, workspace):
             queries = self._queries(X_chunk)
             # One product gives every weighted sum and the denominator.
-            scores = self._raw_scores(queries, workspace)
-            sums = self._pooled_sums(scores, len(X_chunk))
-            redo = self._underflowed(sums[:, -1])
-            if redo is not None:
-                blocks, rows, at = redo
-                stable = self._raw_scores(queries, workspace, rows=blocks)
-                sums[rows] = self._pooled_sums(stable, len(blocks))[at]
+            (sums,) = self._weighted_sums(queries, workspace, (self.pool_matrix,))
             total = sums[:, -1]
             empty = ~(total > 0)
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -338,33 +416,176 @@ class KernelPool:
 
         return self._run_chunks(X, self.n_outputs, work, n_jobs)
 
-    def attention_weights(self, X, n_jobs=None):
-        """Normalised weights over all training rows, shape (n_queries, n_fit)."""
+    def _spread_work(self, X_chunk, workspace):
+        """Pooled values and their weighted spread of a chunk (degree 0)."""
+        queries = self._queries(X_chunk)
+        sums, spread = self._weighted_sums(
+            queries, workspace, (self.pool_matrix, self.spread_matrix)
+        )
+        total = sums[:, -1]
+        empty = ~(total > 0)
+        p = self.n_outputs
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = sums[:, :-1] / total[:, None]
+            moments = spread[:, :-1] / spread[:, -1:]
+        variance = moments[:, p:] - moments[:, :p] ** 2
+        std = np.sqrt(np.maximum(variance, 0.0))
+        self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
+        return np.hstack([mean * self.value_scale, std * self.value_scale]), empty
+
+    def _local_linear_work(self, return_std, n_singular):
+        """The chunk work of local-linear pooling; counts into ``n_singular``."""
 
         def work(X_chunk, workspace):
             queries = self._queries(X_chunk)
-            scores = self._raw_scores(queries, workspace)[: len(X_chunk)]
-            if self.algorithm != "brute":
+            (sums,) = self._weighted_sums(queries, workspace, (self.moment_matrix,))
+            mean, std, singular = _local_linear.solve(
+                sums, queries[1], self.layout, return_std
+            )
+            mean += self.value_center
+            empty = ~(sums[:, -1] > 0)
+            self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
+            n_singular.append(int(singular.sum()))
+            mean *= self.value_scale
+            if std is None:
+                return mean, empty
+            std *= self.value_scale
+            return np.hstack([mean, std]), empty
+
+        return work
+
+    def _weighted_sums(self, queries, workspace, matrices):
+        """``scores @ matrix`` of a chunk for each matrix, underflows redone.
+
+        The last column of the first matrix is the denominator, whose
+        underflowed rows are recomputed with stable scores. Float64 matrices
+        get a float64 product whatever the dtype of the scores.
+        """
+
+        def product(scores, matrix):
+            if not isinstance(scores, np.ndarray):
+                return scores @ matrix  # the trees' sparse scores
+            if matrix.dtype != scores.dtype:
+                wide = workspace.wide[: len(scores)]
+                np.copyto(wide, scores)
+                scores = wide
+            return self.scorer.pool(scores, matrix)
+
+        n = len(queries[0])
+        scores = self._raw_scores(queries, workspace)
+        sums = [product(scores, matrix)[:n] for matrix in matrices]
+        redo = self._underflowed(sums[0][:, -1])
+        if redo is not None:
+            blocks, rows, at = redo
+            stable = self._raw_scores(queries, workspace, rows=blocks)
+            for out, matrix in zip(sums, matrices, strict=True):
+                out[rows] = product(stable, matrix)[at]
+        return sums
+
+    def _spread(self, weights):
+        """Weighted standard deviation of the values under each row of weights."""
+        c = self.centered_values
+        variance = weights @ (c * c) - (weights @ c) ** 2
+        return np.sqrt(np.maximum(variance, 0.0))
+
+    def _report_singular(self, n_singular, n_queries):
+        if n_singular:
+            warnings.warn(
+                f"{n_singular} of {n_queries} queries have a singular local "
+                "design: fewer than n_features + 1 keys in general position "
+                "carry their attention weight, so the local-linear fit is not "
+                "determined. They get the local mean (degree 0) instead. A "
+                "larger bandwidth avoids this.",
+                LocalLinearFallbackWarning,
+                stacklevel=4,
+            )
+
+    def attention_weights(self, X, n_jobs=None, sparse=False):
+        """Normalised weights over all training rows, shape (n_queries, n_fit).
+
+        Dense, or a :class:`scipy.sparse.csr_array` of the non-zero weights
+        for ``sparse=True``. For degree 1 the rows are the equivalent-kernel
+        weights of the local-linear fit.
+        """
+        n_queries = X.shape[0]
+        if not sparse:
+            _weights.check_dense_size(n_queries, self.n_samples_fit, self.dtype)
+        n_singular = []
+
+        def work(X_chunk, workspace):
+            queries = self._queries(X_chunk)
+            weights, empty = self._normalized_scores(queries, workspace, sparse)
+            if self.degree == 1:
+                weights, singular = self._equivalent_kernel(weights, queries[1], empty)
+                n_singular.append(int((singular & ~empty).sum()))
+            return weights, empty
+
+        shape = (n_queries, self.n_samples_fit)
+        if sparse:
+            chunks = self._run_chunks(X, None, work, n_jobs)
+            self._report_singular(sum(n_singular), n_queries)
+            return _weights.assemble_sparse(chunks, self.support, shape, self.dtype)
+        try:
+            out = self._run_chunks(X, self.keys.shape[0], work, n_jobs)
+            if out.shape[1] != self.n_samples_fit:
+                full = np.zeros(shape, dtype=self.dtype)
+                full[:, self.support] = out
+                out = full
+        except MemoryError as exc:
+            raise MemoryError(_weights.dense_refusal(*shape)) from exc
+        self._report_singular(sum(n_singular), n_queries)
+        return out
+
+    def _normalized_scores(self, queries, workspace, sparse):
+        """A chunk's local-constant weights over the support, and its empty rows."""
+        n = len(queries[0])
+        scores = self._raw_scores(queries, workspace)
+        if self.algorithm != "brute":
+            # The scorer's sparse arrays are new for every chunk.
+            scores.data *= self.weights[scores.indices]
+            if not sparse:
                 scores = scores.toarray()
-            if self.algorithm != "brute" or not self.scorer.weights_folded:
-                scores = scores * self.weights
-            else:
-                scores = scores.copy()  # the buffer is reused by the next chunk
-            redo = self._underflowed(scores.sum(axis=1))
-            if redo is not None:
-                blocks, rows, at = redo
-                stable = self._raw_scores(queries, workspace, rows=blocks)
-                scores[rows] = stable[at]
+        elif not self.scorer.weights_folded:
+            scores = scores[:n] * self.weights
+        else:
+            scores = scores[:n].copy()  # the buffer is reused by the next chunk
+        total = np.asarray(scores.sum(axis=1)).ravel()
+        redo = self._underflowed(total)
+        if redo is not None:
+            blocks, rows, at = redo
+            scores[rows] = self._raw_scores(queries, workspace, rows=blocks)[at]
             total = scores.sum(axis=1)
-            empty = ~(total > 0)
+        empty = ~(total > 0)
+        if isinstance(scores, np.ndarray):
             with np.errstate(invalid="ignore", divide="ignore"):
                 scores /= total[:, None]
             self._fill_fallback(scores, empty, queries, workspace, pooled=False)
-            return scores, empty
+            return (csr_array(scores) if sparse else scores), empty
+        return self._sparse_fallback(scores, total, empty, queries, workspace), empty
 
-        dense = self._run_chunks(X, self.keys.shape[0], work, n_jobs)
-        if dense.shape[1] == self.n_samples_fit:
-            return dense
-        out = np.zeros((X.shape[0], self.n_samples_fit), dtype=self.dtype)
-        out[:, self.support] = dense
-        return out
+    def _sparse_fallback(self, scores, total, empty, queries, workspace):
+        """Normalise sparse scores and put the fallback rows in the empty ones."""
+        scores = _weights.normalize_sparse_rows(scores, total, empty)
+        if not np.any(empty):
+            return scores
+        if self.on_empty == "nearest":
+            chosen = (queries[0][empty], queries[1][empty])
+            fallback = self._nearest_weights(chosen, workspace)
+        else:
+            fill = self.mean_weights if self.on_empty == "mean" else np.nan
+            fallback = np.broadcast_to(fill, (int(empty.sum()), scores.shape[1]))
+            fallback = csr_array(np.array(fallback, dtype=self.dtype))
+        return _weights.place_rows(scores, fallback, empty)
+
+    def _equivalent_kernel(self, weights, queries, empty):
+        """Local-linear equivalent-kernel weights from local-constant ones.
+
+        The fallback rows of empty queries keep their weights.
+        """
+        means = weights @ self.geometry_matrix
+        offset, g, singular = _local_linear.equivalent_kernel(
+            means[:, :-1], queries, self.layout
+        )
+        offset[empty] = 1.0
+        g[empty] = 0.0
+        return _weights.scale_rows(weights, offset, g, self.keys, self.dtype), singular

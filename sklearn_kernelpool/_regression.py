@@ -1,12 +1,16 @@
 """KernelAttentionRegressor: Nadaraya-Watson attention pooling."""
 
+from numbers import Integral
+
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import (
     POOL_PARAMETER_CONSTRAINTS,
+    check_flag,
     fit_pool,
+    pooled_attention_weights,
     validate_fit_data,
     validate_queries,
 )
@@ -25,6 +29,12 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     with ``u_i = ||q - k_i|| / h`` for an isotropic bandwidth ``h`` and
     ``u_i = ||(q - k_i) / h||`` for per-feature bandwidths, and ``w_i`` the
     sample weights. Every prediction is a convex combination of the values.
+    With ``degree=1`` the prediction is instead the intercept of a linear
+    model fitted around the query by weighted least squares with these
+    weights (local-linear regression), which removes the bias of pooling at
+    the boundary of the data.
+
+    Read more in the :doc:`User Guide </user_guide>`.
 
     Parameters
     ----------
@@ -54,6 +64,19 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
           of feature ``j`` (1.0 for a constant feature), Scott's rule is
           ``h_j = sigma_j * n ** (-1 / (d + 4))`` and Silverman's is
           ``h_j = sigma_j * (4 / ((d + 2) * n)) ** (1 / (d + 4))``.
+
+    degree : {0, 1}, default=0
+        The degree of the local polynomial:
+
+        - ``0``: pool the values (Nadaraya-Watson, local-constant);
+        - ``1``: fit ``y ~ b + beta . (k - q)`` around each query ``q`` by
+          least squares weighted with the attention weights and predict
+          ``b`` (local-linear). It is exact for linear functions and has no
+          first-order bias at the boundary. A query whose weighted keys do
+          not determine the fit (fewer than ``n_features + 1`` keys in
+          general position carry its weight) gets the ``degree=0``
+          prediction and is counted in a
+          :class:`~sklearn_kernelpool.LocalLinearFallbackWarning`.
 
     on_empty : {"nearest", "mean", "nan", "raise"}, default="nearest"
         What a query gets when no training key of positive weight has a
@@ -146,6 +169,16 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     Predictions have the floating dtype of the training ``X`` (float32 stays
     float32).
 
+    The local-linear fit (``degree=1``) is computed from kernel-weighted
+    moments of the keys and values, gathered by the same chunked products
+    as the pooling, then one small ``(n_features, n_features)`` symmetric
+    eigenproblem per query, solved in batch. With the gaussian kernel it
+    equals statsmodels' ``KernelReg(reg_type="ll")``.
+
+    ``predict(X, return_std=True)`` estimates the conditional standard
+    deviation of ``y`` around the prediction (the local spread of the
+    values), not the standard error of the prediction.
+
     References
     ----------
     .. [1] E. A. Nadaraya, "On estimating regression", Theory of Probability
@@ -163,10 +196,18 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     >>> reg = KernelAttentionRegressor(kernel="epanechikov", bandwidth=1.5)
     >>> reg.fit(X, y).predict([[1.5]])
     array([2.5])
+    >>> mean, std = reg.predict([[1.5]], return_std=True)
+    >>> std
+    array([1.5])
+    >>> reg.attention_weights([[1.5]])
+    array([[0. , 0.5, 0.5, 0. ]])
+    >>> reg.set_params(degree=1).fit(X, y).predict([[1.5]])
+    array([2.5])
     """
 
     _parameter_constraints: dict = {
         **POOL_PARAMETER_CONSTRAINTS,
+        "degree": [Interval(Integral, 0, 1, closed="both")],
         "on_empty": [StrOptions(set(ON_EMPTY))],
     }
 
@@ -175,12 +216,14 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         kernel="gaussian",
         bandwidth=1.0,
         *,
+        degree=0,
         on_empty="nearest",
         algorithm="auto",
         n_jobs=None,
     ):
         self.kernel = kernel
         self.bandwidth = bandwidth
+        self.degree = degree
         self.on_empty = on_empty
         self.algorithm = algorithm
         self.n_jobs = n_jobs
@@ -207,12 +250,12 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             The fitted estimator.
         """
         X, y = validate_fit_data(self, X, y, multi_output=True, y_numeric=True)
-        fit_pool(self, X, y.reshape(X.shape[0], -1), sample_weight)
+        fit_pool(self, X, y.reshape(X.shape[0], -1), sample_weight, degree=self.degree)
         self.keys_ = X
         self.values_ = y
         return self
 
-    def predict(self, X):
+    def predict(self, X, return_std=False):
         """Pool the training values with attention weights for each query.
 
         Parameters
@@ -220,17 +263,93 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         X : array-like of shape (n_queries, n_features)
             The queries.
 
+        return_std : bool, default=False
+            Whether to return, with the predictions, the attention-weighted
+            standard deviation of the training values around them.
+
         Returns
         -------
         y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
             The pooled values, of the shape of the training ``y`` per query.
+
+        y_std : ndarray of the shape of ``y_pred``
+            Only with ``return_std=True``: per output,
+            ``sqrt(sum_i p_i r_i**2)`` with ``p_i`` the normalised attention
+            weights (non-negative, sum one) and ``r_i`` the residuals of the
+            training values from the local fit at the query (from the pooled
+            value for ``degree=0``, from the local-linear model for
+            ``degree=1``), without bias correction. It estimates the spread
+            of ``y`` given ``X`` near the query, not the error of
+            ``y_pred``. Queries that fall back get the spread of the values
+            under the fallback: 0 for a unique nearest key
+            (``on_empty="nearest"``), the global weighted standard deviation
+            (``"mean"``), NaN (``"nan"``), and the local-constant spread
+            after a local-linear fallback.
         """
         check_is_fitted(self)
+        check_flag("return_std", return_std)
         X = validate_queries(self, X)
-        pooled = self._pool.pool(X, n_jobs=self.n_jobs)
-        if self.values_.ndim == 1:
-            return pooled[:, 0]
-        return pooled
+        pooled = self._pool.pool(X, n_jobs=self.n_jobs, return_std=return_std)
+        if not return_std:
+            return self._shape_like_y(pooled)
+        mean, std = pooled
+        return self._shape_like_y(mean), self._shape_like_y(std)
+
+    def attention_weights(self, X, *, sparse=False):
+        """The normalised attention weights of each query over the training rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            The queries.
+
+        sparse : bool, default=False
+            Whether to return a :class:`scipy.sparse.csr_array` that stores
+            only the non-zero weights. The tree algorithms build it without
+            a dense intermediate, and brute force chunk by chunk: use it for
+            compact kernels and many queries.
+
+        Returns
+        -------
+        weights : ndarray or scipy.sparse.csr_array of shape \
+                (n_queries, n_samples_fit)
+            The weights used by ``predict``, in the dtype of the training
+            ``X``: ``predict(X)`` equals ``weights @ values_`` up to
+            rounding. Every row sums to one, fallbacks included (a row of
+            NaN under ``on_empty="nan"``), and rows of sample weight zero get
+            weight 0. With ``degree=0`` they are non-negative; with
+            ``degree=1`` they are the equivalent-kernel weights of the
+            local-linear fit, which may be negative.
+
+        Raises
+        ------
+        MemoryError
+            When the dense matrix would not fit in the machine's physical
+            memory, or cannot be allocated; the message suggests
+            ``sparse=True`` or fewer queries.
+
+        Examples
+        --------
+        The effective number of neighbours of each query, ``1 / sum(w**2)``
+        of its row, shows a bandwidth too small for the data when it is
+        close to 1:
+
+        >>> import numpy as np
+        >>> from sklearn_kernelpool import KernelAttentionRegressor
+        >>> X = np.arange(100.0)[:, None]
+        >>> for h in (0.2, 5.0):
+        ...     reg = KernelAttentionRegressor(bandwidth=h).fit(X, X[:, 0])
+        ...     w = reg.attention_weights([[20.0], [50.5]])
+        ...     print(h, np.round(1 / np.sum(w**2, axis=1), 1))
+        0.2 [1. 2.]
+        5.0 [17.7 17.7]
+        >>> reg.attention_weights([[20.0], [50.5]], sparse=True).shape
+        (2, 100)
+        """
+        return pooled_attention_weights(self, X, sparse)
+
+    def _shape_like_y(self, pooled):
+        return pooled[:, 0] if self.values_.ndim == 1 else pooled
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

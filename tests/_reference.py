@@ -42,3 +42,49 @@ def nadaraya_watson(X, y, Q, alpha, bandwidth, sample_weight=None):
             denominator += a
         out[j] = numerator / denominator
     return out if np.ndim(y) == 2 else out[:, 0]
+
+
+def _scores(X, q, alpha, h, w):
+    """``w_i alpha(||(q - k_i) / h||)`` by a loop over the keys."""
+    scores = np.empty(len(X))
+    for i, k in enumerate(X):
+        u = math.sqrt(sum(((q[f] - k[f]) / h[f]) ** 2 for f in range(len(q))))
+        scores[i] = w[i] * alpha(u)
+    return scores
+
+
+def local_fit(X, y, Q, alpha, bandwidth, sample_weight=None, degree=0):
+    """Local polynomial fits by a loop over the queries.
+
+    Each query solves its weighted least-squares problem on the design
+    ``[1]`` (degree 0) or ``[1, k - q]`` (degree 1) through ``numpy.linalg.pinv``.
+    Returns (mean, std, weights): the intercepts, the weighted standard
+    deviations ``sqrt(sum_i p_i r_i**2)`` of the residuals ``r_i`` with the
+    normalised kernel weights ``p_i``, and the rows of weights ``l`` with
+    ``mean = l @ y`` (the equivalent kernel). Shapes follow ``y`` as in
+    :func:`nadaraya_watson`.
+    """
+    X, Q = np.asarray(X, dtype=float), np.asarray(Q, dtype=float)
+    Y = np.asarray(y, dtype=float).reshape(len(X), -1)
+    h = np.broadcast_to(np.asarray(bandwidth, dtype=float), (X.shape[1],))
+    w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight)
+    mean = np.empty((len(Q), Y.shape[1]))
+    std = np.empty_like(mean)
+    weights = np.empty((len(Q), len(X)))
+    for j, q in enumerate(Q):
+        a = _scores(X, q, alpha, h, w)
+        p = a / a.sum()
+        design = np.ones((len(X), 1))
+        if degree == 1:
+            design = np.hstack([design, (X - q) / h])
+        root = np.sqrt(p)[:, None]
+        # The rows of pinv(sqrt(p) Z) times sqrt(p): the hat row of the intercept.
+        hat = np.linalg.pinv(root * design) * root.T
+        weights[j] = hat[0]
+        coef = hat @ Y
+        residuals = Y - design @ coef
+        mean[j] = coef[0]
+        std[j] = np.sqrt(p @ residuals**2)
+    if np.ndim(y) == 1:
+        mean, std = mean[:, 0], std[:, 0]
+    return mean, std, weights

@@ -38,6 +38,12 @@ def _configurations():
     # Per-feature widths for the 10 features of the checks' regression data.
     yield KernelAttentionRegressor(bandwidth=PER_FEATURE_BANDWIDTH)
 
+    # Local-linear pooling; the narrow boxcar leaves some of the checks'
+    # queries with too few keys for a fit, or none.
+    yield KernelAttentionRegressor(degree=1)
+    yield KernelAttentionRegressor(kernel="epanechnikov", bandwidth=3.0, degree=1)
+    yield KernelAttentionRegressor(kernel="boxcar", bandwidth=1.0, degree=1)
+
 
 PER_FEATURE_BANDWIDTH = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0]
 
@@ -106,8 +112,9 @@ def expected_failed_checks(estimator):
 ESTIMATORS = list(_configurations()) + list(_cv_configurations())
 
 
-# The fallback warning is the documented behaviour of these configurations.
+# The fallback warnings are the documented behaviour of these configurations.
 @pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.LocalLinearFallbackWarning")
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

@@ -1,0 +1,196 @@
+"""Local-linear pooling from kernel-weighted moments.
+
+At a query ``q`` the local-linear fit minimises
+``sum_i a_i (y_i - b - beta . (k_i - q))**2`` over ``b`` and ``beta``, with
+``a_i = w_i alpha(u_i)`` the attention scores, and predicts ``b``. With
+``p_i = a_i / sum_j a_j`` the normalised weights, ``m = sum_i p_i k_i`` the
+local mean of the keys, ``C = sum_i p_i (k_i - m)(k_i - m)^T`` their local
+covariance and ``c = sum_i p_i (k_i - m) y_i`` the local cross-covariance,
+the solution is::
+
+    beta = C^{-1} c,    b = ybar - beta . (m - q)
+
+All of it follows from the moments ``sum_i a_i [k_i, k_i k_i^T, y_i,
+k_i y_i, y_i**2, 1]``, which one product of a chunk's scores against the
+matrix of :func:`moment_matrix` gives for every query at once; only the
+batched ``d x d`` eigendecompositions of ``C`` remain. The keys are scaled by
+the bandwidth and centred on their mean by the engine, and the values
+centred on their weighted mean, so the covariances are differences of
+moments as large as the squared extent of the data (in bandwidths), never
+of its squared offset from the origin.
+
+The prediction is also a weighted sum of the values,
+``b = sum_i l_i y_i`` with the equivalent-kernel weights
+``l_i = p_i (1 - g . (k_i - m))``, ``g = C^{-1} (m - q)``: they sum to one and
+may be negative.
+"""
+
+import numpy as np
+
+_EPS = float(np.finfo(np.float64).eps)
+
+
+class MomentLayout:
+    """Column positions of the moments of ``d`` features and ``p`` outputs.
+
+    ``n_keys``, the number of keys summed over, sets the rounding tolerance
+    of the local covariances (see :func:`_local_geometry`).
+    """
+
+    def __init__(self, n_features, n_outputs, n_keys):
+        d, p = n_features, n_outputs
+        self.n_features, self.n_outputs = d, p
+        # Rounding errors of the summed moments grow like sqrt(n) eps; a
+        # perturbation of the entries of a d x d matrix moves its eigenvalues
+        # by up to d times as much; 10 is a margin of safety.
+        self.rank_tolerance = 10.0 * d * np.sqrt(n_keys) * _EPS
+        self.upper = np.triu_indices(d)
+        self.keys = slice(0, d)
+        self.squares = slice(d, d + len(self.upper[0]))
+        start = self.squares.stop
+        self.values = slice(start, start + p)
+        self.cross = slice(start + p, start + p + d * p)
+        self.values_sq = slice(start + p + d * p, start + 2 * p + d * p)
+
+
+def moment_matrix(keys, values=None, weights=None):
+    """The per-key columns ``[k, upper(k k^T), y, k (x) y, y**2, 1]``.
+
+    Parameters
+    ----------
+    keys : ndarray of shape (n_keys, n_features)
+        Scaled, centred keys (float64).
+    values : ndarray of shape (n_keys, n_outputs) or None
+        Centred values (float64); None leaves out every column of ``y``.
+    weights : ndarray of shape (n_keys,) or None
+        Sample weights to fold into every column, or None when the scores
+        already carry them.
+
+    Returns
+    -------
+    matrix : ndarray of shape (n_keys, n_columns)
+        Float64, the column of ones last: a chunk's scores times it are the
+        weighted moments, the last column their total weight.
+    """
+    upper = np.triu_indices(keys.shape[1])
+    columns = [keys, keys[:, upper[0]] * keys[:, upper[1]]]
+    if values is not None:
+        cross = keys[:, :, None] * values[:, None, :]
+        columns += [values, cross.reshape(len(keys), -1), values * values]
+    columns.append(np.ones((len(keys), 1)))
+    matrix = np.hstack(columns)
+    if weights is not None:
+        matrix *= weights[:, None]
+    return matrix
+
+
+def _symmetric(upper_values, layout, n_rows):
+    d = layout.n_features
+    full = np.empty((n_rows, d, d))
+    i, j = layout.upper
+    full[:, i, j] = upper_values
+    full[:, j, i] = upper_values
+    return full
+
+
+def _local_geometry(means, queries, layout):
+    """Local key means, covariances and the singular rows.
+
+    ``means`` holds the normalised moments (the sums divided by the total).
+    A covariance is singular when its smallest eigenvalue is within the
+    rounding error of its computation from the moments,
+    ``10 d sqrt(n) eps trace(E[k k^T])`` in squared bandwidths for ``n``
+    keys: fewer than ``d + 1`` keys in general position carry the weight,
+    or the others weigh too little to tell their spread from rounding. The
+    slope of such a fit would be made of rounding errors.
+    """
+    n = len(queries)
+    m = means[:, layout.keys]
+    second = _symmetric(means[:, layout.squares], layout, n)
+    cov = second - m[:, :, None] * m[:, None, :]
+    scale = np.trace(second, axis1=1, axis2=2)
+    # NaN rows (no weight at all) are handled by the caller's fallbacks.
+    cov[~np.isfinite(scale)] = np.eye(layout.n_features)
+    eigenvalues, vectors = np.linalg.eigh(cov)
+    tol = layout.rank_tolerance * np.where(np.isfinite(scale), scale, 0.0)
+    singular = ~(eigenvalues[:, 0] > tol)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        inverse = np.where(singular[:, None], 0.0, 1.0 / eigenvalues)
+    return m, vectors, inverse, singular
+
+
+def _apply_inverse(vectors, inverse, rhs):
+    """``C^{-1} rhs`` per row from the eigendecomposition; rhs (n, d, k)."""
+    projected = np.einsum("nfe,nfk->nek", vectors, rhs)
+    return np.einsum("nfe,nek->nfk", vectors, inverse[:, :, None] * projected)
+
+
+def solve(sums, queries, layout, return_std):
+    """Local-linear predictions from a chunk's weighted moments.
+
+    Parameters
+    ----------
+    sums : ndarray of shape (n_queries, n_columns)
+        The scores times :func:`moment_matrix` (with values).
+    queries : ndarray of shape (n_queries, n_features)
+        The queries, scaled and centred like the keys.
+    layout : MomentLayout
+        The column positions.
+    return_std : bool
+        Whether to return the weighted spread of the residuals.
+
+    Returns
+    -------
+    mean : ndarray of shape (n_queries, n_outputs)
+        The local-linear predictions of the centred values; the local mean
+        (degree 0) on singular rows, NaN on rows without weight.
+    std : ndarray of shape (n_queries, n_outputs) or None
+        ``sqrt(sum_i p_i r_i**2)`` of the residuals ``r_i`` of the local fit
+        (of the local mean on singular rows), negative variances clipped.
+    singular : ndarray of shape (n_queries,) of bool
+        The rows of positive weight that fell back to the local mean.
+    """
+    total = sums[:, -1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums[:, :-1] / total[:, None]
+    m, vectors, inverse, singular = _local_geometry(means, queries, layout)
+    d, p = layout.n_features, layout.n_outputs
+    ybar = means[:, layout.values]
+    cross = means[:, layout.cross].reshape(-1, d, p) - m[:, :, None] * ybar[:, None]
+    beta = _apply_inverse(vectors, inverse, cross)  # zero on singular rows
+    mean = ybar - np.einsum("nfk,nf->nk", beta, m - queries)
+    std = None
+    if return_std:
+        variance = means[:, layout.values_sq] - ybar * ybar
+        variance -= np.einsum("nfk,nfk->nk", beta, cross)
+        std = np.sqrt(np.maximum(variance, 0.0))
+    return mean, std, singular & (total > 0)
+
+
+def equivalent_kernel(means, queries, layout):
+    """The factors of the equivalent-kernel weights of a chunk.
+
+    Parameters
+    ----------
+    means : ndarray of shape (n_queries, n_features * (n_features + 3) // 2)
+        Normalised geometry moments ``sum_i p_i [k_i, upper(k_i k_i^T)]``.
+    queries : ndarray of shape (n_queries, n_features)
+        The queries, scaled and centred like the keys.
+    layout : MomentLayout
+        The column positions.
+
+    Returns
+    -------
+    offset : ndarray of shape (n_queries,)
+        ``1 + g . m``.
+    g : ndarray of shape (n_queries, n_features)
+        ``C^{-1} (m - q)``, so that ``l_i = p_i (offset - g . k_i)``; zero on
+        singular rows, whose weights stay the local-constant ones.
+    singular : ndarray of shape (n_queries,) of bool
+        The singular rows.
+    """
+    m, vectors, inverse, singular = _local_geometry(means, queries, layout)
+    g = _apply_inverse(vectors, inverse, (m - queries)[:, :, None])[:, :, 0]
+    g[~np.isfinite(g)] = 0.0
+    offset = 1.0 + np.einsum("nf,nf->n", g, np.nan_to_num(m))
+    return offset, g, singular

@@ -1,0 +1,80 @@
+"""Rows of attention weights: sparse assembly, scaling and the memory guard.
+
+The engine (:mod:`._pooling`) computes the weights chunk by chunk; these
+helpers put the rows together without densifying sparse ones.
+"""
+
+import os
+
+import numpy as np
+from scipy.sparse import csr_array
+from scipy.sparse import vstack as sparse_vstack
+
+
+def _row_of_each_entry(weights):
+    return np.repeat(np.arange(weights.shape[0]), np.diff(weights.indptr))
+
+
+def normalize_sparse_rows(scores, total, empty):
+    """Divide each row of CSR ``scores`` by its total, in place.
+
+    Empty rows (and keys on the support radius) are left without entries.
+    """
+    divisor = np.where(empty, 1.0, total)[_row_of_each_entry(scores)]
+    scores.data /= divisor.astype(scores.dtype)
+    scores.eliminate_zeros()
+    return scores
+
+
+def place_rows(weights, rows, empty):
+    """Add the CSR ``rows`` into the ``empty`` rows of CSR ``weights``."""
+    rows = rows.tocoo()
+    placed = csr_array(
+        (rows.data, (np.flatnonzero(empty)[rows.row], rows.col)), shape=weights.shape
+    )
+    return weights + placed
+
+
+def scale_rows(weights, offset, g, keys, dtype):
+    """``weights * (offset - g @ keys.T)``, dense or on the stored entries only."""
+    if isinstance(weights, np.ndarray):
+        factor = offset[:, None] - g @ keys.T
+        return (weights * factor).astype(dtype, copy=False)
+    rows, cols = _row_of_each_entry(weights), weights.indices
+    factor = offset[rows] - np.einsum("ij,ij->i", g[rows], keys[cols])
+    weights.data = (weights.data * factor).astype(dtype)
+    weights.eliminate_zeros()
+    return weights
+
+
+def assemble_sparse(chunks, columns, shape, dtype):
+    """Stack CSR chunks over the keys ``columns`` into a canonical CSR array."""
+    stacked = sparse_vstack(chunks, format="csr", dtype=dtype)
+    indices = columns[stacked.indices]
+    out = csr_array((stacked.data, indices, stacked.indptr), shape=shape)
+    out.sort_indices()  # tree neighbours come unsorted
+    return out
+
+
+def dense_refusal(n_queries, n_samples):
+    return (
+        f"A dense ({n_queries}, {n_samples}) matrix of attention weights does "
+        "not fit in memory. Ask for sparse=True, which stores only the "
+        "non-zero weights, or for fewer queries at a time."
+    )
+
+
+def physical_memory():
+    """Bytes of physical memory, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_dense_size(n_queries, n_samples, dtype):
+    """Refuse a dense weight matrix larger than the physical memory."""
+    limit = physical_memory()
+    size = n_queries * n_samples * np.dtype(dtype).itemsize
+    if limit is not None and size > limit:
+        raise MemoryError(dense_refusal(n_queries, n_samples))
