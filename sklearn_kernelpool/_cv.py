@@ -115,7 +115,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     :class:`~sklearn.linear_model.Ridge`: every candidate (kernel, bandwidth)
     is scored from one shared pass over the pairwise distances, instead of a
     refit per candidate and split, and the best one is refitted on all the
-    data as ``best_estimator_``, a :class:`KernelAttentionRegressor`.
+    data as ``best_estimator_``, a :class:`KernelAttentionRegressor`. The
+    candidates are local-constant (``degree=0``) or local-linear
+    (``degree=1``) fits.
 
     Parameters
     ----------
@@ -168,7 +170,18 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         starts, with an analytic gradient. Needs ``cv=None`` and kernels with
         a log form (``"gaussian"``, ``"exponential"``, ``"cauchy"`` and their
         aliases). See the Notes for the bounds and the guard against
-        overfitting.
+        overfitting. Widths are learned for ``degree=0`` only: with
+        ``degree=1``, ``per_feature=True`` raises a ``ValueError``.
+
+    degree : {0, 1}, default=0
+        The degree of the local polynomial of every candidate and of
+        ``best_estimator_`` (see :class:`KernelAttentionRegressor`): ``0``
+        pools the values, ``1`` fits a local-linear model around each query.
+        With ``degree=1`` the held-out predictions are those of the
+        local-linear fit without the held-out points, and a held-out point
+        whose fit has a singular local design gets the local mean, as the
+        fitted estimator's queries do; ``cv_results_["singular_fraction"]``
+        reports how many did, and no warning is issued while scoring.
 
     on_empty : {"nearest", "mean", "nan", "raise"}, default="nearest"
         What a point gets when no other point of positive weight lies in the
@@ -225,7 +238,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         and fell back to ``on_empty``). Under leave-one-out also ``loo_mse``,
         the sample-weighted leave-one-out mean squared error (averaged over
         the outputs); under K-fold also ``split{k}_test_score`` and
-        ``std_test_score``.
+        ``std_test_score``. With ``degree=1`` also ``singular_fraction``,
+        the fraction of the held-out predictions of positive pooled weight
+        whose local design was singular and that fell back to the local
+        mean.
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
@@ -255,6 +271,22 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     Memory beyond the data is a few blocks and the pooled sums of every
     candidate. Scores agree with refitting without the held-out points to
     rounding (about 1e-14 relative).
+
+    With ``degree=1`` the pass pools the weighted moments
+    :math:`[k, k k^T, y, k y^T, y^2, 1]` of the keys and values instead of
+    :math:`[y, 1]`: :math:`(d + 1)(d + 2) / 2 + (d + 2) p` columns for
+    :math:`d` features and :math:`p` outputs (6 for one feature and one
+    output, 78 for ten), which multiplies the pooling products and
+    the memory of the pooled sums, ``8 n`` bytes per column and candidate,
+    by that over :math:`p + 1`; then one :math:`d \times d` symmetric
+    eigenproblem per held-out point and candidate solves its fit around the
+    point, exactly as :class:`KernelAttentionRegressor` does (same singular
+    threshold, for the key count and key mean of the fit without the
+    point). This suits the few features that local-linear fits are used
+    on. A nearly singular local design (its weight carried by barely more
+    than :math:`d` keys, or by keys whose weights span many orders of
+    magnitude) amplifies rounding in both computations alike, so that
+    their predictions then agree only to the design's conditioning.
 
     Sample weights: under leave-one-out a point's prediction pools the other
     points with their weights, and the scores weigh each point's error by its
