@@ -368,10 +368,13 @@ def test_local_linear_kfold_equals_grid_search(data, cv, scoring):
     assert reg.cv_results_["singular_fraction"][tricube][0] > 0
 
 
-def test_local_linear_weighted_kfold_matches_refitting(data):
+@pytest.mark.parametrize(
+    "cv",
+    [KFold(4, shuffle=True, random_state=1), ShuffleSplit(3, random_state=0)],
+)
+def test_local_linear_weighted_kfold_matches_refitting(data, cv):
     X, y, w = data
     Y = np.column_stack([y, np.cos(3 * X[:, 1])])
-    cv = KFold(4, shuffle=True, random_state=1)
     reg = KernelAttentionRegressorCV(
         ["epanechnikov", "cauchy"], LOCAL_LINEAR_BANDWIDTHS, cv=cv, degree=1
     ).fit(X, Y, sample_weight=w)
@@ -507,16 +510,21 @@ def test_predict_score_clone_pickle(data):
     assert_array_equal(restored.predict(X), reg.predict(X))
 
 
-def test_threads_give_the_same_scores():
+@pytest.mark.parametrize("degree", [0, 1])
+def test_threads_give_the_same_scores(degree):
     rng = np.random.default_rng(3)
     X = rng.normal(size=(700, 3))
     y = X[:, 0] + 0.1 * rng.normal(size=700)
-    one = KernelAttentionRegressorCV(("gaussian", "biweight"), 5).fit(X, y)
-    two = KernelAttentionRegressorCV(("gaussian", "biweight"), 5, n_jobs=2).fit(X, y)
+    reg = KernelAttentionRegressorCV(("gaussian", "biweight"), 5, degree=degree)
+    one = clone(reg).fit(X, y)
+    two = clone(reg).set_params(n_jobs=2).fit(X, y)
+    # Threads add their parts of the sums in another order. A local-linear
+    # fit multiplies that rounding by its design's conditioning, about 1e3 at
+    # the narrowest gaussian width here.
     assert_allclose(
         one.cv_results_["mean_test_score"],
         two.cv_results_["mean_test_score"],
-        rtol=1e-12,
+        rtol=1e-12 if degree == 0 else 1e-10,
     )
 
 
