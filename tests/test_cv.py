@@ -317,6 +317,22 @@ def test_local_linear_loo_matches_refitting(data, kernel, weighted):
         assert reg.cv_results_["singular_fraction"][0] > 0
 
 
+def test_local_linear_underflowing_rows_are_recomputed(data):
+    # At h = 0.004 the weights of most rows underflow without a shift, and
+    # the shifted ones are carried by the nearest other key alone: every
+    # design is singular and every point gets that key's value.
+    X, y, w = data
+    reg = KernelAttentionRegressorCV("gaussian", [0.004], degree=1)
+    reg.fit(X, y, sample_weight=w)
+    pred, _, singular = refit_local_linear(
+        X, y[:, None], loo_splits(len(X)), "gaussian", 0.004, w, "raise"
+    )
+    assert np.all(np.isfinite(pred)) and np.all(singular)
+    assert reg.cv_results_["singular_fraction"][0] == 1.0
+    mse = np.average((pred[:, 0] - y) ** 2, weights=w)
+    assert_allclose(reg.cv_results_["loo_mse"][0], mse, rtol=1e-10)
+
+
 def test_local_linear_loo_formula_on_a_line():
     # Ten points on a line, y = 2x, a boxcar of radius 1.5: an inner point's
     # fit holds its two neighbours and is exact; an end point's holds one
