@@ -276,14 +276,14 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     :math:`[k, k k^T, y, k y^T, y^2, 1]` of the keys and values instead of
     :math:`[y, 1]`: :math:`(d + 1)(d + 2) / 2 + (d + 2) p` columns for
     :math:`d` features and :math:`p` outputs (6 for one feature and one
-    output, 78 for ten), which multiplies the pooling products and
-    the memory of the pooled sums, ``8 n`` bytes per column and candidate,
-    by that over :math:`p + 1`; then one :math:`d \times d` symmetric
-    eigenproblem per held-out point and candidate solves its fit around the
-    point, exactly as :class:`KernelAttentionRegressor` does (same singular
-    threshold, for the key count and key mean of the fit without the
-    point). This suits the few features that local-linear fits are used
-    on. A nearly singular local design (its weight carried by barely more
+    output, 78 for ten), which multiplies the pooling products and the
+    memory of the pooled sums, ``8 n`` bytes per column and candidate (per
+    thread), by that over :math:`p + 1`; then one :math:`d \\times d`
+    symmetric eigenproblem per held-out point and candidate solves its fit
+    around the point, exactly as :class:`KernelAttentionRegressor` does
+    (same singular threshold, for the key count and key mean of the fit
+    without the point). This suits the few features that local-linear fits
+    are used on. A nearly singular local design (its weight carried by barely more
     than :math:`d` keys, or by keys whose weights span many orders of
     magnitude) amplifies rounding in both computations alike, so that
     their predictions then agree only to the design's conditioning.
@@ -331,6 +331,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     0.2
     >>> reg.cv_results_["rank_test_score"]
     array([2, 1, 3], dtype=int32)
+    >>> local_linear = reg.set_params(degree=1).fit(X, y)
+    >>> local_linear.bandwidth_, local_linear.best_estimator_.degree
+    (0.2, 1)
+    >>> local_linear.cv_results_["singular_fraction"]
+    array([0., 0., 0.])
     """
 
     _parameter_constraints: dict = {
