@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._algorithm import ALGORITHMS
 from ._base import validate_sample_weight
-from ._loo import HeldOut, solve_moments
+from ._loo import HeldOut
 from ._pooling import ON_EMPTY
 from ._regression import KernelAttentionRegressor
 from ._widths import learn_widths
@@ -115,7 +115,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     :class:`~sklearn.linear_model.Ridge`: every candidate (kernel, bandwidth)
     is scored from one shared pass over the pairwise distances, instead of a
     refit per candidate and split, and the best one is refitted on all the
-    data as ``best_estimator_``, a :class:`KernelAttentionRegressor`.
+    data as ``best_estimator_``, a :class:`KernelAttentionRegressor`. The
+    candidates are local-constant (``degree=0``) or local-linear
+    (``degree=1``) fits.
 
     Parameters
     ----------
@@ -168,7 +170,18 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         starts, with an analytic gradient. Needs ``cv=None`` and kernels with
         a log form (``"gaussian"``, ``"exponential"``, ``"cauchy"`` and their
         aliases). See the Notes for the bounds and the guard against
-        overfitting.
+        overfitting. Widths are learned for ``degree=0`` only: with
+        ``degree=1``, ``per_feature=True`` raises a ``ValueError``.
+
+    degree : {0, 1}, default=0
+        The degree of the local polynomial of every candidate and of
+        ``best_estimator_`` (see :class:`KernelAttentionRegressor`): ``0``
+        pools the values, ``1`` fits a local-linear model around each query.
+        With ``degree=1`` the held-out predictions are those of the
+        local-linear fit without the held-out points, and a held-out point
+        whose fit has a singular local design gets the local mean, as the
+        fitted estimator's queries do; ``cv_results_["singular_fraction"]``
+        reports how many did, and no warning is issued while scoring.
 
     on_empty : {"nearest", "mean", "nan", "raise"}, default="nearest"
         What a point gets when no other point of positive weight lies in the
@@ -225,7 +238,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         and fell back to ``on_empty``). Under leave-one-out also ``loo_mse``,
         the sample-weighted leave-one-out mean squared error (averaged over
         the outputs); under K-fold also ``split{k}_test_score`` and
-        ``std_test_score``.
+        ``std_test_score``. With ``degree=1`` also ``singular_fraction``,
+        the fraction of the held-out predictions of positive pooled weight
+        whose local design was singular and that fell back to the local
+        mean.
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
@@ -255,6 +271,22 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     Memory beyond the data is a few blocks and the pooled sums of every
     candidate. Scores agree with refitting without the held-out points to
     rounding (about 1e-14 relative).
+
+    With ``degree=1`` the pass pools the weighted moments
+    :math:`[k, k k^T, y, k y^T, y^2, 1]` of the keys and values instead of
+    :math:`[y, 1]`: :math:`(d + 1)(d + 2) / 2 + (d + 2) p` columns for
+    :math:`d` features and :math:`p` outputs (6 for one feature and one
+    output, 78 for ten), which multiplies the pooling products and the
+    memory of the pooled sums, ``8 n`` bytes per column and candidate (per
+    thread), by that over :math:`p + 1`; then one :math:`d \\times d`
+    symmetric eigenproblem per held-out point and candidate solves its fit
+    around the point, exactly as :class:`KernelAttentionRegressor` does
+    (same singular threshold, for the key count and key mean of the fit
+    without the point). This suits the few features that local-linear fits
+    are used on. A nearly singular local design (its weight carried by barely more
+    than :math:`d` keys, or by keys whose weights span many orders of
+    magnitude) amplifies rounding in both computations alike, so that
+    their predictions then agree only to the design's conditioning.
 
     Sample weights: under leave-one-out a point's prediction pools the other
     points with their weights, and the scores weigh each point's error by its
@@ -299,6 +331,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     0.2
     >>> reg.cv_results_["rank_test_score"]
     array([2, 1, 3], dtype=int32)
+    >>> local_linear = reg.set_params(degree=1).fit(X, y)
+    >>> local_linear.bandwidth_, local_linear.best_estimator_.degree
+    (0.2, 1)
+    >>> local_linear.cv_results_["singular_fraction"]
+    array([0., 0., 0.])
     """
 
     _parameter_constraints: dict = {
@@ -307,6 +344,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         "cv": ["cv_object"],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "per_feature": ["boolean"],
+        "degree": [Interval(Integral, 0, 1, closed="both")],
         "on_empty": [StrOptions(set(ON_EMPTY))],
         "algorithm": [StrOptions(set(ALGORITHMS))],
         "n_jobs": [None, Integral],
@@ -320,6 +358,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         cv=None,
         scoring=None,
         per_feature=False,
+        degree=0,
         on_empty="nearest",
         algorithm="auto",
         n_jobs=None,
@@ -329,6 +368,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.cv = cv
         self.scoring = scoring
         self.per_feature = per_feature
+        self.degree = degree
         self.on_empty = on_empty
         self.algorithm = algorithm
         self.n_jobs = n_jobs
@@ -342,6 +382,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             raise ValueError(
                 "kernels must be a kernel name or a non-empty sequence of kernel "
                 f"names among {sorted(KERNELS)}; got {self.kernels!r}."
+            )
+        if self.per_feature and self.degree == 1:
+            raise ValueError(
+                "per_feature=True learns the widths of local-constant pooling: "
+                "it needs degree=0; got degree=1. Select the bandwidth of "
+                "degree=1 among isotropic candidates (per_feature=False)."
             )
         if self.per_feature:
             flat = [n for n in names if KERNELS[n].log_function is None]
@@ -441,7 +487,13 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
         params = list(ParameterGrid({"kernel": names, "bandwidth": list(grid)}))
         held_out = HeldOut(
-            X64, Y, weights, [KERNELS[n] for n in names], grid, self.n_jobs
+            X64,
+            Y,
+            weights,
+            [KERNELS[n] for n in names],
+            grid,
+            self.n_jobs,
+            degree=self.degree,
         )
         if self.cv is None:
             results = self._loo(held_out, X, y, weights, scorer)
@@ -469,6 +521,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.best_estimator_ = KernelAttentionRegressor(
             kernel=self.kernel_,
             bandwidth=self.bandwidth_,
+            degree=self.degree,
             on_empty=self.on_empty,
             algorithm=self.algorithm,
             n_jobs=self.n_jobs,
@@ -493,18 +546,20 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             hit = empty[c, rows]
             predictions[c, rows[hit]] = values[hit]
 
-    def _flat(self, sums):
-        """Predictions and empty rows of every candidate, in ``params`` order."""
-        predictions, empty = solve_moments(sums)
+    def _flat(self, held_out, sums, rows, groups=None, train=None):
+        """Predictions, empty and singular rows of every candidate, in
+        ``params`` order (see :meth:`HeldOut.predictions`)."""
+        predictions, empty, singular = held_out.predictions(sums, rows, groups, train)
         # (kernels, bandwidths, ...) -> ParameterGrid's bandwidth-major order.
         predictions = predictions.swapaxes(0, 1).reshape(-1, *predictions.shape[2:])
         empty = empty.swapaxes(0, 1).reshape(-1, empty.shape[-1])
-        return predictions, empty
+        singular = singular.swapaxes(0, 1).reshape(-1, singular.shape[-1])
+        return predictions, empty, singular
 
     def _loo(self, held_out, X, y, weights, scorer):
-        sums = held_out.sums_excluding_groups(None)
-        predictions, empty = self._flat(sums)
         n = X.shape[0]
+        sums = held_out.sums_excluding_groups(None)
+        predictions, empty, singular = self._flat(held_out, sums, np.arange(n))
 
         def others(rows):
             allowed = np.ones((len(rows), n), dtype=bool)
@@ -531,6 +586,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             "loo_mse": loo_mse,
             "empty_fraction": empty.mean(axis=1),
         }
+        if self.degree == 1:
+            results["singular_fraction"] = singular.mean(axis=1)
         return results
 
     def _score(self, scorer, predictions, X, y, weights, invalid, weighted=True):
@@ -556,9 +613,15 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         n_candidates = len(params)
         split_scores = np.empty((n_candidates, len(splits)))
         n_empty = np.zeros(n_candidates)
+        n_singular = np.zeros(n_candidates)
         n_held_out = 0
         if groups is not None:
-            predictions, empty = self._flat(held_out.sums_excluding_groups(groups))
+            predictions, empty, singular = self._flat(
+                held_out,
+                held_out.sums_excluding_groups(groups),
+                np.arange(n),
+                groups=groups,
+            )
             self._fallback(
                 held_out,
                 predictions,
@@ -567,12 +630,15 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 lambda rows: groups[rows][:, None] != groups[None, :],
             )
             per_split = [
-                (test, predictions[:, test], empty[:, test]) for _, test in splits
+                (test, predictions[:, test], empty[:, test], singular[:, test])
+                for _, test in splits
             ]
         else:
             per_split = []
             for train, test in splits:
-                pred, emp = self._flat(held_out.sums_split(test, train))
+                pred, emp, sing = self._flat(
+                    held_out, held_out.sums_split(test, train), test, train=train
+                )
                 keep = np.zeros(n, dtype=bool)
                 keep[train] = True
                 self._fallback(
@@ -582,9 +648,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                     test,
                     lambda rows, keep=keep: np.tile(keep, (len(rows), 1)),
                 )
-                per_split.append((test, pred, emp))
-        for s, (test, pred, emp) in enumerate(per_split):
+                per_split.append((test, pred, emp, sing))
+        for s, (test, pred, emp, sing) in enumerate(per_split):
             n_empty += emp.sum(axis=1)
+            n_singular += sing.sum(axis=1)
             n_held_out += len(test)
             bad = emp.any(axis=1) & (self.on_empty in ("nan", "raise"))
             w_test = None if sample_weight is None else sample_weight[test]
@@ -609,6 +676,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         results["mean_test_score"] = split_scores.mean(axis=1)
         results["std_test_score"] = split_scores.std(axis=1)
         results["empty_fraction"] = n_empty / n_held_out
+        if self.degree == 1:
+            results["singular_fraction"] = n_singular / n_held_out
         return results
 
     def _learn_widths(self, X, X64, y, Y, weights, scorer):

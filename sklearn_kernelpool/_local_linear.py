@@ -34,7 +34,9 @@ class MomentLayout:
     """Column positions of the moments of ``d`` features and ``p`` outputs.
 
     ``n_keys``, the number of keys summed over, sets the rounding tolerance
-    of the local covariances (see :func:`_local_geometry`).
+    of the local covariances (see :func:`_local_geometry`): an int, or an
+    ndarray of one count per query when the queries pool different sets of
+    keys (held-out predictions).
     """
 
     def __init__(self, n_features, n_outputs, n_keys):
@@ -93,22 +95,28 @@ def _symmetric(upper_values, layout, n_rows):
     return full
 
 
-def _local_geometry(means, queries, layout):
+def _local_geometry(means, queries, layout, centers=None):
     """Local key means, covariances and the singular rows.
 
     ``means`` holds the normalised moments (the sums divided by the total).
     A covariance is singular when its smallest eigenvalue is within the
     rounding error of its computation from the moments,
-    ``10 d sqrt(n) eps trace(E[k k^T])`` in squared bandwidths for ``n``
-    keys: fewer than ``d + 1`` keys in general position carry the weight,
-    or the others weigh too little to tell their spread from rounding. The
-    slope of such a fit would be made of rounding errors.
+    ``10 d sqrt(n) eps trace(E[(k - c)(k - c)^T])`` in squared bandwidths for
+    ``n`` keys centred on their mean ``c``: fewer than ``d + 1`` keys in
+    general position carry the weight, or the others weigh too little to
+    tell their spread from rounding. The slope of such a fit would be made of
+    rounding errors. ``centers`` holds ``c`` per row when it is not the
+    origin of the moments (None: it is).
     """
     n = len(queries)
     m = means[:, layout.keys]
     second = _symmetric(means[:, layout.squares], layout, n)
     cov = second - m[:, :, None] * m[:, None, :]
     scale = np.trace(second, axis1=1, axis2=2)
+    if centers is not None:
+        # trace E[(k - c)(k - c)^T] = trace E[k k^T] - 2 c . m + |c|^2
+        scale = scale - 2.0 * np.einsum("nf,nf->n", centers, m)
+        scale += np.einsum("nf,nf->n", centers, centers)
     # NaN rows (no weight at all) are handled by the caller's fallbacks.
     cov[~np.isfinite(scale)] = np.eye(layout.n_features)
     eigenvalues, vectors = np.linalg.eigh(cov)
@@ -125,7 +133,7 @@ def _apply_inverse(vectors, inverse, rhs):
     return np.einsum("nfe,nek->nfk", vectors, inverse[:, :, None] * projected)
 
 
-def solve(sums, queries, layout, return_std):
+def solve(sums, queries, layout, return_std, centers=None):
     """Local-linear predictions from a chunk's weighted moments.
 
     Parameters
@@ -138,6 +146,10 @@ def solve(sums, queries, layout, return_std):
         The column positions.
     return_std : bool
         Whether to return the weighted spread of the residuals.
+    centers : ndarray of shape (n_queries, n_features) or None
+        The mean of the keys of each query's fit, in the frame of the
+        moments, when it is not the origin (held-out fits pool subsets of the
+        keys). It only sets the singular threshold.
 
     Returns
     -------
@@ -153,7 +165,7 @@ def solve(sums, queries, layout, return_std):
     total = sums[:, -1]
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums[:, :-1] / total[:, None]
-    m, vectors, inverse, singular = _local_geometry(means, queries, layout)
+    m, vectors, inverse, singular = _local_geometry(means, queries, layout, centers)
     d, p = layout.n_features, layout.n_outputs
     ybar = means[:, layout.values]
     cross = means[:, layout.cross].reshape(-1, d, p) - m[:, :, None] * ybar[:, None]

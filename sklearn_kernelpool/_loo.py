@@ -16,10 +16,18 @@ before pooling (never subtracted afterwards, which would cancel). Points are
 taken in the leaf order of a k-d tree, so that blocks hold nearby points and
 a block whose weights are all zero, or all below ``exp(-708)``, is skipped.
 
-The pooled moments are ``w * [y, 1]`` (:func:`pooled_moments`), turned into
-predictions by :func:`solve_moments`. A pooling of other weighted moments of
-the keys and values only changes these two functions: removing a point from
-its own pool is done on the kernel weights, not on the moments.
+The pooled moments are ``w * [y, 1]`` for local-constant pooling (degree 0)
+and ``w * [k, upper(k k^T), y, k (x) y, y**2, 1]`` for local-linear pooling
+(degree 1, the columns of :func:`._local_linear.moment_matrix`), chosen by
+:func:`pooled_moments` and turned into predictions by
+:meth:`HeldOut.predictions`. Removing a point from its own pool is done on
+the kernel weights, not on the moments, so the pass is the same for both:
+only its width, ``n_outputs + 1`` or ``(d + 1)(d + 2) / 2 + (d + 2) p``
+columns for ``d`` features and ``p`` outputs, changes. Local-linear
+predictions solve each held-out fit around its query with
+:func:`._local_linear.solve`, with the key count and key mean of that fit,
+so that its singular designs fall back to the local mean exactly as the
+fitted estimator's do.
 
 Kernels with a log form are exponentiated without a per-row shift, which is
 what lets a block serve both of its sides. A row whose pooled weight falls
@@ -32,6 +40,7 @@ import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.neighbors import KDTree
 
+from . import _local_linear
 from ._pooling import _threadpool_controller
 
 # Blocks of BLOCK x BLOCK pairs: the float64 distances and the kernel buffer
@@ -46,16 +55,25 @@ _SKIP_LOGIT = -708.0
 _TINY = float(np.finfo(np.float64).tiny) ** 0.8
 
 
-def pooled_moments(Y, weights):
-    """The moments pooled per key: ``w * [y, 1]``, shape (n, n_outputs + 1).
+def pooled_moments(X, Y, weights, degree=0):
+    """The moments pooled per key, shape (n, n_columns), the weight last.
+
+    ``w * [y, 1]`` for degree 0; ``w * [k, upper(k k^T), y, k (x) y, y**2,
+    1]`` (:func:`._local_linear.moment_matrix`) for degree 1.
 
     Parameters
     ----------
+    X : ndarray of shape (n, n_features)
+        Keys, centred.
     Y : ndarray of shape (n, n_outputs)
-        Values.
+        Values (centred for degree 1).
     weights : ndarray of shape (n,)
         Sample weights.
+    degree : {0, 1}
+        The degree of the local polynomial.
     """
+    if degree == 1:
+        return _local_linear.moment_matrix(X, Y, weights)
     return np.hstack([Y, np.ones((len(Y), 1))]) * weights[:, None]
 
 
@@ -154,9 +172,11 @@ class HeldOut:
         The isotropic bandwidths of the candidates.
     n_jobs : int or None
         Threads over blocks of rows.
+    degree : {0, 1}
+        The degree of the local polynomial of the held-out fits.
     """
 
-    def __init__(self, X, Y, weights, kernels, bandwidths, n_jobs=None):
+    def __init__(self, X, Y, weights, kernels, bandwidths, n_jobs=None, degree=0):
         weights = np.asarray(weights, dtype=np.float64)
         # Predictions do not depend on the scale of the weights; a largest
         # weight of 1 keeps the underflow test on the kernel alone.
@@ -167,14 +187,24 @@ class HeldOut:
         self.kernels = kernels
         self.bandwidths = np.asarray(bandwidths, dtype=np.float64)
         self.n_jobs = n_jobs
-        self.moments = pooled_moments(Y, self.weights)
+        self.degree = degree
+        # Local-linear moments hold the values centred on their weighted
+        # mean, as the engine's do: covariances are then differences of
+        # moments of the order of the spread, not of the squared mean.
+        self.value_center = np.zeros(Y.shape[1])
+        if degree == 1:
+            self.value_center = self.weights @ Y / self.weights.sum()
+        values = Y - self.value_center
+        self.moments = pooled_moments(self.X, values, self.weights, degree)
         # ``w * [y, 1]`` for the fallbacks, whatever the pooled moments are.
         self.weighted_values = (
             np.hstack([Y, np.ones((len(Y), 1))]) * self.weights[:, None]
         )
         self.spatial_order = KDTree(self.X).get_arrays()[1]
         # The moments of unit weight, for scores that hold the weights.
-        self.unit_moments = pooled_moments(Y, np.ones_like(self.weights))
+        self.unit_moments = pooled_moments(
+            self.X, values, np.ones_like(self.weights), degree
+        )
 
     @property
     def _shape(self):
@@ -364,6 +394,75 @@ class HeldOut:
                         self.weights[train],
                     )
         return sums
+
+    # -- predictions ---------------------------------------------------------
+    def predictions(self, sums, rows, groups=None, train=None):
+        """Held-out predictions of every candidate from its pooled sums.
+
+        Parameters
+        ----------
+        sums : ndarray of shape (n_kernels, n_bandwidths, n_rows, n_columns)
+            From :meth:`sums_excluding_groups` (``rows`` every point) or
+            :meth:`sums_split` (``rows`` the test points).
+        rows : ndarray of int of shape (n_rows,)
+            The held-out points.
+        groups : ndarray of int of shape (n,) or None
+            The groups of :meth:`sums_excluding_groups`; None with ``train``
+            None means leave-one-out.
+        train : ndarray of int or None
+            The training points of :meth:`sums_split`.
+
+        Returns
+        -------
+        predictions : ndarray of shape (n_kernels, n_bandwidths, n_rows, n_outputs)
+            NaN where the pooled weight is zero.
+        empty : ndarray of bool of shape (n_kernels, n_bandwidths, n_rows)
+            Whether the pooled weight is zero.
+        singular : ndarray of bool of shape (n_kernels, n_bandwidths, n_rows)
+            The rows of positive weight whose local-linear design is singular
+            and that got the local mean; all False for degree 0.
+        """
+        if self.degree == 0:
+            predictions, empty = solve_moments(sums)
+            return predictions, empty, np.zeros_like(empty)
+        n_keys, centers = self._fit_keys(rows, groups, train)
+        layout = _local_linear.MomentLayout(self.X.shape[1], self.Y.shape[1], n_keys)
+        predictions = np.empty((*sums.shape[:-1], self.Y.shape[1]))
+        singular = np.empty(sums.shape[:-1], dtype=bool)
+        queries = self.X[rows]
+        for k in range(sums.shape[0]):
+            for m in range(sums.shape[1]):
+                predictions[k, m], _, singular[k, m] = _local_linear.solve(
+                    sums[k, m], queries, layout, False, centers
+                )
+        predictions += self.value_center
+        empty = ~(sums[..., -1] > 0)
+        predictions[empty] = np.nan
+        return predictions, empty, singular
+
+    def _fit_keys(self, rows, groups, train):
+        """Number and mean of the keys of positive weight of each row's fit.
+
+        The fitted estimator centres its keys on their unweighted mean, over
+        the keys of positive weight: the mean of the singular threshold.
+        """
+        positive = self.weights > 0
+        if train is not None:
+            keys = self.X[train[positive[train]]]
+            n_keys = np.full(len(rows), len(keys))
+            return n_keys, np.broadcast_to(
+                keys.mean(axis=0), (len(rows), keys.shape[1])
+            )
+        if groups is None:
+            groups = np.arange(len(self.X))
+        X = self.X * positive[:, None]
+        n_groups = groups.max() + 1
+        counts = np.bincount(groups, weights=positive, minlength=n_groups)
+        totals = np.zeros((n_groups, X.shape[1]))
+        np.add.at(totals, groups, X)
+        n_keys = (positive.sum() - counts)[groups[rows]]
+        centers = (X.sum(axis=0) - totals[groups[rows]]) / n_keys[:, None]
+        return n_keys, centers
 
     # -- fallbacks -----------------------------------------------------------
     def nearest_values(self, queries, allowed):

@@ -20,6 +20,7 @@ from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
+    LocalLinearFallbackWarning,
 )
 from sklearn_kernelpool._cv import _r2_scores, bandwidth_grid
 from sklearn_kernelpool._widths import loo_loss
@@ -259,6 +260,183 @@ def test_callable_scoring(data):
         reg.set_params(scoring=lambda est, X, y: 0.0).fit(X, y, sample_weight=w)
 
 
+# -- local-linear candidates (degree=1) -------------------------------------------
+def refit_local_linear(X, Y, splits, kernel, bandwidth, sample_weight, on_empty):
+    """Held-out local-linear predictions by refitting, with the empty and
+    singular-design fallbacks read from the estimator's warnings."""
+    predictions = np.full((len(X), Y.shape[1]), np.nan)
+    empty = np.zeros(len(X), dtype=bool)
+    singular = np.zeros(len(X), dtype=bool)
+    for train, test in splits:
+        w = None if sample_weight is None else sample_weight[train]
+        reg = KernelAttentionRegressor(
+            kernel=kernel, bandwidth=bandwidth, degree=1, on_empty=on_empty
+        ).fit(X[train], Y[train], sample_weight=w)
+        for i in test:  # one query at a time: a warning is that query's
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                predictions[i] = reg.predict(X[i : i + 1])[0]
+            kinds = {warning.category for warning in caught}
+            empty[i] = EmptyNeighborhoodWarning in kinds
+            singular[i] = LocalLinearFallbackWarning in kinds
+    return predictions, empty, singular
+
+
+# At these widths every local design of the fixture is either singular
+# (exactly: too few keys in a compact support) or well conditioned, so the
+# held-out fits and the refits agree to rounding. Narrower widths give
+# nearly singular designs (weights over tens of orders of magnitude), where
+# both computations are accurate only to the design's conditioning.
+LOCAL_LINEAR_BANDWIDTHS = [0.3, 0.6]
+
+
+@pytest.mark.parametrize("kernel", CANONICAL)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_local_linear_loo_matches_refitting(data, kernel, weighted):
+    X, y, w = data
+    sample_weight = w if weighted else None
+    weights = w if weighted else np.ones(len(X))
+    Y = np.column_stack([y, np.cos(3 * X[:, 1])]) if weighted else y[:, None]
+    target = Y if weighted else y
+    reg = KernelAttentionRegressorCV(
+        kernels=kernel, bandwidths=LOCAL_LINEAR_BANDWIDTHS, degree=1
+    ).fit(X, target, sample_weight=sample_weight)
+    assert reg.best_estimator_.degree == 1
+    for c, h in enumerate(LOCAL_LINEAR_BANDWIDTHS):
+        pred, empty, singular = refit_local_linear(
+            X, Y, loo_splits(len(X)), kernel, h, sample_weight, "nearest"
+        )
+        mse = np.average(np.mean((pred - Y) ** 2, axis=1), weights=weights)
+        assert_allclose(reg.cv_results_["loo_mse"][c], mse, rtol=1e-10)
+        assert_allclose(reg.cv_results_["mean_test_score"][c], -mse, rtol=1e-10)
+        assert reg.cv_results_["empty_fraction"][c] == pytest.approx(empty.mean())
+        fraction = reg.cv_results_["singular_fraction"][c]
+        assert fraction == pytest.approx(singular.mean())
+    if KERNELS[kernel].is_compact:
+        # The narrower support leaves some points with too few neighbours.
+        assert reg.cv_results_["singular_fraction"][0] > 0
+
+
+def test_local_linear_underflowing_rows_are_recomputed(data):
+    # At h = 0.004 the weights of most rows underflow without a shift, and
+    # the shifted ones are carried by the nearest other key alone: every
+    # design is singular and every point gets that key's value.
+    X, y, w = data
+    reg = KernelAttentionRegressorCV("gaussian", [0.004], degree=1)
+    reg.fit(X, y, sample_weight=w)
+    pred, _, singular = refit_local_linear(
+        X, y[:, None], loo_splits(len(X)), "gaussian", 0.004, w, "raise"
+    )
+    assert np.all(np.isfinite(pred)) and np.all(singular)
+    assert reg.cv_results_["singular_fraction"][0] == 1.0
+    mse = np.average((pred[:, 0] - y) ** 2, weights=w)
+    assert_allclose(reg.cv_results_["loo_mse"][0], mse, rtol=1e-10)
+
+
+def test_local_linear_loo_formula_on_a_line():
+    # Ten points on a line, y = 2x, a boxcar of radius 1.5: an inner point's
+    # fit holds its two neighbours and is exact; an end point's holds one
+    # key, a singular design, and gets that key's value, 2 away.
+    X = np.arange(10.0)[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning while scoring
+        reg = KernelAttentionRegressorCV("boxcar", [1.5, 2.5], degree=1).fit(
+            X, 2 * X[:, 0]
+        )
+    assert reg.cv_results_["singular_fraction"].tolist() == [0.2, 0.0]
+    assert reg.cv_results_["empty_fraction"].tolist() == [0.0, 0.0]
+    assert_allclose(reg.cv_results_["loo_mse"], [2 * 4 / 10, 0.0], atol=1e-24)
+    assert reg.bandwidth_ == 2.5
+    # Without the fallback the local mean is the rule: degree 0 at h = 1.5
+    # predicts the mean of the two neighbours, exact inside, 2 off at the ends.
+    zero = KernelAttentionRegressorCV("boxcar", [1.5]).fit(X, 2 * X[:, 0])
+    assert_allclose(zero.cv_results_["loo_mse"], [2 * 4 / 10], rtol=1e-14)
+    assert "singular_fraction" not in zero.cv_results_
+
+
+@pytest.mark.parametrize("cv", [3, ShuffleSplit(3, test_size=0.3, random_state=0)])
+@pytest.mark.parametrize("scoring", [None, "neg_mean_absolute_error"])
+def test_local_linear_kfold_equals_grid_search(data, cv, scoring):
+    X, y, _ = data
+    grid = {"kernel": ["gaussian", "tricube"], "bandwidth": LOCAL_LINEAR_BANDWIDTHS}
+    search = GridSearchCV(
+        KernelAttentionRegressor(degree=1), grid, cv=cv, scoring=scoring
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        search.fit(X, y)
+    reg = KernelAttentionRegressorCV(
+        grid["kernel"], grid["bandwidth"], cv=cv, scoring=scoring, degree=1
+    ).fit(X, y)
+    assert reg.cv_results_["params"] == search.cv_results_["params"]
+    for key in ["mean_test_score", "std_test_score", "split0_test_score"]:
+        assert_allclose(reg.cv_results_[key], search.cv_results_[key], rtol=1e-10)
+    assert_array_equal(
+        reg.cv_results_["rank_test_score"], search.cv_results_["rank_test_score"]
+    )
+    assert reg.best_params_ == search.best_params_
+    assert reg.best_estimator_.degree == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        assert_allclose(reg.predict(X), search.predict(X), rtol=1e-12)
+    # The narrower tricube leaves some held-out points too few keys.
+    tricube = reg.cv_results_["param_kernel"] == "tricube"
+    assert reg.cv_results_["singular_fraction"][tricube][0] > 0
+
+
+@pytest.mark.parametrize(
+    "cv",
+    [KFold(4, shuffle=True, random_state=1), ShuffleSplit(3, random_state=0)],
+)
+def test_local_linear_weighted_kfold_matches_refitting(data, cv):
+    X, y, w = data
+    Y = np.column_stack([y, np.cos(3 * X[:, 1])])
+    reg = KernelAttentionRegressorCV(
+        ["epanechnikov", "cauchy"], LOCAL_LINEAR_BANDWIDTHS, cv=cv, degree=1
+    ).fit(X, Y, sample_weight=w)
+    splits = list(cv.split(X))
+    for c, params in enumerate(reg.cv_results_["params"]):
+        for s, (train, test) in enumerate(splits):
+            pred, _, _ = refit_local_linear(
+                X,
+                Y,
+                [(train, test)],
+                params["kernel"],
+                params["bandwidth"],
+                w,
+                "nearest",
+            )
+            expected = r2_score(Y[test], pred[test], sample_weight=w[test])
+            assert_allclose(
+                reg.cv_results_[f"split{s}_test_score"][c], expected, rtol=1e-10
+            )
+
+
+def test_local_linear_selection_removes_the_boundary_bias():
+    # A steep linear trend: local-constant pooling is biased near the ends of
+    # the data by about the slope times the bandwidth, which forces narrow,
+    # noisy widths on it; local-linear fits are exact for linear functions.
+    errors = {0: [], 1: []}
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        X = rng.uniform(0, 1, size=(50, 1))
+        y = 10 * X[:, 0] + 0.5 * rng.normal(size=50)
+        loo_mse = {}
+        for degree in (0, 1):
+            reg = KernelAttentionRegressorCV(bandwidths=15, degree=degree)
+            reg.fit(X, y)
+            loo_mse[degree] = reg.cv_results_["loo_mse"][reg.best_index_]
+            assert reg.best_score_ == -loo_mse[degree]
+            ends = reg.predict([[0.0], [1.0]])
+            errors[degree].extend(np.abs(ends - [0.0, 10.0]))
+        assert loo_mse[1] < 0.95 * loo_mse[0]
+        # Degree 1 leaves little more than the noise variance, 0.25.
+        assert loo_mse[1] < 1.25 * 0.5**2
+    # At the ends of the data, the selected degree-1 fits are closer to the
+    # trend on average.
+    assert np.mean(errors[1]) < 0.5 * np.mean(errors[0])
+
+
 # -- per-feature widths ---------------------------------------------------------
 def slow_loo_loss(widths, X, Y, w, kernel):
     pred, _ = refit_held_out(X, Y, loo_splits(len(X)), kernel, widths, w, "raise")
@@ -348,16 +526,21 @@ def test_predict_score_clone_pickle(data):
     assert_array_equal(restored.predict(X), reg.predict(X))
 
 
-def test_threads_give_the_same_scores():
+@pytest.mark.parametrize("degree", [0, 1])
+def test_threads_give_the_same_scores(degree):
     rng = np.random.default_rng(3)
     X = rng.normal(size=(700, 3))
     y = X[:, 0] + 0.1 * rng.normal(size=700)
-    one = KernelAttentionRegressorCV(("gaussian", "biweight"), 5).fit(X, y)
-    two = KernelAttentionRegressorCV(("gaussian", "biweight"), 5, n_jobs=2).fit(X, y)
+    reg = KernelAttentionRegressorCV(("gaussian", "biweight"), 5, degree=degree)
+    one = clone(reg).fit(X, y)
+    two = clone(reg).set_params(n_jobs=2).fit(X, y)
+    # Threads add their parts of the sums in another order. A local-linear
+    # fit multiplies that rounding by its design's conditioning, about 1e3 at
+    # the narrowest gaussian width here.
     assert_allclose(
         one.cv_results_["mean_test_score"],
         two.cv_results_["mean_test_score"],
-        rtol=1e-12,
+        rtol=1e-12 if degree == 0 else 1e-10,
     )
 
 
@@ -373,6 +556,7 @@ def test_threads_give_the_same_scores():
         ({"kernels": []}, "kernel names"),
         ({"kernels": "boxcar", "per_feature": True}, "log form"),
         ({"per_feature": True, "cv": 3}, "needs cv=None"),
+        ({"per_feature": True, "degree": 1}, "per_feature=True .* needs degree=0"),
     ],
 )
 def test_invalid_parameters(data, params, match):
@@ -383,7 +567,13 @@ def test_invalid_parameters(data, params, match):
 
 def test_invalid_parameter_types(data):
     X, y, _ = data
-    for params in ({"bandwidths": 0}, {"cv": 1}, {"on_empty": "zero"}):
+    for params in (
+        {"bandwidths": 0},
+        {"cv": 1},
+        {"on_empty": "zero"},
+        {"degree": 2},
+        {"degree": 0.5},
+    ):
         with pytest.raises(ValueError, match="parameter of KernelAttentionRegressor"):
             KernelAttentionRegressorCV(**params).fit(X, y)
 
