@@ -123,7 +123,15 @@ def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
 
 
-@pytest.mark.parametrize("estimator", ESTIMATORS[:1])
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        KernelAttentionRegressor(),
+        KernelAttentionClassifier(),
+        KernelAttentionRegressorCV(),
+    ],
+    ids=lambda estimator: type(estimator).__name__,
+)
 def test_param_validation(estimator):
     check_param_validation(type(estimator).__name__, estimator)
 
@@ -153,8 +161,3 @@ CLASSIFIERS = list(_classifier_configurations())
 @parametrize_with_checks(CLASSIFIERS)
 def test_sklearn_compatible_classifier(estimator, check):
     check(estimator)
-
-
-@pytest.mark.parametrize("estimator", CLASSIFIERS[:1])
-def test_classifier_param_validation(estimator):
-    check_param_validation(type(estimator).__name__, estimator)
