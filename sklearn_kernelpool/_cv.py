@@ -10,13 +10,19 @@ from sklearn.metrics import check_scoring, get_scorer_names
 from sklearn.model_selection import ParameterGrid, check_cv
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ._algorithm import ALGORITHMS
-from ._base import validate_sample_weight
+from ._base import validate_fit_data, validate_queries, validate_sample_weight
 from ._loo import HeldOut
 from ._pooling import ON_EMPTY
 from ._regression import KernelAttentionRegressor
+from ._validation import (
+    check_squares,
+    coordinate_limit,
+    relative_weights,
+    scale_coordinates,
+)
 from ._widths import learn_widths
 from .kernels import KERNELS
 
@@ -38,6 +44,24 @@ def bandwidth_grid(X, size):
     if size == 1:
         return np.array([np.sqrt(low * radius)])
     return np.geomspace(low, radius, size)
+
+
+def _check_grid(X, grid):
+    """Refuse bandwidths with which the scores cannot be computed.
+
+    A bandwidth's square must be a normal float64, and ``X`` divided by the
+    smallest one must have finite squared distances in the dtype of ``X``, as
+    :class:`KernelAttentionRegressor` requires of its bandwidth.
+    """
+    limit = coordinate_limit(np.float64, 1)
+    if not (grid.min() >= 1 / limit and grid.max() <= limit):
+        raise ValueError(
+            f"The bandwidths must lie between {1 / limit:.3g} and {limit:.3g}, "
+            "where their squares are normal float64 numbers; got bandwidths "
+            f"from {grid.min():.3g} to {grid.max():.3g}. Rescale X (for example "
+            "with a StandardScaler) and the bandwidths."
+        )
+    scale_coordinates(X, grid.min(), X.dtype, "X")
 
 
 class _Predicted(RegressorMixin, BaseEstimator):
@@ -297,7 +321,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     estimator's ``fit`` and the scorer; a callable ``scoring`` must then
     accept ``sample_weight``. An integer weight is not the same as repeated
     rows: leave-one-out removes a point's whole weight, and K-fold splits the
-    rows.
+    rows. The weights are first divided by a power of two near the largest,
+    which is exact and keeps every sum finite: scorers that normalise the
+    weights, as scikit-learn's do, score the same.
 
     Per-feature widths (``per_feature=True``) minimise
     :math:`\\sum_i w_i \\lVert y_i - \\hat y_{-i}\\rVert^2`, where
@@ -456,15 +482,20 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
-        X, y = validate_data(
-            self,
-            X,
-            y,
-            dtype=[np.float64, np.float32],
-            multi_output=True,
-            y_numeric=True,
-        )
+        X, y = validate_fit_data(self, X, y, multi_output=True, y_numeric=True)
+        # The scores square the distances of the data as it is, and the errors.
+        check_squares(X, "X", "squared distances")
+        check_squares(y.reshape(X.shape[0], -1), "y", "squared errors")
         sample_weight = validate_sample_weight(sample_weight, X)
+        if sample_weight is not None:
+            # Pools and scores are ratios of weighted sums: weights divided by
+            # a power of two near their largest give the same bits, and sums
+            # of them cannot overflow. Weights that would round to zero next
+            # to the largest are refused, as KernelAttentionRegressor does.
+            positive = sample_weight > 0
+            relative = np.zeros_like(sample_weight)
+            relative[positive] = relative_weights(sample_weight[positive], np.float64)
+            sample_weight = relative
         names = self._kernel_names()
         if self.per_feature and self.cv is not None:
             raise ValueError(
@@ -483,6 +514,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         X64 = X.astype(np.float64)
         Y = y.reshape(X.shape[0], -1).astype(np.float64)
         grid = self._bandwidth_grid(X64[positive])
+        _check_grid(X, grid)
         scorer = self._scorer(weighted=sample_weight is not None)
 
         params = list(ParameterGrid({"kernel": names, "bandwidth": list(grid)}))
@@ -710,7 +742,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             The pooled values.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate_queries(self, X)
         return self.best_estimator_.predict(X)
 
     def __sklearn_tags__(self):

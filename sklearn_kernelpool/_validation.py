@@ -59,6 +59,23 @@ def coordinate_limit(dtype, n_features):
     return float(np.sqrt(np.finfo(dtype).max) / 8 / np.sqrt(n_features))
 
 
+def check_squares(values, name, squares):
+    """Refuse float64 ``values`` (2-D) whose squares, summed, would overflow.
+
+    For the arithmetic that squares the data as it is: the squared distances
+    of unscaled keys, the squared errors of values. ``squares`` names them in
+    the message.
+    """
+    limit = coordinate_limit(np.float64, values.shape[1])
+    largest = float(np.max(np.abs(values), initial=0.0))
+    if not largest <= limit:
+        raise ValueError(
+            f"{name} has values up to {largest:.3g}; past {limit:.3g} (float64, "
+            f"{values.shape[1]} columns) {squares} overflow. Rescale {name} "
+            "(for example with a StandardScaler)."
+        )
+
+
 def scale_coordinates(X, bandwidth, dtype, name):
     """``X / bandwidth`` in float64, refusing coordinates that would overflow.
 

@@ -7,6 +7,10 @@ message is one of ``DOCUMENTED``, or finite predictions (NaN only where
 ``on_empty="nan"`` asked for it). Any other exception or warning (an overflow
 ``RuntimeWarning`` is an error under the test settings) fails. The run is
 derandomized, as in ``test_properties.py``: the same 300 examples every time.
+
+The classifier gets the same arbitrary keys, weights and queries with integer
+labels (150 examples): its probabilities must be finite, in [0, 1], and sum
+to one per query.
 """
 
 import re
@@ -17,7 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from sklearn_kernelpool import EmptyNeighborhoodWarning, KernelAttentionRegressor
+from sklearn_kernelpool import (
+    EmptyNeighborhoodWarning,
+    KernelAttentionClassifier,
+    KernelAttentionRegressor,
+)
 from sklearn_kernelpool.kernels import KERNELS
 
 DOCUMENTED = (
@@ -78,13 +86,15 @@ def cases(draw):
         return X.astype(dtype), y, w, Q.astype(dtype), params
 
 
-@settings(
-    max_examples=300,
+FUZZ_SETTINGS = dict(
     deadline=None,
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+
+
+@settings(max_examples=300, **FUZZ_SETTINGS)
 @given(cases())
 def test_fit_predict_give_a_documented_error_or_finite_predictions(case):
     X, y, w, Q, params = case
@@ -101,3 +111,26 @@ def test_fit_predict_give_a_documented_error_or_finite_predictions(case):
     if params["on_empty"] == "nan":
         pred = pred[~np.isnan(pred)]
     assert np.all(np.isfinite(pred)), (pred, re.escape(str(params)))
+
+
+@settings(max_examples=150, **FUZZ_SETTINGS)
+@given(cases(), st.lists(st.integers(-3, 3), min_size=12, max_size=12))
+def test_classifier_gives_a_documented_error_or_probabilities(case, codes):
+    X, _, w, Q, params = case
+    labels = np.array(codes[: len(X)])
+    if params["on_empty"] == "nan":
+        params["on_empty"] = "mean"  # the classifier has no NaN policy
+    clf = KernelAttentionClassifier(**params)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            proba = clf.fit(X, labels, sample_weight=w).predict_proba(Q)
+    except ValueError as error:
+        message = str(error)
+        assert any(fragment in message for fragment in DOCUMENTED), message
+        return
+    assert proba.shape == (len(Q), len(np.unique(labels)))
+    assert np.all(np.isfinite(proba)), (proba, re.escape(str(params)))
+    assert np.all((proba >= 0) & (proba <= 1))
+    tol = 1e-12 if proba.dtype == np.float64 else 1e-5
+    assert np.allclose(proba.sum(axis=1), 1.0, rtol=0, atol=tol)

@@ -9,6 +9,10 @@ The runs are derandomized (``derandomize=True``, no example database): CI
 checks the same examples on every run, so a failure is reproducible and never
 flaky. The examples themselves are still chosen by hypothesis, and a change of
 the strategies explores new ones.
+
+The classifier's probabilities, local-linear pooling (``degree=1``) and the
+standard deviations of ``return_std`` have their own properties at the end,
+on the same drawn problems.
 """
 
 import warnings
@@ -19,7 +23,12 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.stats import ortho_group
 
-from sklearn_kernelpool import EmptyNeighborhoodWarning, KernelAttentionRegressor
+from sklearn_kernelpool import (
+    EmptyNeighborhoodWarning,
+    KernelAttentionClassifier,
+    KernelAttentionRegressor,
+    LocalLinearFallbackWarning,
+)
 from sklearn_kernelpool.kernels import KERNELS
 
 CANONICAL = sorted({kernel.name for kernel in KERNELS.values()})
@@ -37,14 +46,23 @@ PROPERTY_SETTINGS = settings(
 
 
 def attention_weights(estimator, X):
-    """The attention weights of ``estimator`` for the queries ``X``."""
-    return estimator._pool.attention_weights(X)
+    """The attention weights of ``estimator`` for the queries ``X``.
+
+    The sparse matrix holds the same weights, computed in other chunks: to
+    the rounding of a normalised weight (at most 1), 64 eps.
+    """
+    dense = quietly(estimator.attention_weights, X)
+    sparse = quietly(lambda Q: estimator.attention_weights(Q, sparse=True), X)
+    assert sparse.shape == dense.shape
+    assert_allclose(sparse.toarray(), dense, rtol=0, atol=64 * EPS[np.float64])
+    return dense
 
 
-def quietly(func, *args):
+def quietly(func, *args, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
-        return func(*args)
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        return func(*args, **kwargs)
 
 
 class Problem:
@@ -254,7 +272,7 @@ def test_all_algorithms_agree(problem, on_empty):
 def test_attention_weights_pool_to_the_predictions(problem, on_empty):
     reg = problem.estimator(on_empty=on_empty)
     reg.fit(problem.X, problem.y, sample_weight=problem.w)
-    weights = quietly(attention_weights, reg, problem.Q)
+    weights = attention_weights(reg, problem.Q)
     pred = quietly(reg.predict, problem.Q)
     assert weights.shape == (len(problem.Q), len(problem.X))
     assert np.all(weights >= 0)
@@ -264,3 +282,226 @@ def test_attention_weights_pool_to_the_predictions(problem, on_empty):
     # The same scores, summed in another order: rounding of n terms.
     tol = 64 * EPS[np.float64] * len(problem.X) * problem.scale
     assert_allclose(weights @ reg.values_, pred, rtol=0, atol=tol)
+
+
+# -- the classifier ------------------------------------------------------------
+def labels_of(problem):
+    """Three classes, as a function of the keys so that they are learnable."""
+    return np.digitize(problem.X.sum(axis=1) / problem.X.shape[1], [0.33, 0.66])
+
+
+def fit_proba(problem, X=None, labels=None, Q=None, w="same", **params):
+    X = problem.X if X is None else X
+    labels = labels_of(problem) if labels is None else labels
+    Q = problem.Q if Q is None else Q
+    w = problem.w if isinstance(w, str) else w
+    params = {
+        "kernel": problem.kernel,
+        "bandwidth": problem.h,
+        "algorithm": problem.algorithm,
+        **params,
+    }
+    clf = KernelAttentionClassifier(**params).fit(X, labels, sample_weight=w)
+    return clf, quietly(clf.predict_proba, Q)
+
+
+def proba_rounding(problem):
+    """``rounding`` for values of scale 1: probabilities."""
+    return EPS[np.float64] * 64 * (1.0 + problem.R**2)
+
+
+@PROPERTY_SETTINGS
+@given(problems())
+def test_classifier_rows_are_probabilities_pooled_by_the_attention_weights(problem):
+    clf, proba = fit_proba(problem)
+    assert proba.shape == (len(problem.Q), len(clf.classes_))
+    assert np.all((proba >= 0) & (proba <= 1))
+    assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    weights = attention_weights(clf, problem.Q)
+    # The same scores summed in another order, then normalised.
+    tol = 64 * EPS[np.float64] * len(problem.X)
+    assert_allclose(weights @ clf.values_, proba, rtol=0, atol=tol)
+
+
+@PROPERTY_SETTINGS
+@given(problems(), st.integers(0, 20))
+def test_classifier_translation_rotation_and_permutation_invariance(
+    problem, log2_offset
+):
+    _, base = fit_proba(problem)
+    tol = proba_rounding(problem)
+    # Exact shifts (see test_translation_invariance).
+    offset = problem.rng.choice([-1.0, 1.0], size=problem.X.shape[1])
+    offset *= 2.0**log2_offset
+    _, shifted = fit_proba(
+        problem, X=problem.X + offset, labels=labels_of(problem), Q=problem.Q + offset
+    )
+    assert_allclose(shifted, base, rtol=0, atol=tol)
+    d = problem.X.shape[1]
+    R = ortho_group.rvs(d, random_state=problem.rng) if d > 1 else -np.eye(1)
+    _, rotated = fit_proba(
+        problem, X=problem.X @ R, labels=labels_of(problem), Q=problem.Q @ R
+    )
+    assert_allclose(rotated, base, rtol=0, atol=tol)
+    perm = problem.rng.permutation(len(problem.X))
+    w = None if problem.w is None else problem.w[perm]
+    _, permuted = fit_proba(
+        problem, X=problem.X[perm], labels=labels_of(problem)[perm], w=w
+    )
+    assert_allclose(permuted, base, rtol=0, atol=tol)
+
+
+@PROPERTY_SETTINGS
+@given(problems())
+def test_classifier_integer_weight_k_equals_k_duplicated_rows(problem):
+    counts = problem.rng.integers(0, 4, size=len(problem.X))
+    counts[problem.rng.integers(len(counts))] = 2
+    labels = labels_of(problem)
+    _, weighted = fit_proba(problem, w=counts)
+    clf, repeated = fit_proba(
+        problem,
+        X=problem.X.repeat(counts, axis=0),
+        labels=labels.repeat(counts),
+        w=None,
+    )
+    # Classes of weight zero are absent from the repeated fit.
+    present = np.isin(np.unique(labels), clf.classes_)
+    assert_allclose(
+        weighted[:, present], repeated, rtol=0, atol=proba_rounding(problem)
+    )
+    assert np.all(weighted[:, ~present] == 0)
+
+
+@PROPERTY_SETTINGS
+@given(problems(kernels=tuple(COMPACT)), st.sampled_from(["nearest", "mean"]))
+def test_classifier_algorithms_agree(problem, on_empty):
+    probas = [
+        fit_proba(problem, algorithm=algorithm, on_empty=on_empty)[1]
+        for algorithm in ("brute", "kd_tree", "ball_tree")
+    ]
+    for proba in probas[1:]:
+        assert_allclose(proba, probas[0], rtol=0, atol=proba_rounding(problem))
+
+
+# -- local-linear pooling (degree=1) ------------------------------------------
+# The local-linear fit solves a small weighted least-squares problem per query,
+# whose rounding grows with the condition number of its moment matrix. These
+# problems keep it moderate: at least 30 keys, unbounded kernels (every key
+# carries weight) and bandwidths from 1/4 to 16 times the unit scale of the
+# keys. Rounding then stays below LOCAL_LINEAR_RTOL times the scale of y.
+LOCAL_LINEAR_RTOL = 1e-8
+
+
+@st.composite
+def local_linear_problems(draw):
+    return Problem(
+        seed=draw(st.integers(0, 2**32 - 1)),
+        n=draw(st.integers(30, 150)),
+        m=draw(st.integers(1, 30)),
+        d=draw(st.integers(1, 4)),
+        n_outputs=draw(st.sampled_from([0, 2])),
+        kernel=draw(st.sampled_from(UNBOUNDED)),
+        log2_h=draw(st.integers(-2, 4)),
+        weights=draw(st.sampled_from(["none", "counts", "uniform"])),
+        algorithm="brute",
+    )
+
+
+def local_linear(problem, **kwargs):
+    return quietly(problem.fit_predict, degree=1, **kwargs)
+
+
+@PROPERTY_SETTINGS
+@given(local_linear_problems(), st.integers(0, 20))
+def test_local_linear_invariances(problem, log2_offset):
+    base = local_linear(problem)
+    tol = LOCAL_LINEAR_RTOL * problem.scale
+    offset = problem.rng.choice([-1.0, 1.0], size=problem.X.shape[1])
+    offset *= 2.0**log2_offset
+    shifted = local_linear(problem, X=problem.X + offset, Q=problem.Q + offset)
+    assert_allclose(shifted, base, rtol=0, atol=tol)
+    d = problem.X.shape[1]
+    R = ortho_group.rvs(d, random_state=problem.rng) if d > 1 else -np.eye(1)
+    rotated = local_linear(problem, X=problem.X @ R, Q=problem.Q @ R)
+    assert_allclose(rotated, base, rtol=0, atol=tol)
+    perm = problem.rng.permutation(len(problem.X))
+    w = None if problem.w is None else problem.w[perm]
+    permuted = local_linear(problem, X=problem.X[perm], y=problem.y[perm], w=w)
+    assert_allclose(permuted, base, rtol=0, atol=tol)
+
+
+@PROPERTY_SETTINGS
+@given(local_linear_problems())
+def test_local_linear_integer_weight_k_equals_k_duplicated_rows(problem):
+    counts = problem.rng.integers(1, 4, size=len(problem.X))
+    weighted = local_linear(problem, w=counts)
+    repeated = local_linear(
+        problem,
+        X=problem.X.repeat(counts, axis=0),
+        y=problem.y.repeat(counts, axis=0),
+        w=None,
+    )
+    assert_allclose(weighted, repeated, rtol=0, atol=LOCAL_LINEAR_RTOL * problem.scale)
+
+
+@PROPERTY_SETTINGS
+@given(local_linear_problems(), st.floats(-10, 10), st.floats(-10, 10))
+def test_local_linear_reproduces_linear_functions(problem, slope, intercept):
+    d = problem.X.shape[1]
+    beta = slope * problem.rng.uniform(-1, 1, size=d)
+    y = problem.X @ beta + intercept
+    pred = local_linear(problem, y=y)
+    expected = problem.Q @ beta + intercept
+    scale = np.abs(beta).sum() + abs(intercept) + 1.0
+    assert_allclose(pred, expected, rtol=0, atol=LOCAL_LINEAR_RTOL * scale)
+
+
+@PROPERTY_SETTINGS
+@given(local_linear_problems())
+def test_local_linear_attention_weights_pool_to_the_predictions(problem):
+    reg = problem.estimator(degree=1)
+    reg.fit(problem.X, problem.y, sample_weight=problem.w)
+    weights = attention_weights(reg, problem.Q)
+    pred = quietly(reg.predict, problem.Q)
+    assert_allclose(weights.sum(axis=1), 1.0, rtol=0, atol=1e-10)
+    tol = LOCAL_LINEAR_RTOL * problem.scale
+    assert_allclose(weights @ reg.values_, pred, rtol=0, atol=tol)
+
+
+# -- return_std -----------------------------------------------------------------
+def fit_std(problem, X=None, y=None, Q=None, degree=0):
+    X = problem.X if X is None else X
+    y = problem.y if y is None else y
+    Q = problem.Q if Q is None else Q
+    reg = problem.estimator(degree=degree).fit(X, y, sample_weight=problem.w)
+    return quietly(reg.predict, Q, return_std=True)[1]
+
+
+@PROPERTY_SETTINGS
+@given(
+    problems(),
+    st.sampled_from([0, 1]),
+    st.integers(0, 20),
+    st.floats(-1e3, 1e3),
+    st.floats(-1e6, 1e6),
+)
+def test_std_is_non_negative_translation_invariant_and_equivariant(
+    problem, degree, log2_offset, a, b
+):
+    if degree == 1 and len(problem.X) < 30:
+        degree = 0  # local-linear rounding needs enough keys (see above)
+    rtol = LOCAL_LINEAR_RTOL if degree else 64 * EPS[np.float64] * (1 + problem.R**2)
+    std = fit_std(problem, degree=degree)
+    assert np.all(std >= 0)
+    offset = problem.rng.choice([-1.0, 1.0], size=problem.X.shape[1])
+    offset *= 2.0**log2_offset
+    shifted = fit_std(
+        problem, X=problem.X + offset, Q=problem.Q + offset, degree=degree
+    )
+    # A standard deviation is the root of a variance: its rounding is the
+    # square root of the variance's rounding, relative to the scale of y.
+    tol = np.sqrt(rtol) * problem.scale
+    assert_allclose(shifted, std, rtol=0, atol=tol)
+    moved = fit_std(problem, y=a * problem.y + b, degree=degree)
+    scale = abs(a) * problem.scale + abs(b)
+    assert_allclose(moved, abs(a) * std, rtol=0, atol=np.sqrt(rtol) * scale + 1e-300)
