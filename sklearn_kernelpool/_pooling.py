@@ -158,6 +158,16 @@ class KernelPool:
             self.scorer = TreeScorer(scaled, kernel, self.algorithm, self.dtype)
             self.pool_matrix = unfolded
 
+    def __getstate__(self):
+        # The matrices built on first use are derived from the fitted state:
+        # pickles (and so joblib.hash) leave them out, so a fitted estimator
+        # pickles the same before and after its first prediction.
+        state = self.__dict__.copy()
+        for name, attribute in vars(type(self)).items():
+            if isinstance(attribute, functools.cached_property):
+                state.pop(name, None)
+        return state
+
     # -- the matrices of the spread and of the local-linear moments ----------
     # Built on first use, in float64, with the values centred on their
     # weighted mean so that variances are differences of moments of the
@@ -469,7 +479,12 @@ class KernelPool:
                 wide = workspace.wide[: len(scores)]
                 np.copyto(wide, scores)
                 scores = wide
-            return self.scorer.pool(scores, matrix)
+            if matrix is self.pool_matrix:
+                return self.scorer.pool(scores, matrix)
+            # BLAS rounds the wider products of moments differently with its
+            # number of threads: one thread keeps them independent of n_jobs.
+            with _threadpool_controller().limit(limits=1, user_api="blas"):
+                return self.scorer.pool(scores, matrix)
 
         n = len(queries[0])
         scores = self._raw_scores(queries, workspace)
