@@ -479,12 +479,7 @@ class KernelPool:
                 wide = workspace.wide[: len(scores)]
                 np.copyto(wide, scores)
                 scores = wide
-            if matrix is self.pool_matrix:
-                return self.scorer.pool(scores, matrix)
-            # BLAS rounds the wider products of moments differently with its
-            # number of threads: one thread keeps them independent of n_jobs.
-            with _threadpool_controller().limit(limits=1, user_api="blas"):
-                return self.scorer.pool(scores, matrix)
+            return self.scorer.pool(scores, matrix)
 
         n = len(queries[0])
         scores = self._raw_scores(queries, workspace)

@@ -1,10 +1,10 @@
 """attention_weights(X, sparse=...): the weights predict uses, dense and sparse."""
 
-import tracemalloc
 import warnings
 
 import numpy as np
 import pytest
+from _memory import traced_peak
 from _reference import FORMULAS, local_fit
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.sparse import csr_array
@@ -120,12 +120,7 @@ def test_sparse_tree_weights_never_go_dense():
     reg = KernelAttentionRegressor(kernel="epanechikov", bandwidth=0.01)
     reg.fit(X, X[:, 0])
     assert reg.algorithm_ == "kd_tree"
-    tracemalloc.start()
-    try:
-        weights = reg.attention_weights(Q, sparse=True)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    weights, peak = traced_peak(lambda: reg.attention_weights(Q, sparse=True))
     # About 16 neighbours a query: 320 000 non-zeros, 4 MB; dense, 8 GB.
     assert weights.nnz < 30 * len(Q)
     assert peak < 40 * 2**20

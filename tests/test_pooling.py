@@ -1,10 +1,10 @@
 """The pooling engine: every path, the chunks, the threads and the memory."""
 
-import tracemalloc
 import warnings
 
 import numpy as np
 import pytest
+from _memory import peak_predict_memory
 from _reference import FORMULAS, nadaraya_watson
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import clone, config_context
@@ -186,17 +186,6 @@ def test_n_jobs_gives_identical_results(data, path, kernel, monkeypatch):
     assert len(calls) == 3
 
 
-def peak_predict_memory(reg, Q, working_memory):
-    """Peak bytes traced while ``reg`` predicts ``Q`` under a memory budget."""
-    with config_context(working_memory=working_memory):
-        tracemalloc.start()
-        try:
-            reg.predict(Q)
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-
-
 def test_brute_memory_stays_bounded():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20_000, 4))
@@ -270,38 +259,6 @@ def test_one_feature_paths_agree_with_duplicates_and_far_queries(kernel):
     nearest = X[positive][np.argmin(np.abs(X[positive, 0] - (-50.0)))]
     tied = positive & (X[:, 0] == nearest[0])
     assert_allclose(preds[0][-1], np.average(Y[tied], axis=0, weights=w[tied]))
-
-
-@pytest.mark.parametrize("path", PATHS)
-def test_concurrent_predictions_from_one_estimator(data, path):
-    from concurrent.futures import ThreadPoolExecutor
-
-    from joblib import hash as joblib_hash
-
-    X, Y, w, _ = data
-    Q = np.random.default_rng(4).uniform(0.2, 0.8, size=(3000, 3))
-    reg = KernelAttentionRegressor(kernel="triweight", bandwidth=0.4, algorithm=path)
-    reg.fit(X, Y, sample_weight=w)
-    with config_context(working_memory=0.1):  # several chunks per call
-        expected = reg.predict(Q)  # no empty neighbourhood: no warning
-
-        # The whole estimator, trees included: they pickle without their
-        # query counters.
-        def state():
-            return joblib_hash(reg)
-
-        def predict_chunked(_):
-            # scikit-learn's configuration is thread-local: the workers set it
-            # too, so every call chunks its queries alike.
-            with config_context(working_memory=0.1):
-                return reg.predict(Q)
-
-        before = state()
-        with ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(predict_chunked, range(16)))
-    for result in results:
-        assert_array_equal(result, expected)
-    assert state() == before
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechikov", "cauchy"])
