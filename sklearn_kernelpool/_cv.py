@@ -323,7 +323,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     rows: leave-one-out removes a point's whole weight, and K-fold splits the
     rows. The weights are first divided by a power of two near the largest,
     which is exact and keeps every sum finite: scorers that normalise the
-    weights, as scikit-learn's do, score the same.
+    weights, as scikit-learn's do, score the same. ``best_estimator_`` is
+    fitted with the weights as given.
 
     Per-feature widths (``per_feature=True``) minimise
     :math:`\\sum_i w_i \\lVert y_i - \\hat y_{-i}\\rVert^2`, where
@@ -486,7 +487,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         # The scores square the distances of the data as it is, and the errors.
         check_squares(X, "X", "squared distances")
         check_squares(y.reshape(X.shape[0], -1), "y", "squared errors")
-        sample_weight = validate_sample_weight(sample_weight, X)
+        sample_weight = given_weight = validate_sample_weight(sample_weight, X)
         if sample_weight is not None:
             # Pools and scores are ratios of weighted sums: weights divided by
             # a power of two near their largest give the same bits, and sums
@@ -557,7 +558,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             on_empty=self.on_empty,
             algorithm=self.algorithm,
             n_jobs=self.n_jobs,
-        ).fit(X, y, sample_weight=sample_weight)
+        ).fit(X, y, sample_weight=given_weight)  # it rescales them itself
         return self
 
     def _fallback(self, held_out, predictions, empty, queries, allowed_rows):
