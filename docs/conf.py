@@ -43,7 +43,7 @@ sphinx_gallery_conf = {
 
 html_theme = "pydata_sphinx_theme"
 html_title = "sklearn-kernelpool"
-html_theme_options = {"navigation_with_keys": False, "header_links_before_dropdown": 7}
+html_theme_options = {"navigation_with_keys": False}
 exclude_patterns = ["_build", "auto_examples/*.ipynb"]
 plot_include_source = True
 plot_html_show_formats = False
