@@ -16,6 +16,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "matplotlib.sphinxext.plot_directive",
     "myst_parser",
+    "sphinx_design",
 ]
 
 autosummary_generate = True

@@ -1,0 +1,175 @@
+"""The documentation covers the public API and its examples run.
+
+Every public name is in the API reference, every public class and function
+has a numpydoc docstring with an Examples section, the user guide's kernel
+table matches the registry, and the examples written in the pages run.
+"""
+
+import doctest
+import inspect
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sklearn_kernelpool
+from sklearn_kernelpool import kernels
+from sklearn_kernelpool.kernels import KERNELS
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _public_names():
+    """(module, name) for every name of the two public ``__all__`` lists."""
+    for module in (sklearn_kernelpool, kernels):
+        for name in module.__all__:
+            if not name.startswith("__"):
+                yield module, name
+
+
+def _documented_objects():
+    """(qualified name, object) of every public class and function."""
+    for module, name in _public_names():
+        obj = getattr(module, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            yield f"{module.__name__}.{name}", obj
+
+
+def _section(doc, title):
+    """The body of numpydoc section ``title`` of ``doc``, or None."""
+    match = re.search(
+        rf"^{title}\n-{{{len(title)}}}\n(.*?)(?=^\w[\w ]*\n-+\n|\Z)",
+        doc,
+        flags=re.M | re.S,
+    )
+    return None if match is None else match.group(1)
+
+
+@pytest.mark.parametrize("name", sorted({name for _, name in _public_names()}), ids=str)
+def test_every_public_name_is_in_the_api_reference(name):
+    text = (DOCS / "api.rst").read_text()
+    assert re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text), name
+
+
+_OBJECTS = dict(_documented_objects())
+
+
+@pytest.mark.parametrize("qualname", sorted(_OBJECTS))
+def test_public_docstrings_are_numpydoc_with_a_runnable_example(qualname):
+    obj = _OBJECTS[qualname]
+    doc = inspect.getdoc(obj)
+    assert doc, f"{qualname} has no docstring"
+    summary = doc.splitlines()[0]
+    assert summary.strip() and summary.rstrip().endswith("."), (
+        f"{qualname}: the summary line should be one sentence"
+    )
+    if inspect.isfunction(obj):
+        assert _section(doc, "Parameters"), f"{qualname}: no Parameters section"
+        assert _section(doc, "Returns"), f"{qualname}: no Returns section"
+    examples = _section(doc, "Examples")
+    assert examples is not None, f"{qualname}: no Examples section"
+    assert ">>> " in examples, f"{qualname}: the Examples run no code"
+    # The examples run: they are doctests (--doctest-modules), and parse here.
+    assert doctest.DocTestParser().get_examples(examples)
+
+
+def _kernel_table_rows():
+    """(names, formula, support) of the user guide's kernel table."""
+    text = (DOCS / "user_guide" / "kernels.rst").read_text()
+    table = text[text.index(".. list-table::") :]
+    table = table[: table.index("\n\n.. ")]
+    rows = re.split(r"^   \* - ", table, flags=re.M)[2:]  # skip the header
+    out = []
+    for row in rows:
+        cells = [cell.strip() for cell in re.split(r"^     - ", row, flags=re.M)]
+        names = re.findall(r"``(\w+)``", cells[0])
+        out.append((names, cells[1], cells[2]))
+    return out
+
+
+def test_the_kernel_table_lists_every_kernel_and_alias_once():
+    rows = _kernel_table_rows()
+    names = [name for row_names, _, _ in rows for name in row_names]
+    assert sorted(names) == sorted(KERNELS)
+    canonical = {kernel.name for kernel in KERNELS.values()}
+    assert [row_names[0] for row_names, _, _ in rows] == [
+        name for name in dict.fromkeys(k.name for k in KERNELS.values())
+    ]
+    assert {row_names[0] for row_names, _, _ in rows} == canonical
+
+
+def test_the_kernel_table_groups_aliases_and_gives_the_support():
+    for row_names, _, support in _kernel_table_rows():
+        kernel = KERNELS[row_names[0]]
+        assert {KERNELS[name].name for name in row_names} == {kernel.name}
+        assert set(kernel.aliases) == set(row_names[1:])
+        expected = "unbounded" if kernel.support == np.inf else f"{kernel.support:g}"
+        assert support == expected, row_names[0]
+
+
+def test_the_kernel_table_formulas_match_the_functions():
+    # The formula column, read as Python, gives the kernel's values.
+    x = np.linspace(-2.5, 2.5, 101)
+    to_python = [
+        (r":math:`", ""),
+        (r"`", ""),
+        (r"\\exp", "np.exp"),
+        (r"\\max", "np.maximum"),
+        (r"\\cos", "np.cos"),
+        (r"\\pi ", "np.pi * "),
+        (r"\\cdot", "*"),
+        (r"\|x\|", "np.abs(x)"),
+        (r"\^", "**"),
+    ]
+    for row_names, formula, _ in _kernel_table_rows():
+        expr = formula
+        for pattern, repl in to_python:
+            expr = re.sub(pattern, repl, expr)
+        condition = re.fullmatch(r"(.*) if (.*) < 1 else 0", expr)
+        if condition:
+            expr = f"np.where({condition.group(2)} < 1, {condition.group(1)}, 0.0)"
+        expr = re.sub(r"np\.maximum\(([^,]*), 0\)", r"np.maximum(\1, 0.0)", expr)
+        values = eval(expr, {"np": np, "x": x})  # noqa: S307
+        expected = KERNELS[row_names[0]](x)
+        np.testing.assert_allclose(values * np.ones_like(x), expected, atol=1e-12)
+
+
+def test_the_kernel_plot_draws_every_registered_kernel():
+    text = (DOCS / "user_guide" / "kernels.rst").read_text()
+    assert "names = sorted({kernel.name for kernel in KERNELS.values()})" in text
+
+
+@pytest.mark.parametrize(
+    "page",
+    sorted(
+        str(path.relative_to(DOCS))
+        for path in DOCS.rglob("*.rst")
+        if ">>> " in path.read_text()
+    ),
+)
+def test_the_doctests_in_the_pages_pass(page):
+    result = doctest.testfile(
+        str(DOCS / page),
+        module_relative=False,
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
+    )
+    assert result.attempted > 0
+    assert result.failed == 0
+
+
+def test_the_landing_page_example_runs(capsys):
+    text = (DOCS / "index.rst").read_text()
+    block = text[text.index(".. code-block:: python") :].split("\n", 2)[2]
+    code = "\n".join(
+        line[4:] for line in block.split("\n.. ")[0].splitlines() if line.strip()
+    )
+    exec(compile(code, "index.rst", "exec"), {})
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_every_user_guide_page_is_in_the_guide_toctree():
+    index = (DOCS / "user_guide.rst").read_text()
+    listed = set(re.findall(r"^   (user_guide/\w+)$", index, flags=re.M))
+    pages = {f"user_guide/{path.stem}" for path in (DOCS / "user_guide").glob("*.rst")}
+    assert listed == pages
