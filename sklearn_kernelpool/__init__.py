@@ -4,6 +4,7 @@ from . import kernels
 from ._classification import KernelAttentionClassifier
 from ._cv import KernelAttentionRegressorCV
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._persistence import skops_trusted_types
 from ._regression import KernelAttentionRegressor
 
 __version__ = "0.1.0.dev0"
@@ -16,4 +17,5 @@ __all__ = [
     "LocalLinearFallbackWarning",
     "__version__",
     "kernels",
+    "skops_trusted_types",
 ]

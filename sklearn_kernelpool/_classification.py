@@ -13,6 +13,7 @@ from ._base import (
     validate_fit_data,
     validate_queries,
 )
+from ._persistence import check_picklable_kernel
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
 ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")
@@ -278,6 +279,10 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
             zero sample weight get 0.
         """
         return pooled_attention_weights(self, X, sparse)
+
+    def __getstate__(self):
+        check_picklable_kernel(self)
+        return super().__getstate__()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
