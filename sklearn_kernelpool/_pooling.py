@@ -265,7 +265,7 @@ class KernelPool:
         else:
             # Threads share the cores: BLAS gets one thread each.
             with _threadpool_controller().limit(limits=1, user_api="blas"):
-                Parallel(n_jobs=n_threads, prefer="threads")(
+                Parallel(n_jobs=n_threads, require="sharedmem")(
                     delayed(run)(range(t, len(batches), n_threads))
                     for t in range(n_threads)
                 )
