@@ -13,7 +13,7 @@ from ._base import (
     validate_fit_data,
     validate_queries,
 )
-from ._persistence import check_picklable_kernel
+from ._persistence import check_picklable_kernel, deepcopy_estimator
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
 ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")
@@ -283,6 +283,9 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
     def __getstate__(self):
         check_picklable_kernel(self)
         return super().__getstate__()
+
+    def __deepcopy__(self, memo):
+        return deepcopy_estimator(self, memo)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

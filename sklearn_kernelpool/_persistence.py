@@ -1,5 +1,6 @@
 """Persistence: what a fitted estimator needs to be saved and loaded again."""
 
+import copy
 import pickle
 
 from sklearn.exceptions import NotFittedError
@@ -108,6 +109,18 @@ def check_picklable_kernel(estimator):
             "function at the top level of a module, or use a kernel of "
             "sklearn_kernelpool.kernels, then fit again."
         ) from exc
+
+
+def deepcopy_estimator(estimator, memo):
+    """``copy.deepcopy`` of an estimator, without the check of pickling.
+
+    A deep copy keeps functions as they are, so a lambda kernel is no
+    obstacle to it.
+    """
+    copied = type(estimator).__new__(type(estimator))
+    memo[id(estimator)] = copied
+    copied.__dict__.update(copy.deepcopy(estimator.__dict__, memo))
+    return copied
 
 
 def _is_fitted(estimator):

@@ -1,5 +1,6 @@
 """Saving and loading fitted estimators: pickle, joblib and skops."""
 
+import copy
 import io
 import pickle
 
@@ -16,6 +17,11 @@ from sklearn_kernelpool import (
     skops_trusted_types,
 )
 from sklearn_kernelpool.kernels import _REGISTRY, KERNELS
+
+try:  # joblib >= 1.5 depends on cloudpickle; earlier releases vendor it
+    import cloudpickle
+except ImportError:  # pragma: no cover
+    from joblib.externals import cloudpickle
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(2500, 2))
@@ -187,6 +193,37 @@ def test_lambda_kernel_fitted_pickle_error_names_the_kernel(estimator):
     assert "top level of a module" in message
     with pytest.raises(pickle.PicklingError, match="top level of a module"):
         joblib.dump(estimator, io.BytesIO())
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [KernelAttentionRegressor(bandwidth=0.5), KernelAttentionClassifier(bandwidth=0.5)],
+)
+def test_lambda_kernel_deepcopy_and_unfitted_pickle_work(estimator):
+    # Only pickling a fitted estimator needs the kernel saved by reference:
+    # a deep copy keeps the function, and cloudpickle-based tools ship
+    # unfitted estimators by value.
+    kernel = lambda x: np.exp(-np.asarray(x))  # noqa: E731
+    estimator = clone(estimator).set_params(kernel=kernel)
+    with pytest.raises((pickle.PicklingError, AttributeError), match="lambda"):
+        pickle.dumps(estimator)  # the pickler's own error
+    shipped = cloudpickle.loads(cloudpickle.dumps(estimator))
+    assert shipped.get_params()["kernel"](0.0) == 1.0
+    y = (Y > 0).astype(int) if isinstance(estimator, KernelAttentionClassifier) else Y
+    estimator.fit(X, y)
+    copied = copy.deepcopy(estimator)
+    assert copied.kernel is kernel
+    assert copied._pool is not estimator._pool
+    assert_array_equal(copied.predict(QUERIES), estimator.predict(QUERIES))
+
+
+@pytest.mark.parametrize("name, estimator, n_features, dtype", CONFIGURATIONS, ids=IDS)
+def test_deepcopy_predicts_the_same(name, estimator, n_features, dtype):
+    fitted = _fitted(clone(estimator), n_features, dtype)
+    outputs = _outputs(fitted, n_features)
+    copied = copy.deepcopy(fitted)
+    _assert_same_outputs(copied, outputs, n_features)
+    _assert_same_outputs(_pickle(copied), outputs, n_features)
 
 
 def test_nested_function_kernel_fitted_pickle_error():
