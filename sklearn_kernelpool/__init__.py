@@ -4,6 +4,8 @@ from . import kernels
 from ._classification import KernelAttentionClassifier
 from ._cv import KernelAttentionRegressorCV
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._persistence import skops_trusted_types
+from ._progress import progress_bar
 from ._regression import KernelAttentionRegressor
 
 __version__ = "0.1.0.dev0"
@@ -16,4 +18,6 @@ __all__ = [
     "LocalLinearFallbackWarning",
     "__version__",
     "kernels",
+    "progress_bar",
+    "skops_trusted_types",
 ]

@@ -13,6 +13,7 @@ from ._base import (
     validate_fit_data,
     validate_queries,
 )
+from ._persistence import check_picklable_kernel, deepcopy_estimator
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
 ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")
@@ -281,6 +282,13 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
             zero sample weight get 0.
         """
         return pooled_attention_weights(self, X, sparse)
+
+    def __getstate__(self):
+        check_picklable_kernel(self)
+        return super().__getstate__()
+
+    def __deepcopy__(self, memo):
+        return deepcopy_estimator(self, memo)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -234,6 +234,13 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         Threads over blocks of points while scoring, and the ``n_jobs`` of
         ``best_estimator_``. The scores do not depend on it beyond rounding.
 
+    verbose : int, default=0
+        How much ``fit`` prints: 0 nothing; 1 the size of the search
+        (``"Fitting 5 folds for each of 30 candidates, totalling 150
+        fits"``, like :class:`~sklearn.model_selection.GridSearchCV`), its
+        phases and the selected candidate; 2 also the best bandwidth of each
+        kernel; 3 also the score of every candidate.
+
     Attributes
     ----------
     kernel_ : str
@@ -375,6 +382,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         "on_empty": [StrOptions(set(ON_EMPTY))],
         "algorithm": [StrOptions(set(ALGORITHMS))],
         "n_jobs": [None, Integral],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -389,6 +397,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         on_empty="nearest",
         algorithm="auto",
         n_jobs=None,
+        verbose=0,
     ):
         self.kernels = kernels
         self.bandwidths = bandwidths
@@ -399,6 +408,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.on_empty = on_empty
         self.algorithm = algorithm
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     # -- parameters ----------------------------------------------------------
     def _kernel_names(self):
@@ -528,6 +538,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             self.n_jobs,
             degree=self.degree,
         )
+        self._say_search(X, y, names, grid)
         if self.cv is None:
             results = self._loo(held_out, X, y, weights, scorer)
         else:
@@ -549,8 +560,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.kernel_ = self.best_params_["kernel"]
         self.bandwidth_ = float(self.best_params_["bandwidth"])
         self.best_score_ = float(results["mean_test_score"][self.best_index_])
+        self._say_scores(params, names)
         if self.per_feature:
+            self._say("Learning per-feature widths by leave-one-out")
             self._learn_widths(X, X64, y, Y, weights, scorer)
+            self._say(f"Per-feature widths: {np.round(self.bandwidth_, 6).tolist()}")
+        self._say(f"Refitting the selected candidate on all {X.shape[0]} samples")
         self.best_estimator_ = KernelAttentionRegressor(
             kernel=self.kernel_,
             bandwidth=self.bandwidth_,
@@ -560,6 +575,54 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             n_jobs=self.n_jobs,
         ).fit(X, y, sample_weight=given_weight)  # it rescales them itself
         return self
+
+    # -- progress ------------------------------------------------------------
+    def _say(self, message, level=1):
+        if self.verbose >= level:
+            print(f"[{type(self).__name__}] {message}")
+
+    def _say_search(self, X, y, names, grid):
+        n_candidates = len(names) * len(grid)
+        what = (
+            f"{n_candidates} candidates ({len(names)} kernel(s) x {len(grid)} "
+            "bandwidths)"
+        )
+        if self.cv is None:
+            self._say(
+                f"Scoring {what} by leave-one-out over {X.shape[0]} samples, "
+                "in one pass over the pairs of points"
+            )
+        else:
+            n_splits = check_cv(self.cv, y, classifier=False).get_n_splits(X, y)
+            self._say(
+                f"Fitting {n_splits} folds for each of {what}, totalling "
+                f"{n_splits * n_candidates} fits, in one pass over the pairs of "
+                "points"
+            )
+
+    def _say_scores(self, params, names):
+        scores = self.cv_results_["mean_test_score"]
+        for i, candidate in enumerate(params):
+            self._say(
+                f"kernel={candidate['kernel']!r}, "
+                f"bandwidth={candidate['bandwidth']:.6g}: score={scores[i]:.6g}",
+                level=3,
+            )
+        for name in names:
+            mine = [i for i, p in enumerate(params) if p["kernel"] == name]
+            if np.all(np.isnan(scores[mine])):
+                self._say(f"kernel={name!r}: no eligible bandwidth", level=2)
+                continue
+            best = mine[int(np.nanargmax(scores[mine]))]
+            self._say(
+                f"kernel={name!r}: best bandwidth "
+                f"{params[best]['bandwidth']:.6g}, score={scores[best]:.6g}",
+                level=2,
+            )
+        self._say(
+            f"Selected kernel={self.kernel_!r}, bandwidth={self.bandwidth_:.6g}, "
+            f"score={self.best_score_:.6g}"
+        )
 
     def _fallback(self, held_out, predictions, empty, queries, allowed_rows):
         """Fill the empty rows of ``predictions`` (candidates, rows, outputs).

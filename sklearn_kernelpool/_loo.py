@@ -263,7 +263,7 @@ class HeldOut:
             if n_threads == 1:
                 sums = run(range(len(blocks)))
             else:
-                parts = Parallel(n_jobs=n_threads, prefer="threads")(
+                parts = Parallel(n_jobs=n_threads, require="sharedmem")(
                     delayed(run)(range(t, len(blocks), n_threads))
                     for t in range(n_threads)
                 )

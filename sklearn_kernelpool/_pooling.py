@@ -27,6 +27,7 @@ from . import _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._progress import new_bar
 from ._tree import TreeScorer
 from ._validation import relative_weights, scale_coordinates, scale_values
 from .kernels import KERNELS, Kernel
@@ -256,6 +257,8 @@ class KernelPool:
         if pairs < MIN_THREADED_PAIRS:
             n_threads = 1
 
+        bar = new_bar(n_queries)
+
         def run(group):
             workspace = None
             if self.algorithm == "brute":
@@ -269,16 +272,20 @@ class KernelPool:
                 batch = batches[i]
                 rows, empty[batch] = work(X[batch], workspace)
                 out[batch if width is not None else i] = rows
+                bar.update(batch.stop - batch.start)
 
-        if n_threads <= 1:
-            run(range(len(batches)))
-        else:
-            # Threads share the cores: BLAS gets one thread each.
-            with _threadpool_controller().limit(limits=1, user_api="blas"):
-                Parallel(n_jobs=n_threads, prefer="threads")(
-                    delayed(run)(range(t, len(batches), n_threads))
-                    for t in range(n_threads)
-                )
+        try:
+            if n_threads <= 1:
+                run(range(len(batches)))
+            else:
+                # Threads share the cores: BLAS gets one thread each.
+                with _threadpool_controller().limit(limits=1, user_api="blas"):
+                    Parallel(n_jobs=n_threads, require="sharedmem")(
+                        delayed(run)(range(t, len(batches), n_threads))
+                        for t in range(n_threads)
+                    )
+        finally:
+            bar.close()
         self._report_empty(int(empty.sum()), n_queries)
         return out
 

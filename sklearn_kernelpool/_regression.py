@@ -14,6 +14,7 @@ from ._base import (
     validate_fit_data,
     validate_queries,
 )
+from ._persistence import check_picklable_kernel, deepcopy_estimator
 from ._pooling import ON_EMPTY
 
 
@@ -352,6 +353,13 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
     def _shape_like_y(self, pooled):
         return pooled[:, 0] if self.values_.ndim == 1 else pooled
+
+    def __getstate__(self):
+        check_picklable_kernel(self)
+        return super().__getstate__()
+
+    def __deepcopy__(self, memo):
+        return deepcopy_estimator(self, memo)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

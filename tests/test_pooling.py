@@ -2,6 +2,7 @@
 
 import warnings
 
+import joblib
 import numpy as np
 import pytest
 from _memory import peak_predict_memory
@@ -184,6 +185,25 @@ def test_n_jobs_gives_identical_results(data, path, kernel, monkeypatch):
             assert_array_equal(predict_quietly(reg.set_params(n_jobs=n_jobs), Q), base)
         assert_array_equal(predict_quietly(reg.set_params(n_jobs=None), Q), base)
     assert len(calls) == 3
+
+
+@pytest.mark.parametrize("backend", ["loky", "multiprocessing"])
+@pytest.mark.parametrize("path", PATHS)
+def test_n_jobs_under_a_process_backend_gives_identical_results(
+    data, path, backend, monkeypatch
+):
+    # The threads of predict write into shared arrays: an enclosing process
+    # backend must not take their place.
+    monkeypatch.setattr(_pooling, "MIN_THREADED_PAIRS", 0)
+    X, Y, w, Q = data
+    Q = np.tile(Q, (20, 1))
+    reg = KernelAttentionRegressor(kernel="epanechikov", bandwidth=0.2, algorithm=path)
+    reg.fit(X, Y, sample_weight=w)
+    with config_context(working_memory=0.02):
+        base = predict_quietly(reg, Q)
+        with joblib.parallel_backend(backend, n_jobs=2):
+            threaded = predict_quietly(reg.set_params(n_jobs=2), Q)
+    assert_array_equal(threaded, base)
 
 
 def test_brute_memory_stays_bounded():
