@@ -15,6 +15,13 @@ from ._base import (
     validate_queries,
 )
 from ._pooling import ON_EMPTY
+from ._xp_pool import (
+    array_api_namespace,
+    check_same_namespace,
+    fit_array_api,
+    is_array_api_pool,
+    validate_array_api_queries,
+)
 
 
 class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
@@ -249,6 +256,9 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
+        xp = array_api_namespace(X)
+        if xp is not None:
+            return fit_array_api(self, X, y, sample_weight, xp)
         X, y = validate_fit_data(self, X, y, multi_output=True, y_numeric=True)
         fit_pool(self, X, y.reshape(X.shape[0], -1), sample_weight, degree=self.degree)
         self.keys_ = X
@@ -288,8 +298,13 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self)
         check_flag("return_std", return_std)
-        X = validate_queries(self, X)
-        pooled = self._pool.pool(X, n_jobs=self.n_jobs, return_std=return_std)
+        if is_array_api_pool(self._pool):
+            X = validate_array_api_queries(self, X, "predict")
+            pooled = self._pool.pool(X, return_std=return_std)
+        else:
+            self._check_numpy_queries(X, "predict")
+            X = validate_queries(self, X)
+            pooled = self._pool.pool(X, n_jobs=self.n_jobs, return_std=return_std)
         if not return_std:
             return self._shape_like_y(pooled)
         mean, std = pooled
@@ -346,7 +361,23 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         >>> reg.attention_weights([[20.0], [50.5]], sparse=True).shape
         (2, 100)
         """
-        return pooled_attention_weights(self, X, sparse)
+        check_is_fitted(self)
+        if not is_array_api_pool(self._pool):
+            self._check_numpy_queries(X, "attention_weights")
+            return pooled_attention_weights(self, X, sparse)
+        check_flag("sparse", sparse)
+        if sparse:
+            raise ValueError(
+                "sparse=True returns a SciPy sparse array, for NumPy input only; "
+                "use sparse=False with arrays of other namespaces."
+            )
+        X = validate_array_api_queries(self, X, "attention_weights")
+        return self._pool.attention_weights(X)
+
+    def _check_numpy_queries(self, X, method):
+        """Refuse non-NumPy queries to an estimator fitted on NumPy arrays."""
+        if array_api_namespace(X) is not None:
+            check_same_namespace(self, X, method)
 
     def _shape_like_y(self, pooled):
         return pooled[:, 0] if self.values_.ndim == 1 else pooled
@@ -355,4 +386,10 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.regressor_tags.poor_score = self.kernel == "constant"
+        # The array API path: degree 0, a named kernel, brute force.
+        tags.array_api_support = (
+            self.degree == 0
+            and not callable(self.kernel)
+            and self.algorithm in ("auto", "brute")
+        )
         return tags

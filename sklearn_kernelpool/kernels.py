@@ -31,7 +31,7 @@ array([1., 0., 0.])
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -387,6 +387,11 @@ class Kernel:
     log_quadratic : float or None
         ``c`` when ``log(alpha(x)) == c * x**2`` (the gaussian's -1/2): the
         engine then computes the logits inside the distance product itself.
+    xp_squared_function : callable or None
+        ``f(s, xp)``: ``alpha`` (``log(alpha)`` for kernels with a log form)
+        of the squared scaled distance ``s``, written with the operations of
+        the array API namespace ``xp`` only; the array API path of the
+        engine uses it for non-NumPy arrays (PyTorch, CuPy...).
 
     Examples
     --------
@@ -406,6 +411,7 @@ class Kernel:
     squared_function: Callable | None = field(default=None, repr=False)
     squared_log_function: Callable | None = field(default=None, repr=False)
     log_quadratic: float | None = None
+    xp_squared_function: Callable | None = field(default=None, repr=False)
 
     @property
     def is_compact(self):
@@ -489,6 +495,29 @@ def _sq_cosine(s):
     return s
 
 
+# Forms of the squared scaled distance ``s`` (``s >= 0``) in the operations
+# of an array API namespace ``xp``, for the array API path of the engine:
+# ``log(alpha)`` for the kernels with a log form, ``alpha`` for the others.
+def _xp_clipped_one_minus(s, xp):
+    return xp.clip(1.0 - s, min=0.0)
+
+
+_XP_SQUARED = {
+    "gaussian": lambda s, xp: -0.5 * s,
+    "exponential": lambda s, xp: -xp.sqrt(s),
+    "cauchy": lambda s, xp: -xp.log1p(s),
+    "boxcar": lambda s, xp: xp.astype(s < 1.0, s.dtype),
+    "constant": lambda s, xp: xp.ones_like(s),
+    "epanechikov": lambda s, xp: _xp_clipped_one_minus(xp.sqrt(s), xp),
+    "epanechnikov": _xp_clipped_one_minus,
+    "biweight": lambda s, xp: _xp_clipped_one_minus(s, xp) ** 2,
+    "triweight": lambda s, xp: _xp_clipped_one_minus(s, xp) ** 3,
+    "tricube": lambda s, xp: _xp_clipped_one_minus(s * xp.sqrt(s), xp) ** 3,
+    "cosine": lambda s, xp: xp.where(
+        s < 1.0, xp.cos(xp.sqrt(xp.clip(s, max=1.0)) * (np.pi / 2)), xp.zeros_like(s)
+    ),
+}
+
 _REGISTRY = (
     Kernel(
         "gaussian",
@@ -515,6 +544,11 @@ _REGISTRY = (
         squared_log_function=_sq_log_exponential,
     ),
     Kernel("cauchy", cauchy, np.inf, _log_cauchy, squared_log_function=_sq_log_cauchy),
+)
+
+_REGISTRY = tuple(
+    replace(kernel, xp_squared_function=_XP_SQUARED[kernel.name])
+    for kernel in _REGISTRY
 )
 
 #: Every kernel by name, aliases included, mapped to its :class:`Kernel`.
