@@ -79,14 +79,21 @@ def check_array_api_parameters(estimator):
         )
 
 
+def _name(xp):
+    """The name of a namespace, without array-api-compat's wrapper."""
+    if _is_numpy_namespace(xp):
+        return "numpy"
+    return xp.__name__.rpartition("array_api_compat.")[2]
+
+
 def check_same_namespace(estimator, X, method):
     """Refuse queries of another namespace or device than the training keys."""
     keys = estimator.keys_
     pool = estimator._pool
-    fitted = pool.xp.__name__ if is_array_api_pool(pool) else "numpy"
+    fitted = _name(pool.xp) if is_array_api_pool(pool) else "numpy"
     if get_config()["array_api_dispatch"]:
         xp, _ = get_namespace(X)
-        name = "numpy" if _is_numpy_namespace(xp) else xp.__name__
+        name = _name(xp)
         if name == fitted and device(X) == device(keys):
             return
         what = f"{method} ({name}, device {device(X)})"
@@ -420,8 +427,9 @@ class ArrayAPIPool:
             if n:
                 n_empty += n
                 fallback = self._fallback(d2, q_sq)
-                if fallback is None:
-                    fallback = xp.full_like(weights, math.nan)
+                if fallback is None:  # NaN over the keys of positive weight
+                    nan = xp.full_like(weights, math.nan)
+                    fallback = xp.where(self.positive, nan, xp.zeros_like(nan))
                 weights = xp.where(empty, fallback, weights)
             rows.append(weights)
         report_empty(self.on_empty, n_empty, X.shape[0], stacklevel=4)
