@@ -186,6 +186,17 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     deviation of ``y`` around the prediction (the local spread of the
     values), not the standard error of the prediction.
 
+    With ``sklearn.config_context(array_api_dispatch=True)`` (and
+    ``SCIPY_ARRAY_API=1``), arrays of other array API namespaces, such as
+    PyTorch tensors or CuPy arrays, are pooled by brute force with the
+    operations of their namespace, on their device, and the predictions and
+    fitted arrays are of that namespace and device: every named kernel,
+    sample weights, multi-output ``y``, the ``on_empty`` policies,
+    ``return_std`` and dense ``attention_weights``. The trees, ``degree=1``,
+    callable kernels and ``sparse=True`` work on NumPy arrays only and raise
+    a ``ValueError`` for other arrays; ``algorithm="auto"`` is then brute
+    force. See the user guide, "GPU and other arrays".
+
     References
     ----------
     .. [1] E. A. Nadaraya, "On estimating regression", Theory of Probability

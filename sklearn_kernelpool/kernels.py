@@ -502,20 +502,59 @@ def _xp_clipped_one_minus(s, xp):
     return xp.clip(1.0 - s, min=0.0)
 
 
+def _xp_log_gaussian(s, xp):
+    return -0.5 * s
+
+
+def _xp_log_exponential(s, xp):
+    return -xp.sqrt(s)
+
+
+def _xp_log_cauchy(s, xp):
+    return -xp.log1p(s)
+
+
+def _xp_boxcar(s, xp):
+    return xp.astype(s < 1.0, s.dtype)
+
+
+def _xp_constant(s, xp):
+    return xp.ones_like(s)
+
+
+def _xp_epanechikov(s, xp):
+    return _xp_clipped_one_minus(xp.sqrt(s), xp)
+
+
+def _xp_biweight(s, xp):
+    return _xp_clipped_one_minus(s, xp) ** 2
+
+
+def _xp_triweight(s, xp):
+    return _xp_clipped_one_minus(s, xp) ** 3
+
+
+def _xp_tricube(s, xp):
+    return _xp_clipped_one_minus(s * xp.sqrt(s), xp) ** 3
+
+
+def _xp_cosine(s, xp):
+    inside = xp.cos(xp.sqrt(xp.clip(s, max=1.0)) * (np.pi / 2))
+    return xp.where(s < 1.0, inside, xp.zeros_like(s))
+
+
 _XP_SQUARED = {
-    "gaussian": lambda s, xp: -0.5 * s,
-    "exponential": lambda s, xp: -xp.sqrt(s),
-    "cauchy": lambda s, xp: -xp.log1p(s),
-    "boxcar": lambda s, xp: xp.astype(s < 1.0, s.dtype),
-    "constant": lambda s, xp: xp.ones_like(s),
-    "epanechikov": lambda s, xp: _xp_clipped_one_minus(xp.sqrt(s), xp),
+    "gaussian": _xp_log_gaussian,
+    "exponential": _xp_log_exponential,
+    "cauchy": _xp_log_cauchy,
+    "boxcar": _xp_boxcar,
+    "constant": _xp_constant,
+    "epanechikov": _xp_epanechikov,
     "epanechnikov": _xp_clipped_one_minus,
-    "biweight": lambda s, xp: _xp_clipped_one_minus(s, xp) ** 2,
-    "triweight": lambda s, xp: _xp_clipped_one_minus(s, xp) ** 3,
-    "tricube": lambda s, xp: _xp_clipped_one_minus(s * xp.sqrt(s), xp) ** 3,
-    "cosine": lambda s, xp: xp.where(
-        s < 1.0, xp.cos(xp.sqrt(xp.clip(s, max=1.0)) * (np.pi / 2)), xp.zeros_like(s)
-    ),
+    "biweight": _xp_biweight,
+    "triweight": _xp_triweight,
+    "tricube": _xp_tricube,
+    "cosine": _xp_cosine,
 }
 
 _REGISTRY = (
