@@ -11,6 +11,7 @@ one for the pooled sums. NumPy input never comes here: it keeps the engine of
 
 import math
 
+import numpy as np
 from sklearn import get_config
 from sklearn.utils import gen_batches
 from sklearn.utils._array_api import (
@@ -140,6 +141,8 @@ def _sample_weight(sample_weight, X, xp, device_, dtype):
     """Validated non-negative weights with a positive sum, or None."""
     if sample_weight is None:
         return None
+    if not hasattr(sample_weight, "shape"):  # a list or a number
+        sample_weight = np.asarray(sample_weight, dtype=np.float64)
     sample_weight = _move(sample_weight, xp, device_)
     sample_weight = xp.astype(xp.asarray(sample_weight, device=device_), dtype)
     if sample_weight.ndim == 0:

@@ -318,12 +318,19 @@ def test_mixed_inputs_follow_x():
     X, y, queries = _data()
     with config_context(array_api_dispatch=True):
         reg = KernelAttentionRegressor().fit(
-            torch.asarray(X), y, sample_weight=np.ones(60)
+            torch.asarray(X), y, sample_weight=[1.0] * 60
         )
         assert isinstance(reg.values_, torch.Tensor)
         assert isinstance(reg.sample_weight_, torch.Tensor)
         pred = reg.predict(torch.asarray(queries))
+        reg.fit(torch.asarray(X), y, sample_weight=np.full(60, 2.0))
+        assert isinstance(reg.sample_weight_, torch.Tensor)
     assert_allclose(pred.numpy(), KernelAttentionRegressor().fit(X, y).predict(queries))
+    with config_context(array_api_dispatch=True):
+        with pytest.raises(ValueError, match="sample_weight must be non-negative"):
+            reg.fit(torch.asarray(X), y, sample_weight=-np.ones(60))
+        with pytest.raises(ValueError, match="at least one non-zero"):
+            reg.fit(torch.asarray(X), y, sample_weight=np.zeros(60))
 
 
 def test_queries_of_another_namespace_are_refused():
