@@ -12,7 +12,7 @@ one for the pooled sums. NumPy input never comes here: it keeps the engine of
 import math
 
 import numpy as np
-from sklearn import get_config
+from sklearn import config_context, get_config
 from sklearn.utils import gen_batches
 from sklearn.utils._array_api import (
     _is_numpy_namespace,
@@ -299,6 +299,17 @@ class ArrayAPIPool:
         self.spread_matrix = xp.concat(
             [centred_values, centred_values * centred_values], axis=1
         )
+
+    # -- pickling: a namespace is a module, found again from the arrays ------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        del state["xp"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        with config_context(array_api_dispatch=True):
+            self.xp, _ = get_namespace(self.pool_matrix)
 
     # -- the chunks ----------------------------------------------------------
     def _chunk_rows(self, n_queries, n_buffers):

@@ -6,6 +6,7 @@ where a device is available; they skip where these packages are not
 installed.
 """
 
+import pickle
 import warnings
 
 import numpy as np
@@ -394,3 +395,18 @@ def test_common_checks_cover_strict_and_torch():
     combinations = {ns for ns, *_ in yield_namespace_device_dtype_combinations()}
     assert {"array_api_strict", "torch"} <= combinations
     assert KernelAttentionRegressor().__sklearn_tags__().array_api_support
+
+
+@pytest.mark.parametrize(("ns", "device"), NAMESPACES)
+def test_pickle_round_trip(ns, device):
+    X, y, queries = _data()
+    Q = _to_xp(ns, device, queries)
+    with config_context(array_api_dispatch=True):
+        reg = KernelAttentionRegressor(kernel="cauchy").fit(
+            _to_xp(ns, device, X), _to_xp(ns, device, y)
+        )
+        expected = _to_numpy(reg.predict(Q))
+        loaded = pickle.loads(pickle.dumps(reg))
+        pred = loaded.predict(Q)
+    assert type(pred) is type(Q)
+    assert_allclose(_to_numpy(pred), expected, rtol=0, atol=0)
