@@ -57,6 +57,34 @@ def resolve_kernel(kernel):
     return KERNELS[kernel]
 
 
+def report_empty(on_empty, n_empty, n_queries, stacklevel):
+    """Warn of, or for ``on_empty="raise"`` refuse, ``n_empty`` empty queries.
+
+    ``stacklevel`` is that of :func:`warnings.warn` called here.
+    """
+    if n_empty == 0:
+        return
+    if on_empty == "raise":
+        raise ValueError(
+            f"{n_empty} of {n_queries} queries have no training key with "
+            "positive weight inside the kernel's support (on_empty='raise'). "
+            "Use a larger bandwidth, a kernel with unbounded support, or "
+            "another on_empty policy."
+        )
+    what = {
+        "nearest": "the value of the nearest key",
+        "mean": "the weighted mean of the training values",
+        "nan": "NaN",
+    }[on_empty]
+    warnings.warn(
+        f"{n_empty} of {n_queries} queries have no training key with "
+        f"positive weight inside the kernel's support; they get {what} "
+        f"(on_empty={on_empty!r}). A larger bandwidth avoids this.",
+        EmptyNeighborhoodWarning,
+        stacklevel=stacklevel,
+    )
+
+
 class _Workspace:
     """The buffers of one thread, allocated once and reused for every chunk.
 
@@ -376,27 +404,7 @@ class KernelPool:
                 std[empty] = self._spread(weights.astype(np.float64))
 
     def _report_empty(self, n_empty, n_queries):
-        if n_empty == 0:
-            return
-        if self.on_empty == "raise":
-            raise ValueError(
-                f"{n_empty} of {n_queries} queries have no training key with "
-                "positive weight inside the kernel's support (on_empty='raise'). "
-                "Use a larger bandwidth, a kernel with unbounded support, or "
-                "another on_empty policy."
-            )
-        what = {
-            "nearest": "the value of the nearest key",
-            "mean": "the weighted mean of the training values",
-            "nan": "NaN",
-        }[self.on_empty]
-        warnings.warn(
-            f"{n_empty} of {n_queries} queries have no training key with "
-            f"positive weight inside the kernel's support; they get {what} "
-            f"(on_empty={self.on_empty!r}). A larger bandwidth avoids this.",
-            EmptyNeighborhoodWarning,
-            stacklevel=5,
-        )
+        report_empty(self.on_empty, n_empty, n_queries, stacklevel=6)
 
     # -- the operations ------------------------------------------------------
     def pool(self, X, n_jobs=None, return_std=False):

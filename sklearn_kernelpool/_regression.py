@@ -16,6 +16,13 @@ from ._base import (
 )
 from ._persistence import check_picklable_kernel, deepcopy_estimator
 from ._pooling import ON_EMPTY
+from ._xp_pool import (
+    array_api_namespace,
+    check_same_namespace,
+    fit_array_api,
+    is_array_api_pool,
+    validate_array_api_queries,
+)
 
 
 class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
@@ -182,6 +189,17 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     deviation of ``y`` around the prediction (the local spread of the
     values), not the standard error of the prediction.
 
+    With ``sklearn.config_context(array_api_dispatch=True)`` (and
+    ``SCIPY_ARRAY_API=1``), arrays of other array API namespaces, such as
+    PyTorch tensors or CuPy arrays, are pooled by brute force with the
+    operations of their namespace, on their device, and the predictions and
+    fitted arrays are of that namespace and device: every named kernel,
+    sample weights, multi-output ``y``, the ``on_empty`` policies,
+    ``return_std`` and dense ``attention_weights``. The trees, ``degree=1``,
+    callable kernels and ``sparse=True`` work on NumPy arrays only and raise
+    a ``ValueError`` for other arrays; ``algorithm="auto"`` is then brute
+    force. See the user guide, "GPU and other arrays".
+
     References
     ----------
     .. [1] E. A. Nadaraya, "On estimating regression", Theory of Probability
@@ -252,6 +270,9 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
+        xp = array_api_namespace(X)
+        if xp is not None:
+            return fit_array_api(self, X, y, sample_weight, xp)
         X, y = validate_fit_data(self, X, y, multi_output=True, y_numeric=True)
         fit_pool(self, X, y.reshape(X.shape[0], -1), sample_weight, degree=self.degree)
         self.keys_ = X
@@ -291,8 +312,13 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         """
         check_is_fitted(self)
         check_flag("return_std", return_std)
-        X = validate_queries(self, X)
-        pooled = self._pool.pool(X, n_jobs=self.n_jobs, return_std=return_std)
+        if is_array_api_pool(self._pool):
+            X = validate_array_api_queries(self, X, "predict")
+            pooled = self._pool.pool(X, return_std=return_std)
+        else:
+            self._check_numpy_queries(X, "predict")
+            X = validate_queries(self, X)
+            pooled = self._pool.pool(X, n_jobs=self.n_jobs, return_std=return_std)
         if not return_std:
             return self._shape_like_y(pooled)
         mean, std = pooled
@@ -349,7 +375,23 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         >>> reg.attention_weights([[20.0], [50.5]], sparse=True).shape
         (2, 100)
         """
-        return pooled_attention_weights(self, X, sparse)
+        check_is_fitted(self)
+        if not is_array_api_pool(self._pool):
+            self._check_numpy_queries(X, "attention_weights")
+            return pooled_attention_weights(self, X, sparse)
+        check_flag("sparse", sparse)
+        if sparse:
+            raise ValueError(
+                "sparse=True returns a SciPy sparse array, for NumPy input only; "
+                "use sparse=False with arrays of other namespaces."
+            )
+        X = validate_array_api_queries(self, X, "attention_weights")
+        return self._pool.attention_weights(X)
+
+    def _check_numpy_queries(self, X, method):
+        """Refuse non-NumPy queries to an estimator fitted on NumPy arrays."""
+        if array_api_namespace(X) is not None:
+            check_same_namespace(self, X, method)
 
     def _shape_like_y(self, pooled):
         return pooled[:, 0] if self.values_.ndim == 1 else pooled
@@ -365,4 +407,10 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.regressor_tags.poor_score = self.kernel == "constant"
+        # The array API path: degree 0, a named kernel, brute force.
+        tags.array_api_support = (
+            self.degree == 0
+            and not callable(self.kernel)
+            and self.algorithm in ("auto", "brute")
+        )
         return tags

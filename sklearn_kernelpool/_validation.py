@@ -31,7 +31,7 @@ def check_no_dates(X, name="X"):
         dtypes = [X.dtype]
     else:
         dtypes = [np.dtype(object)]  # a list: look at its values
-    found = next((dt for dt in dtypes if getattr(dt, "kind", "") in "mM"), None)
+    found = next((dt for dt in dtypes if getattr(dt, "kind", "") in ("m", "M")), None)
     if found is None and any(getattr(dt, "kind", "") == "O" for dt in dtypes):
         try:
             values = np.asarray(X, dtype=object).ravel()

@@ -31,7 +31,7 @@ array([1., 0., 0.])
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -387,6 +387,11 @@ class Kernel:
     log_quadratic : float or None
         ``c`` when ``log(alpha(x)) == c * x**2`` (the gaussian's -1/2): the
         engine then computes the logits inside the distance product itself.
+    xp_squared_function : callable or None
+        ``f(s, xp)``: ``alpha`` (``log(alpha)`` for kernels with a log form)
+        of the squared scaled distance ``s``, written with the operations of
+        the array API namespace ``xp`` only; the array API path of the
+        engine uses it for non-NumPy arrays (PyTorch, CuPy...).
 
     Examples
     --------
@@ -406,6 +411,7 @@ class Kernel:
     squared_function: Callable | None = field(default=None, repr=False)
     squared_log_function: Callable | None = field(default=None, repr=False)
     log_quadratic: float | None = None
+    xp_squared_function: Callable | None = field(default=None, repr=False)
 
     @property
     def is_compact(self):
@@ -489,6 +495,68 @@ def _sq_cosine(s):
     return s
 
 
+# Forms of the squared scaled distance ``s`` (``s >= 0``) in the operations
+# of an array API namespace ``xp``, for the array API path of the engine:
+# ``log(alpha)`` for the kernels with a log form, ``alpha`` for the others.
+def _xp_clipped_one_minus(s, xp):
+    return xp.clip(1.0 - s, min=0.0)
+
+
+def _xp_log_gaussian(s, xp):
+    return -0.5 * s
+
+
+def _xp_log_exponential(s, xp):
+    return -xp.sqrt(s)
+
+
+def _xp_log_cauchy(s, xp):
+    return -xp.log1p(s)
+
+
+def _xp_boxcar(s, xp):
+    return xp.astype(s < 1.0, s.dtype)
+
+
+def _xp_constant(s, xp):
+    return xp.ones_like(s)
+
+
+def _xp_epanechikov(s, xp):
+    return _xp_clipped_one_minus(xp.sqrt(s), xp)
+
+
+def _xp_biweight(s, xp):
+    return _xp_clipped_one_minus(s, xp) ** 2
+
+
+def _xp_triweight(s, xp):
+    return _xp_clipped_one_minus(s, xp) ** 3
+
+
+def _xp_tricube(s, xp):
+    return _xp_clipped_one_minus(s * xp.sqrt(s), xp) ** 3
+
+
+def _xp_cosine(s, xp):
+    inside = xp.cos(xp.sqrt(xp.clip(s, max=1.0)) * (np.pi / 2))
+    return xp.where(s < 1.0, inside, xp.zeros_like(s))
+
+
+_XP_SQUARED = {
+    "gaussian": _xp_log_gaussian,
+    "exponential": _xp_log_exponential,
+    "cauchy": _xp_log_cauchy,
+    "boxcar": _xp_boxcar,
+    "constant": _xp_constant,
+    "epanechikov": _xp_epanechikov,
+    "epanechnikov": _xp_clipped_one_minus,
+    "biweight": _xp_biweight,
+    "triweight": _xp_triweight,
+    "tricube": _xp_tricube,
+    "cosine": _xp_cosine,
+}
+
 _REGISTRY = (
     Kernel(
         "gaussian",
@@ -515,6 +583,11 @@ _REGISTRY = (
         squared_log_function=_sq_log_exponential,
     ),
     Kernel("cauchy", cauchy, np.inf, _log_cauchy, squared_log_function=_sq_log_cauchy),
+)
+
+_REGISTRY = tuple(
+    replace(kernel, xp_squared_function=_XP_SQUARED[kernel.name])
+    for kernel in _REGISTRY
 )
 
 #: Every kernel by name, aliases included, mapped to its :class:`Kernel`.

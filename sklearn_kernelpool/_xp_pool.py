@@ -1,0 +1,509 @@
+"""The array API path: brute-force pooling in the namespace of the input.
+
+With ``sklearn.config_context(array_api_dispatch=True)``, arrays that are not
+NumPy's (PyTorch tensors, CuPy arrays...) are pooled here, with the
+operations of their own namespace on their own device: validation by
+``validate_data``, chunks of queries from ``gen_batches`` bounded by
+``working_memory``, one ``matmul`` per chunk for the squared distances and
+one for the pooled sums. NumPy input never comes here: it keeps the engine of
+:mod:`._pooling`, with its trees, its local-linear fit and its BLAS blocks.
+"""
+
+import math
+
+import numpy as np
+from sklearn import config_context, get_config
+from sklearn.utils import gen_batches
+from sklearn.utils._array_api import (
+    _is_numpy_namespace,
+    _max_precision_float_dtype,
+    device,
+    get_namespace,
+)
+from sklearn.utils.validation import validate_data
+
+from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
+from ._pooling import report_empty
+from ._validation import coordinate_limit
+from .kernels import KERNELS
+
+try:  # scikit-learn >= 1.8
+    from sklearn.utils._array_api import move_to as _move_to
+except ImportError:  # pragma: no cover - scikit-learn < 1.8
+    _move_to = None
+
+# Squared distances by the expansion |q|^2 + |k|^2 - 2 q.k are exact to a few
+# ulps of |q|^2 + |k|^2: keys within this many ulps of the nearest one are
+# its ties in the "nearest" fallback.
+_TIE_ULPS = 64
+
+
+def array_api_namespace(X):
+    """The namespace of ``X`` when the array API path pools it, else None.
+
+    That is when ``array_api_dispatch`` is on and ``X`` is not a NumPy
+    array (nor a list, a DataFrame...).
+    """
+    if not get_config()["array_api_dispatch"]:
+        return None
+    xp, _ = get_namespace(X)
+    return None if _is_numpy_namespace(xp) else xp
+
+
+def _move(array, xp, device_):
+    """``array`` in namespace ``xp`` on ``device_``."""
+    if array is None:
+        return None
+    if _move_to is not None:
+        return _move_to(array, xp=xp, device=device_)
+    return xp.asarray(array, device=device_)
+
+
+def check_array_api_parameters(estimator):
+    """Refuse, for non-NumPy input, what only the NumPy engine does."""
+    if estimator.algorithm in ("kd_tree", "ball_tree"):
+        raise ValueError(
+            f"algorithm={estimator.algorithm!r} works on NumPy arrays only; "
+            "arrays of other namespaces (PyTorch, CuPy...) are pooled by brute "
+            "force: use algorithm='brute' or 'auto', or NumPy input."
+        )
+    if estimator.degree != 0:
+        raise ValueError(
+            f"degree={estimator.degree} (local-linear pooling) works on NumPy "
+            "arrays only; use degree=0 with arrays of other namespaces, or "
+            "NumPy input."
+        )
+    if callable(estimator.kernel):
+        raise ValueError(
+            "A callable kernel works on NumPy arrays only; with arrays of other "
+            "namespaces use one of the kernel names of "
+            "sklearn_kernelpool.kernels.KERNELS, or NumPy input."
+        )
+
+
+def _name(xp):
+    """The name of a namespace, without array-api-compat's wrapper."""
+    if _is_numpy_namespace(xp):
+        return "numpy"
+    return xp.__name__.rpartition("array_api_compat.")[2]
+
+
+def check_same_namespace(estimator, X, method):
+    """Refuse queries of another namespace or device than the training keys."""
+    keys = estimator.keys_
+    pool = estimator._pool
+    fitted = _name(pool.xp) if is_array_api_pool(pool) else "numpy"
+    if get_config()["array_api_dispatch"]:
+        xp, _ = get_namespace(X)
+        name = _name(xp)
+        if name == fitted and device(X) == device(keys):
+            return
+        what = f"{method} ({name}, device {device(X)})"
+    else:
+        what = f"{method} (array_api_dispatch is off)"
+    raise ValueError(
+        f"Inputs passed to {type(estimator).__name__}.{method}() must use the "
+        "same namespace and the same device as those passed to fit(): "
+        f"fit ({fitted}, device {device(keys)}), {what}. Call it "
+        "under sklearn.config_context(array_api_dispatch=True) with arrays "
+        "like those of fit."
+    )
+
+
+def _rule_of_thumb(rule, X, weights, xp):
+    """The ``"scott"`` or ``"silverman"`` bandwidths, as in :mod:`._bandwidth`.
+
+    ``X`` and ``weights`` are in the precise float dtype of the device.
+    """
+    scale = xp.max(xp.abs(X), axis=0)
+    scale = xp.where(scale > 0, scale, xp.ones_like(scale))
+    X = X / scale
+    unit = xp.max(weights)
+    relative = weights / unit
+    total = xp.sum(relative)
+    mean = xp.sum(relative[:, None] * X, axis=0) / total
+    variance = xp.sum(relative[:, None] * (X - mean) ** 2, axis=0) / total
+    spread = xp.sqrt(variance) * scale
+    spread = xp.where(spread > 0, spread, xp.ones_like(spread))
+    d = X.shape[1]
+    log_n = math.log(float(total)) + math.log(float(unit))
+    if rule == "silverman":
+        log_n -= math.log(4.0 / (d + 2))
+    h = spread * math.exp(-log_n / (d + 4))
+    if not bool(xp.all(xp.isfinite(h) & (h > 0))):
+        raise ValueError(
+            f"The {rule!r} rule gives bandwidths {h} for this X and these "
+            "sample weights; pass a bandwidth > 0 instead, or rescale X."
+        )
+    return h
+
+
+def _sample_weight(sample_weight, X, xp, device_, dtype):
+    """Validated non-negative weights with a positive sum, or None."""
+    if sample_weight is None:
+        return None
+    if not hasattr(sample_weight, "shape"):  # a list or a number
+        sample_weight = np.asarray(sample_weight, dtype=np.float64)
+    sample_weight = _move(sample_weight, xp, device_)
+    sample_weight = xp.astype(xp.asarray(sample_weight, device=device_), dtype)
+    if sample_weight.ndim == 0:
+        sample_weight = xp.full(X.shape[0], sample_weight, dtype=dtype, device=device_)
+    if sample_weight.shape != (X.shape[0],):
+        raise ValueError(
+            f"sample_weight.shape == {tuple(sample_weight.shape)}, expected "
+            f"{(X.shape[0],)}!"
+        )
+    if not bool(xp.all(xp.isfinite(sample_weight))):
+        raise ValueError("Input sample_weight contains NaN or infinity.")
+    n_negative = int(xp.sum(xp.astype(sample_weight < 0, xp.int64)))
+    if n_negative:
+        raise ValueError(
+            f"sample_weight must be non-negative; got {n_negative} negative weight(s)."
+        )
+    if not bool(xp.any(sample_weight > 0)):
+        raise ValueError(
+            "Sample weights must contain at least one non-zero number; "
+            "all sample_weight are zero."
+        )
+    return sample_weight
+
+
+def fit_array_api(estimator, X, y, sample_weight, xp):
+    """``fit`` of the regressor for arrays of the namespace ``xp``.
+
+    Sets the fitted attributes the NumPy path sets, as arrays of ``xp`` on
+    the device of ``X``, and the engine ``_pool``.
+    """
+    check_array_api_parameters(estimator)
+    device_ = device(X)
+    precise = _max_precision_float_dtype(xp, device_)
+    dtypes = [precise] if precise == xp.float32 else [precise, xp.float32]
+    X, y = validate_data(
+        estimator, X, y, dtype=dtypes, multi_output=True, y_numeric=True
+    )
+    y = _move(y, xp, device_)
+    weights = _sample_weight(sample_weight, X, xp, device_, precise)
+    estimator.sample_weight_ = weights
+    if weights is None:
+        weights = xp.ones(X.shape[0], dtype=precise, device=device_)
+    bandwidth = estimator.bandwidth
+    if isinstance(bandwidth, str) and bandwidth in RULES_OF_THUMB:
+        bandwidth = _rule_of_thumb(bandwidth, xp.astype(X, precise), weights, xp)
+    else:
+        bandwidth = resolve_bandwidth(bandwidth, X, None)
+        if not isinstance(bandwidth, float):
+            bandwidth = xp.asarray(bandwidth, dtype=precise, device=device_)
+    estimator.bandwidth_ = bandwidth
+    estimator._pool = ArrayAPIPool(
+        X,
+        xp.reshape(y, (X.shape[0], -1)),
+        weights,
+        KERNELS[estimator.kernel],
+        bandwidth,
+        estimator.on_empty,
+        xp,
+    )
+    estimator.algorithm_ = "brute"
+    estimator.keys_ = X
+    estimator.values_ = y
+    return estimator
+
+
+def validate_array_api_queries(estimator, X, method):
+    """``validate_data`` of the queries, in the dtype of the training keys."""
+    check_same_namespace(estimator, X, method)
+    pool = estimator._pool
+    X = validate_data(estimator, X, reset=False, dtype=[pool.dtype])
+    return X
+
+
+class ArrayAPIPool:
+    """Fitted state of brute-force pooling in an array API namespace.
+
+    Coordinates are scaled by the bandwidth and centred on the mean of the
+    keys in the most precise float dtype of the device; the products and the
+    kernel run in the dtype of the training keys (float32 stays float32).
+
+    Parameters
+    ----------
+    keys : array of shape (n_samples, n_features)
+        Training keys, float32 or float64.
+    values : array of shape (n_samples, n_outputs)
+        Training values.
+    sample_weight : array of shape (n_samples,)
+        Non-negative weights, at least one positive; rows of weight zero get
+        attention weight zero.
+    kernel : Kernel
+        A registered kernel.
+    bandwidth : float or array of shape (n_features,)
+        The bandwidth ``h``.
+    on_empty : {"nearest", "mean", "nan", "raise"}
+        What a query with no key of positive attention weight gets.
+    xp : namespace
+        The array API namespace of the arrays.
+    """
+
+    def __init__(self, keys, values, sample_weight, kernel, bandwidth, on_empty, xp):
+        self.xp = xp
+        self.dtype = dtype = keys.dtype
+        self.device = device(keys)
+        self.precise = sample_weight.dtype
+        self.kernel = kernel
+        self.on_empty = on_empty
+        self.bandwidth = bandwidth
+        self.n_samples_fit = keys.shape[0]
+        self.log_form = kernel.log_function is not None
+
+        scaled = _checked_coordinates(
+            xp.astype(keys, self.precise) / bandwidth, dtype, xp
+        )
+        self.center = xp.mean(scaled, axis=0)
+        centred = scaled - self.center
+        key_sq = xp.sum(centred * centred, axis=1)
+        ones = xp.ones_like(key_sq)
+        # [q, 1, |q|^2] @ [-2 k, |k|^2, 1] = ||q - k||^2
+        self.distance_matrix = xp.astype(
+            xp.concat([-2.0 * centred.T, key_sq[None, :], ones[None, :]], axis=0),
+            dtype,
+        )
+        self.key_sq = xp.astype(key_sq, dtype)
+
+        # Attention weights are ratios: the largest weight becomes 1.
+        relative = sample_weight / xp.max(sample_weight)
+        self.weights = weights = xp.astype(relative, dtype)
+        self.positive = sample_weight > 0
+        if not bool(xp.all((weights > 0) | ~self.positive)):
+            raise ValueError(
+                "sample_weight spans too wide a range for "
+                f"{dtype}: the smallest positive weights round to zero next "
+                "to the largest. Drop the rows of negligible weight, or use "
+                "float64 X."
+            )
+        if self.log_form:
+            safe = xp.where(self.positive, weights, xp.ones_like(weights))
+            self.log_weights = xp.where(
+                self.positive, xp.log(safe), xp.full_like(weights, -math.inf)
+            )
+
+        values = xp.astype(values, self.precise)
+        _check_values(values, dtype, xp)
+        total = xp.sum(relative)
+        mean = (relative @ values) / total
+        centred_values = values - mean
+        variance = (relative @ (centred_values * centred_values)) / total
+        self.weighted_mean = xp.astype(mean, dtype)
+        self.global_std = xp.astype(xp.sqrt(variance), dtype)
+        self.values = xp.astype(values, dtype)
+        self.n_outputs = values.shape[1]
+        column = xp.ones((values.shape[0], 1), dtype=dtype, device=self.device)
+        # [values, 1]: one product gives every weighted sum and the total.
+        self.pool_matrix = xp.concat([self.values, column], axis=1)
+        # The values centred on their weighted mean, and their squares.
+        centred_values = xp.astype(centred_values, dtype)
+        self.spread_matrix = xp.concat(
+            [centred_values, centred_values * centred_values], axis=1
+        )
+
+    # -- pickling: a namespace is a module, found again from the arrays ------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        del state["xp"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        with config_context(array_api_dispatch=True):
+            self.xp, _ = get_namespace(self.pool_matrix)
+
+    # -- the chunks ----------------------------------------------------------
+    def _chunk_rows(self, n_queries, n_buffers):
+        """Queries per chunk: ``n_buffers`` (chunk, n_keys) arrays fit in
+        ``working_memory``."""
+        itemsize = 4 if self.dtype == self.xp.float32 else 8
+        row_bytes = n_buffers * itemsize * self.n_samples_fit
+        budget = get_config()["working_memory"] * 2**20
+        return int(max(1, min(max(n_queries, 1), budget // row_bytes)))
+
+    def _chunks(self, X, n_buffers):
+        n_queries = X.shape[0]
+        for batch in gen_batches(n_queries, self._chunk_rows(n_queries, n_buffers)):
+            yield X[batch.start : batch.stop, ...]
+
+    def _scores(self, X):
+        """Squared distances and attention scores ``w alpha`` of a chunk.
+
+        The scores of each query are defined up to a positive factor: the
+        log forms are a softmax with the row maximum subtracted, so that no
+        query is all zeros.
+        """
+        xp = self.xp
+        Q = _checked_coordinates(
+            xp.astype(X, self.precise) / self.bandwidth, self.dtype, xp
+        )
+        Q = Q - self.center
+        q_sq = xp.sum(Q * Q, axis=1)
+        ones = xp.ones_like(q_sq)
+        Q1 = xp.astype(xp.concat([Q, ones[:, None], q_sq[:, None]], axis=1), self.dtype)
+        d2 = xp.clip(xp.matmul(Q1, self.distance_matrix), min=0.0)
+        if self.log_form:
+            logits = self.kernel.xp_squared_function(d2, xp) + self.log_weights
+            logits = logits - xp.max(logits, axis=1, keepdims=True)
+            scores = xp.exp(logits)
+        else:
+            scores = self.kernel.xp_squared_function(d2, xp) * self.weights
+        return d2, xp.astype(q_sq, self.dtype), scores
+
+    def _nearest(self, d2, q_sq):
+        """Normalised weights of each query's nearest keys of positive weight.
+
+        Keys within rounding of the smallest squared distance are ties, and
+        share the weight in proportion to their sample weights.
+        """
+        xp = self.xp
+        d2 = xp.where(self.positive, d2, xp.full_like(d2, math.inf))
+        nearest = xp.min(d2, axis=1, keepdims=True)
+        eps = float(xp.finfo(self.dtype).eps)
+        slack = _TIE_ULPS * eps * (q_sq[:, None] + self.key_sq)
+        tied = xp.where(d2 <= nearest + slack, self.weights, xp.zeros_like(d2))
+        return tied / xp.sum(tied, axis=1, keepdims=True)
+
+    def _fallback(self, d2, q_sq):
+        """The ``on_empty`` weights of a chunk's queries, normalised, or None
+        when they are NaN."""
+        xp = self.xp
+        if self.on_empty == "nearest":
+            return self._nearest(d2, q_sq)
+        if self.on_empty == "mean":
+            w = self.weights / xp.sum(self.weights)
+            return xp.broadcast_to(w, d2.shape)
+        return None
+
+    def _count_empty(self, empty):
+        return int(self.xp.sum(self.xp.astype(empty, self.xp.int64)))
+
+    # -- the operations ------------------------------------------------------
+    def pool(self, X, return_std=False):
+        """Pooled values of shape (n_queries, n_outputs), and with
+        ``return_std`` their attention-weighted standard deviation."""
+        xp = self.xp
+        means, stds, n_empty = [], [], 0
+        p = self.n_outputs
+        for chunk in self._chunks(X, n_buffers=4):
+            d2, q_sq, scores = self._scores(chunk)
+            sums = xp.matmul(scores, self.pool_matrix)
+            total = sums[:, p:]
+            empty = ~(total > 0)
+            total = xp.where(empty, xp.ones_like(total), total)
+            mean = sums[:, :p] / total
+            std = None
+            if return_std:
+                std = self._std(xp.matmul(scores, self.spread_matrix) / total)
+            n = self._count_empty(empty)
+            if n:
+                n_empty += n
+                mean, std = self._fill(mean, std, empty, d2, q_sq)
+            means.append(mean)
+            stds.append(std)
+        report_empty(self.on_empty, n_empty, X.shape[0], stacklevel=4)
+        mean = xp.concat(means, axis=0)
+        if return_std:
+            return mean, xp.concat(stds, axis=0)
+        return mean
+
+    def _std(self, moments):
+        """Standard deviations from the normalised first and second moments
+        of the centred values."""
+        xp = self.xp
+        p = self.n_outputs
+        variance = moments[:, p:] - moments[:, :p] ** 2
+        return xp.sqrt(xp.clip(variance, min=0.0))
+
+    def _fill(self, mean, std, empty, d2, q_sq):
+        """Put the fallback of the empty rows in ``mean`` and ``std``."""
+        xp = self.xp
+        weights = self._fallback(d2, q_sq)
+        if weights is None:
+            nan = xp.full_like(mean, math.nan)
+            fallback_mean = fallback_std = nan
+        else:
+            fallback_mean = xp.matmul(weights, self.values)
+            if std is not None:
+                fallback_std = self._std(xp.matmul(weights, self.spread_matrix))
+        mean = xp.where(empty, fallback_mean, mean)
+        if std is not None:
+            std = xp.where(empty, fallback_std, std)
+        return mean, std
+
+    def attention_weights(self, X):
+        """Dense normalised weights over the training rows, shape
+        (n_queries, n_samples_fit)."""
+        xp = self.xp
+        rows, n_empty = [], 0
+        for chunk in self._chunks(X, n_buffers=4):
+            d2, q_sq, scores = self._scores(chunk)
+            total = xp.sum(scores, axis=1, keepdims=True)
+            empty = ~(total > 0)
+            weights = scores / xp.where(empty, xp.ones_like(total), total)
+            n = self._count_empty(empty)
+            if n:
+                n_empty += n
+                fallback = self._fallback(d2, q_sq)
+                if fallback is None:  # NaN over the keys of positive weight
+                    nan = xp.full_like(weights, math.nan)
+                    fallback = xp.where(self.positive, nan, xp.zeros_like(nan))
+                weights = xp.where(empty, fallback, weights)
+            rows.append(weights)
+        report_empty(self.on_empty, n_empty, X.shape[0], stacklevel=4)
+        return xp.concat(rows, axis=0)
+
+
+def _beyond(array, limit, xp):
+    """The largest magnitude of ``array`` if it exceeds ``limit``, else None.
+
+    Decided by a comparison in the namespace (which carries no gradient), so
+    that only an error message turns an array into a float.
+    """
+    if bool(xp.all(xp.abs(array) <= limit)):
+        return None
+    return float(xp.max(xp.abs(array)))
+
+
+def _checked_coordinates(scaled, dtype, xp):
+    """Refuse scaled coordinates whose squared distances overflow ``dtype``.
+
+    The same limit and message as the NumPy path's ``scale_coordinates``;
+    NaN coordinates were refused by the validation before.
+    """
+    name = "float32" if "float32" in str(dtype) else "float64"
+    limit = coordinate_limit(np.dtype(name), scaled.shape[1])
+    largest = _beyond(scaled, limit, xp)
+    if largest is not None:
+        raise ValueError(
+            f"X divided by the bandwidth has coordinates up to {largest:.3g}; "
+            f"past {limit:.3g} ({name}, {scaled.shape[1]} features) squared "
+            "distances overflow. Rescale X (for example with a StandardScaler) "
+            "or use a larger bandwidth."
+        )
+    return scaled
+
+
+def _check_values(values, dtype, xp):
+    """Refuse values whose squares (the spread) overflow ``dtype``.
+
+    The NumPy path rescales the values by powers of two instead; this path
+    asks for rescaled values.
+    """
+    name = "float32" if "float32" in str(dtype) else "float64"
+    limit = float(np.sqrt(np.finfo(name).max)) / 4
+    largest = _beyond(values, limit, xp)
+    if largest is not None:
+        raise ValueError(
+            f"y has values up to {largest:.3g}; on the array API path values "
+            f"beyond {limit:.3g} ({name}) overflow the pooled sums of their "
+            "squares. Rescale y, or fit on NumPy arrays."
+        )
+
+
+def is_array_api_pool(pool):
+    """Whether a fitted engine is the array API one."""
+    return isinstance(pool, ArrayAPIPool)
