@@ -37,6 +37,7 @@ def _kernel_functions():
             kernel.log_function,
             kernel.squared_function,
             kernel.squared_log_function,
+            kernel.xp_squared_function,
         ):
             if function is not None:
                 yield f"{function.__module__}.{function.__qualname__}"
