@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._algorithm import ALGORITHMS
 from ._base import validate_fit_data, validate_queries, validate_sample_weight
-from ._loo import HeldOut
+from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut, row_batches
 from ._pooling import ON_EMPTY
 from ._regression import KernelAttentionRegressor
 from ._validation import (
@@ -300,7 +300,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     pairs of points, in cache-sized blocks whose squared distances are
     reused for every candidate; each block is pooled for both of its sides.
     Memory beyond the data is a few blocks and the pooled sums of every
-    candidate. Scores agree with refitting without the held-out points to
+    candidate; the points that fall back to ``on_empty`` and those whose
+    weights underflowed are recomputed in batches of rows within
+    scikit-learn's ``working_memory``, as are the per-feature widths. Scores
+    agree with refitting without the held-out points to
     rounding (about 1e-14 relative).
 
     With ``degree=1`` the pass pools the weighted moments
@@ -631,16 +634,20 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         ``allowed_rows(rows)`` the keys that each of these rows may pool.
         """
         rows = np.flatnonzero(empty.any(axis=0))
-        if len(rows) == 0 or self.on_empty in ("nan", "raise"):
+        if self.on_empty in ("nan", "raise"):
             return
-        allowed = allowed_rows(rows)
-        if self.on_empty == "nearest":
-            values = held_out.nearest_values(queries[rows], allowed)
-        else:
-            values = held_out.mean_values(allowed)
-        for c in range(predictions.shape[0]):
-            hit = empty[c, rows]
-            predictions[c, rows[hit]] = values[hit]
+        # The rows in batches within working_memory: each needs its keys.
+        row_bytes = FALLBACK_BYTES_PER_KEY * held_out.X.shape[0]
+        for batch in row_batches(len(rows), row_bytes):
+            chunk = rows[batch]
+            allowed = allowed_rows(chunk)
+            if self.on_empty == "nearest":
+                values = held_out.nearest_values(queries[chunk], allowed)
+            else:
+                values = held_out.mean_values(allowed)
+            for c in range(predictions.shape[0]):
+                hit = empty[c, chunk]
+                predictions[c, chunk[hit]] = values[hit]
 
     def _flat(self, held_out, sums, rows, groups=None, train=None):
         """Predictions, empty and singular rows of every candidate, in

@@ -38,7 +38,9 @@ engine does.
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
+from sklearn import get_config
 from sklearn.neighbors import KDTree
+from sklearn.utils import gen_batches
 
 from . import _local_linear
 from ._pooling import _threadpool_controller
@@ -53,6 +55,26 @@ _LOGIT_FLOOR = -700.0
 _SKIP_LOGIT = -708.0
 # A row whose pooled weight is below this is recomputed with a shift.
 _TINY = float(np.finfo(np.float64).tiny) ** 0.8
+# Bytes per key of a row recomputed with a shift: its squared distances,
+# logits and scores (float64) and its masks.
+SHIFT_BYTES_PER_KEY = 32
+# Bytes per key of a row that falls back to ``on_empty`` (its squared
+# distances, tie tolerances and masks).
+FALLBACK_BYTES_PER_KEY = 48
+
+
+def row_batches(n_rows, row_bytes):
+    """Slices of at most ``n_rows`` rows of ``row_bytes`` each that fit in
+    scikit-learn's ``working_memory``, one row at least.
+
+    Like :func:`sklearn.utils.get_chunk_n_rows` with
+    :func:`sklearn.utils.gen_batches`, but silent when one row exceeds the
+    budget (a row is O(n), within the bound) and finite for an infinite
+    ``working_memory``.
+    """
+    budget = get_config()["working_memory"] * 2**20
+    rows = max(1, int(min(n_rows, budget // max(row_bytes, 1))))
+    return gen_batches(n_rows, rows)
 
 
 def pooled_moments(X, Y, weights, degree=0):
@@ -294,23 +316,26 @@ class HeldOut:
                     sums[k, m, cols] += weights.T @ moments[rows]
 
     def _restabilise(self, sums, X, unit, weights, groups):
-        """Recompute, with a shift, the rows of log kernels that underflowed."""
+        """Recompute, with a shift, the rows of log kernels that underflowed.
+
+        Rows are recomputed in batches within ``working_memory``.
+        """
+        n = len(X)
         for k, kernel in enumerate(self.kernels):
             if kernel.log_function is None:
                 continue
             for m, h in enumerate(self.bandwidths):
                 rows = np.flatnonzero(sums[k, m, :, -1] < _TINY)
-                if len(rows) == 0:
-                    continue
-                allowed = None
-                if groups is None:
-                    allowed = np.ones((len(rows), len(X)), dtype=bool)
-                    allowed[np.arange(len(rows)), rows] = False
-                else:
-                    allowed = groups[rows][:, None] != groups[None, :]
-                sums[k, m, rows] = self._shifted_sums(
-                    kernel, h, X[rows], X, allowed, unit, weights
-                )
+                for batch in row_batches(len(rows), SHIFT_BYTES_PER_KEY * n):
+                    chunk = rows[batch]
+                    if groups is None:
+                        allowed = np.ones((len(chunk), n), dtype=bool)
+                        allowed[np.arange(len(chunk)), chunk] = False
+                    else:
+                        allowed = groups[chunk][:, None] != groups[None, :]
+                    sums[k, m, chunk] = self._shifted_sums(
+                        kernel, h, X[chunk], X, allowed, unit, weights
+                    )
 
     @staticmethod
     def _shifted_sums(kernel, h, Q, X, allowed, unit_moments, weights):
@@ -337,7 +362,7 @@ class HeldOut:
             )
         logits -= top
         np.maximum(logits, _LOGIT_FLOOR, out=logits)
-        scores = np.exp(logits)
+        scores = np.exp(logits, out=logits)
         scores[~allowed] = 0.0
         return scores @ unit_moments
 
@@ -382,14 +407,15 @@ class HeldOut:
                 continue
             for m, h in enumerate(self.bandwidths):
                 rows = np.flatnonzero(sums[k, m, :, -1] < _TINY)
-                if len(rows):
-                    allowed = np.ones((len(rows), len(train)), dtype=bool)
-                    sums[k, m, rows] = self._shifted_sums(
+                row_bytes = SHIFT_BYTES_PER_KEY * len(train)
+                for batch in row_batches(len(rows), row_bytes):
+                    chunk = rows[batch]
+                    sums[k, m, chunk] = self._shifted_sums(
                         kernel,
                         h,
-                        self.X[test[rows]],
+                        self.X[test[chunk]],
                         self.X[train],
-                        allowed,
+                        np.ones((len(chunk), len(train)), dtype=bool),
                         self.unit_moments[train],
                         self.weights[train],
                     )

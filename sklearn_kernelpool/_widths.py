@@ -2,13 +2,16 @@
 
 import numpy as np
 from scipy.optimize import minimize
+from sklearn import get_config
 
 from ._bandwidth import _weighted_spread
 from ._loo import _LOGIT_FLOOR, _augment, squared_distances
 from ._pooling import _threadpool_controller
 
-# Rows per chunk: a chunk holds a few (rows, n) float64 arrays.
+# Rows per chunk: a chunk holds a few (rows, n) float64 arrays, of at most
+# this many bytes each, and all of them within ``working_memory``.
 _CHUNK_BYTES = 2**22
+_BYTES_PER_KEY = 32
 # Widths are bounded to [1e-3, 1e3] times the feature's spread.
 _WIDTH_RANGE = 1e3
 _MAX_ITER = 200
@@ -78,7 +81,10 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
     loss = 0.0
     grad = np.zeros(X.shape[1])
     predictions = np.empty_like(Y)
-    rows_per_chunk = max(1, _CHUNK_BYTES // (8 * n))
+    budget = min(
+        _CHUNK_BYTES * _BYTES_PER_KEY // 8, get_config()["working_memory"] * 2**20
+    )
+    rows_per_chunk = max(1, int(min(n, budget // (_BYTES_PER_KEY * n))))
     buffer = np.empty((min(rows_per_chunk, n), n))
     d = Z.shape[1]
     unit = np.hstack([Y, np.ones((n, 1))])
