@@ -171,7 +171,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         - an int ``k >= 2``: :class:`~sklearn.model_selection.KFold` with ``k``
           folds;
         - a splitter or an iterable of (train, test) index arrays, as for
-          :class:`~sklearn.model_selection.GridSearchCV`.
+          :class:`~sklearn.model_selection.GridSearchCV`; the splits are
+          drawn once, so that a generator serves as well as a list.
 
         Under K-fold, the held-out points of a split are predicted from the
         training points of that split, and the score of a candidate is the
@@ -530,6 +531,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         grid = self._bandwidth_grid(X64[positive])
         _check_grid(X, grid)
         scorer = self._scorer(weighted=sample_weight is not None)
+        # The splits once: a generator given as cv can be consumed only once.
+        splits = None
+        if self.cv is not None:
+            cv = check_cv(self.cv, y, classifier=False)
+            splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
 
         params = list(ParameterGrid({"kernel": names, "bandwidth": list(grid)}))
         held_out = HeldOut(
@@ -541,11 +547,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             self.n_jobs,
             degree=self.degree,
         )
-        self._say_search(X, y, names, grid)
+        self._say_search(X, names, grid, splits)
         if self.cv is None:
             results = self._loo(held_out, X, y, weights, scorer)
         else:
-            results = self._kfold(held_out, X, y, sample_weight, scorer, params)
+            results = self._kfold(held_out, X, y, sample_weight, scorer, params, splits)
         results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
         results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
         results["params"] = params
@@ -584,19 +590,19 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         if self.verbose >= level:
             print(f"[{type(self).__name__}] {message}")
 
-    def _say_search(self, X, y, names, grid):
+    def _say_search(self, X, names, grid, splits):
         n_candidates = len(names) * len(grid)
         what = (
             f"{n_candidates} candidates ({len(names)} kernel(s) x {len(grid)} "
             "bandwidths)"
         )
-        if self.cv is None:
+        if splits is None:
             self._say(
                 f"Scoring {what} by leave-one-out over {X.shape[0]} samples, "
                 "in one pass over the pairs of points"
             )
         else:
-            n_splits = check_cv(self.cv, y, classifier=False).get_n_splits(X, y)
+            n_splits = len(splits)
             self._say(
                 f"Fitting {n_splits} folds for each of {what}, totalling "
                 f"{n_splits * n_candidates} fits, in one pass over the pairs of "
@@ -700,9 +706,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         kwargs = {"sample_weight": weights} if weighted else {}
         return float(scorer(_Predicted(predictions), X, y, **kwargs))
 
-    def _kfold(self, held_out, X, y, sample_weight, scorer, params):
-        cv = check_cv(self.cv, y, classifier=False)
-        splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
+    def _kfold(self, held_out, X, y, sample_weight, scorer, params, splits):
         n = X.shape[0]
         if scorer is None:
             scorer = check_scoring(self, scoring=None)
