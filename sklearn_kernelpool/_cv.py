@@ -20,6 +20,7 @@ from ._regression import KernelAttentionRegressor
 from ._validation import (
     check_squares,
     coordinate_limit,
+    power_of_two_below,
     relative_weights,
     scale_coordinates,
 )
@@ -33,33 +34,53 @@ def bandwidth_grid(X, size):
     From the median distance of a distinct point to its nearest other
     distinct point, to twice the largest distance of a point from the mean
     (which lies between the data's diameter and twice it). With every point
-    equal, every bandwidth is 1.
+    equal, every bandwidth is 1. The distances are those of ``X`` divided
+    by a power of two near its largest coordinate, multiplied back: the
+    grid scales with ``X``, however small or large its scale.
     """
-    radius = 2.0 * float(np.sqrt(np.max(np.sum((X - X.mean(axis=0)) ** 2, axis=1))))
-    distinct = np.unique(X, axis=0)
+    largest = float(np.max(np.abs(X), initial=0.0))
+    scale = float(power_of_two_below(largest))
+    Z = X / scale  # exact, and of coordinates below 2 in magnitude
+    radius = 2.0 * float(np.sqrt(np.max(np.sum((Z - Z.mean(axis=0)) ** 2, axis=1))))
+    distinct = np.unique(Z, axis=0)
     if not radius > 0 or len(distinct) < 2:
         return np.ones(size)
     distances, _ = NearestNeighbors(n_neighbors=1).fit(distinct).kneighbors()
     low = min(float(np.median(distances)), radius)
+    if not low > 0:
+        raise ValueError(
+            "The automatic bandwidths start at the median distance of a distinct "
+            "point of X to its nearest other one, which is zero in float64 next "
+            f"to X's largest coordinate ({largest:.3g}): most points differ "
+            "by less than 1e-154 of it. Pass bandwidths as an array, or "
+            "rescale X."
+        )
     if size == 1:
-        return np.array([np.sqrt(low * radius)])
-    return np.geomspace(low, radius, size)
+        return np.array([np.sqrt(low * radius)]) * scale
+    return np.geomspace(low, radius, size) * scale
 
 
-def _check_grid(X, grid):
+def _check_grid(X, grid, automatic):
     """Refuse bandwidths with which the scores cannot be computed.
 
     A bandwidth's square must be a normal float64, and ``X`` divided by the
     smallest one must have finite squared distances in the dtype of ``X``, as
     :class:`KernelAttentionRegressor` requires of its bandwidth.
+    ``automatic`` says whether the grid was derived from the scale of ``X``.
     """
     limit = coordinate_limit(np.float64, 1)
     if not (grid.min() >= 1 / limit and grid.max() <= limit):
+        what, fix = (
+            "bandwidths",
+            "Rescale X (for example with a StandardScaler) and the bandwidths.",
+        )
+        if automatic:
+            what = "automatic bandwidths, which follow the scale of X,"
+            fix = "Rescale X (for example with a StandardScaler)."
         raise ValueError(
             f"The bandwidths must lie between {1 / limit:.3g} and {limit:.3g}, "
-            "where their squares are normal float64 numbers; got bandwidths "
-            f"from {grid.min():.3g} to {grid.max():.3g}. Rescale X (for example "
-            "with a StandardScaler) and the bandwidths."
+            "where their squares are normal float64 numbers; got "
+            f"{what} from {grid.min():.3g} to {grid.max():.3g}. {fix}"
         )
     scale_coordinates(X, grid.min(), X.dtype, "X")
 
@@ -158,7 +179,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
           from their mean (which lies between the data's diameter and twice
           it). The points are the training points of positive sample weight;
           with one bandwidth it is the geometric mean of the two ends, and
-          with all points equal every bandwidth is 1.
+          with all points equal every bandwidth is 1. The grid scales with
+          ``X`` exactly (computed on ``X`` divided by a power of two); a
+          grid whose squares are not normal float64 numbers (``X`` at a
+          scale below about 1e-150 or above 1e150) raises a ``ValueError``.
         - an array-like of floats > 0.
 
     cv : int, cross-validation generator or iterable, default=None
@@ -529,7 +553,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         X64 = X.astype(np.float64)
         Y = y.reshape(X.shape[0], -1).astype(np.float64)
         grid = self._bandwidth_grid(X64[positive])
-        _check_grid(X, grid)
+        _check_grid(X, grid, automatic=isinstance(self.bandwidths, Integral))
         scorer = self._scorer(weighted=sample_weight is not None)
         # The splits once: a generator given as cv can be consumed only once.
         splits = None
