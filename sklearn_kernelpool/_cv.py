@@ -1,11 +1,13 @@
 """KernelAttentionRegressorCV: bandwidth and kernel selection by cross-validation."""
 
 import inspect
+import warnings
 from numbers import Integral
 
 import numpy as np
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import check_scoring, get_scorer_names
 from sklearn.model_selection import ParameterGrid, check_cv
 from sklearn.neighbors import NearestNeighbors
@@ -100,6 +102,8 @@ class _Predicted(RegressorMixin, BaseEstimator):
 
 
 def _accepts_sample_weight(scorer):
+    # A scikit-learn scorer passes its keyword arguments on to its metric.
+    scorer = getattr(scorer, "_score_func", scorer)
     try:
         parameters = inspect.signature(scorer).parameters
     except (TypeError, ValueError):
@@ -107,6 +111,27 @@ def _accepts_sample_weight(scorer):
     return "sample_weight" in parameters or any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
     )
+
+
+def _not_a_regression_scorer(scorer):
+    """Why a scikit-learn scorer cannot score a regressor, or "".
+
+    A scorer made by scikit-learn (by name or ``make_scorer``) names the
+    method it calls and its metric: it scores a regressor when it calls
+    ``predict`` and its metric, if scikit-learn's, is one of
+    :mod:`sklearn.metrics`' regression metrics (not a classification,
+    ranking or clustering one). Other callables are trusted.
+    """
+    response = getattr(scorer, "_response_method", "predict")
+    if response != "predict":
+        return f"scores the output of {response}, which a regressor does not have"
+    metric = getattr(scorer, "_score_func", None)
+    module = getattr(metric, "__module__", None) or ""
+    if module.startswith("sklearn.") and not module.startswith(
+        "sklearn.metrics._regression"
+    ):
+        return f"scores with {metric.__name__}, a classification or clustering metric"
+    return ""
 
 
 def _partition_groups(splits, n):
@@ -210,7 +235,13 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         None is the negative mean squared error under leave-one-out and
         :math:`R^2` (the estimator's ``score``) under K-fold. Under
         leave-one-out a scorer scores the ``n`` leave-one-out predictions at
-        once, as :class:`~sklearn.linear_model.RidgeCV` does.
+        once, as :class:`~sklearn.linear_model.RidgeCV` does. A scikit-learn
+        scorer must be a regression one: one that calls ``predict`` with a
+        metric of :mod:`sklearn.metrics`' regression metrics (a
+        classification, ranking or clustering scorer such as ``"accuracy"``
+        raises a ``ValueError``). Splits that hold out a single sample
+        (``cv=n_samples``) need a scorer defined on one sample, which
+        :math:`R^2` is not: use ``cv=None``, the exact leave-one-out.
 
     per_feature : bool, default=False
         After the isotropic selection, learn one width per feature by
@@ -491,13 +522,74 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         if self.scoring is None:
             return None
         scorer = check_scoring(self, scoring=self.scoring)
+        problem = _not_a_regression_scorer(scorer)
+        if problem:
+            raise ValueError(
+                f"scoring={self.scoring!r} {problem}; KernelAttentionRegressorCV "
+                "is a regressor and needs a regression scorer, such as 'r2', "
+                "'neg_mean_squared_error' or 'neg_mean_absolute_error', or None "
+                "(the negative mean squared error under leave-one-out, R^2 "
+                "under K-fold)."
+            )
         if weighted and not _accepts_sample_weight(scorer):
             raise ValueError(
-                "With sample_weight, a callable scoring must accept a "
+                f"With sample_weight, scoring={self.scoring!r} must accept a "
                 "sample_weight keyword argument: the held-out errors are "
-                "weighted."
+                "weighted. Use a weighted metric, or no sample_weight."
             )
         return scorer
+
+    def _check_small_folds(self, splits, scorer, X, y, sample_weight):
+        """Refuse test folds of one sample that the scorer cannot score.
+
+        A test fold of one sample (``KFold`` with as many folds as samples,
+        ``LeaveOneOut``) is scored on that sample alone, where R^2 (the
+        default under K-fold) and other scores relative to the held-out
+        spread are undefined. The scorer is tried on the first such fold with
+        exact and with wrong predictions: an ``UndefinedMetricWarning``, a
+        non-finite score or the same score for both refuses it. ``cv=None``
+        is the exact leave-one-out, scored over all the held-out predictions
+        at once.
+        """
+        sizes = [len(test) for _, test in splits]
+        if min(sizes, default=1) == 0:
+            raise ValueError(
+                f"cv={self.cv!r} gives a split with an empty test set; every "
+                "split must hold out at least one sample."
+            )
+        small = [test for _, test in splits if len(test) < 2]
+        if not small:
+            return
+        test = small[0]
+        if scorer is None:
+            scorer = check_scoring(self, scoring=None)
+        w_test = None if sample_weight is None else sample_weight[test]
+        exact = y[test].astype(np.float64)
+        scores = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UndefinedMetricWarning)
+            for predictions in (exact, exact + 1.0 + np.abs(exact)):
+                scores.append(
+                    self._score(
+                        scorer,
+                        predictions,
+                        X[test],
+                        y[test],
+                        w_test,
+                        False,
+                        w_test is not None,
+                    )
+                )
+        undefined = any(issubclass(w.category, UndefinedMetricWarning) for w in caught)
+        if undefined or not np.all(np.isfinite(scores)) or scores[0] == scores[1]:
+            name = "None (R^2)" if self.scoring is None else repr(self.scoring)
+            raise ValueError(
+                f"cv={self.cv!r} holds out a single sample in {len(small)} of "
+                f"its {len(splits)} splits, where scoring={name} is undefined "
+                "or cannot tell predictions apart. For leave-one-out use "
+                "cv=None, the exact leave-one-out scored over all the held-out "
+                "predictions at once; or use fewer folds."
+            )
 
     # -- fit -------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
@@ -554,12 +646,14 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         Y = y.reshape(X.shape[0], -1).astype(np.float64)
         grid = self._bandwidth_grid(X64[positive])
         _check_grid(X, grid, automatic=isinstance(self.bandwidths, Integral))
-        scorer = self._scorer(weighted=sample_weight is not None)
+        weighted = sample_weight is not None
+        scorer = self._scorer(weighted)
         # The splits once: a generator given as cv can be consumed only once.
         splits = None
         if self.cv is not None:
             cv = check_cv(self.cv, y, classifier=False)
             splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
+            self._check_small_folds(splits, scorer, X, y, sample_weight)
 
         params = list(ParameterGrid({"kernel": names, "bandwidth": list(grid)}))
         held_out = HeldOut(
@@ -573,7 +667,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         )
         self._say_search(X, names, grid, splits)
         if self.cv is None:
-            results = self._loo(held_out, X, y, weights, scorer)
+            results = self._loo(held_out, X, y, weights, scorer, weighted)
         else:
             results = self._kfold(held_out, X, y, sample_weight, scorer, params, splits)
         results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
@@ -596,7 +690,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self._say_scores(params, names)
         if self.per_feature:
             self._say("Learning per-feature widths by leave-one-out")
-            self._learn_widths(X, X64, y, Y, weights, scorer)
+            self._learn_widths(X, X64, y, Y, weights, scorer, weighted)
             self._say(f"Per-feature widths: {np.round(self.bandwidth_, 6).tolist()}")
         self._say(f"Refitting the selected candidate on all {X.shape[0]} samples")
         self.best_estimator_ = KernelAttentionRegressor(
@@ -689,7 +783,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         singular = singular.swapaxes(0, 1).reshape(-1, singular.shape[-1])
         return predictions, empty, singular
 
-    def _loo(self, held_out, X, y, weights, scorer):
+    def _loo(self, held_out, X, y, weights, scorer, weighted):
         n = X.shape[0]
         sums = held_out.sums_excluding_groups(None)
         predictions, empty, singular = self._flat(held_out, sums, np.arange(n))
@@ -710,7 +804,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         else:
             scores = np.array(
                 [
-                    self._score(scorer, pred, X, y, weights, bad)
+                    self._score(scorer, pred, X, y, weights, bad, weighted)
                     for pred, bad in zip(predictions, np.isnan(loo_mse), strict=True)
                 ]
             )
@@ -723,7 +817,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             results["singular_fraction"] = singular.mean(axis=1)
         return results
 
-    def _score(self, scorer, predictions, X, y, weights, invalid, weighted=True):
+    def _score(self, scorer, predictions, X, y, weights, invalid, weighted):
         if invalid:
             return np.nan
         predictions = predictions.reshape(y.shape)
@@ -811,7 +905,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             results["singular_fraction"] = n_singular / n_held_out
         return results
 
-    def _learn_widths(self, X, X64, y, Y, weights, scorer):
+    def _learn_widths(self, X, X64, y, Y, weights, scorer, weighted):
         kernel = KERNELS[self.kernel_]
         widths, n_iter, loo_mse, predictions = learn_widths(
             X64, Y, weights, kernel, self.bandwidth_
@@ -824,7 +918,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         if scorer is None:
             self.best_score_ = -float(loo_mse)
         else:
-            self.best_score_ = self._score(scorer, predictions, X, y, weights, False)
+            self.best_score_ = self._score(
+                scorer, predictions, X, y, weights, False, weighted
+            )
 
     # -- predict ---------------------------------------------------------
     def predict(self, X):

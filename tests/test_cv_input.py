@@ -1,12 +1,15 @@
 """KernelAttentionRegressorCV on unusual inputs: generators of splits,
-one-point folds, classification scorers, data at extreme scales."""
+one-sample folds, classification scorers, data at extreme scales."""
+
+import warnings
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.model_selection import KFold
+from sklearn.metrics import accuracy_score, make_scorer, r2_score
+from sklearn.model_selection import KFold, LeaveOneOut
 
-from sklearn_kernelpool import KernelAttentionRegressorCV
+from sklearn_kernelpool import KernelAttentionRegressor, KernelAttentionRegressorCV
 from sklearn_kernelpool._cv import bandwidth_grid
 
 
@@ -70,3 +73,108 @@ def test_a_grid_starting_below_the_float64_range_is_refused():
     X = np.array([[0.0], [1e-300], [2e-300], [3e-300], [1.0]])
     with pytest.raises(ValueError, match="Pass bandwidths as an array"):
         bandwidth_grid(X, 5)
+
+
+@pytest.mark.parametrize(
+    "cv, scoring",
+    [
+        (40, None),
+        (LeaveOneOut(), None),
+        (40, "r2"),
+        (40, "explained_variance"),  # 1 on one sample, whatever the prediction
+        (40, "d2_absolute_error_score"),
+    ],
+)
+def test_one_sample_folds_with_an_undefined_score_are_refused(data, cv, scoring):
+    X, y = data
+    reg = KernelAttentionRegressorCV(bandwidths=[0.1, 0.3], cv=cv, scoring=scoring)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match=r"single sample.*use cv=None") as error:
+            reg.fit(X, y)
+    assert not caught, [str(w.message) for w in caught]
+    assert f"cv={cv!r}" in str(error.value)
+    assert "empty" not in str(error.value)
+
+
+def test_one_sample_folds_with_a_defined_score_match_leave_one_out(data):
+    """Splits of one sample, scored per sample, average the absolute errors
+    of the exact leave-one-out."""
+    X, y = data
+    params = dict(bandwidths=[0.1, 0.3], scoring="neg_max_error")
+    kfold = KernelAttentionRegressorCV(cv=40, **params).fit(X, y)
+    loo = KernelAttentionRegressorCV(
+        bandwidths=[0.1, 0.3], scoring="neg_mean_absolute_error"
+    ).fit(X, y)
+    assert_allclose(
+        kfold.cv_results_["mean_test_score"], loo.cv_results_["mean_test_score"]
+    )
+
+
+def test_leave_one_out_scores_with_a_metric_without_weights(data):
+    """neg_max_error takes no sample_weight: without weights, none is passed."""
+    X, y = data
+    reg = KernelAttentionRegressorCV(bandwidths=[0.1, 0.3], scoring="neg_max_error")
+    reg.fit(X, y)
+    for h, score in zip([0.1, 0.3], reg.cv_results_["mean_test_score"], strict=True):
+        errors = [
+            abs(
+                KernelAttentionRegressor(bandwidth=h)
+                .fit(np.delete(X, i, axis=0), np.delete(y, i))
+                .predict(X[i : i + 1])[0]
+                - y[i]
+            )
+            for i in range(len(y))
+        ]
+        assert_allclose(score, -max(errors))
+
+
+@pytest.mark.parametrize(
+    "scoring",
+    [
+        "accuracy",
+        "f1",
+        "balanced_accuracy",
+        "roc_auc",
+        "neg_log_loss",
+        "adjusted_rand_score",
+        make_scorer(accuracy_score),
+    ],
+)
+@pytest.mark.parametrize("cv", [None, 3])
+def test_a_classification_scorer_is_refused(data, scoring, cv):
+    X, y = data
+    reg = KernelAttentionRegressorCV(bandwidths=[0.1, 0.3], cv=cv, scoring=scoring)
+    with pytest.raises(ValueError, match=r"^scoring=.*needs a regression scorer"):
+        reg.fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "scoring",
+    [
+        "r2",
+        "explained_variance",
+        "neg_max_error",
+        "neg_mean_absolute_error",
+        "neg_mean_squared_error",
+        "neg_root_mean_squared_error",
+        "neg_median_absolute_error",
+        "neg_mean_poisson_deviance",
+        "d2_absolute_error_score",
+        make_scorer(r2_score),
+    ],
+)
+@pytest.mark.parametrize("cv", [None, 3])
+def test_a_regression_scorer_scores_every_candidate(data, scoring, cv):
+    X, y = data
+    y = y + 2.0  # positive, for the deviances
+    reg = KernelAttentionRegressorCV(bandwidths=[0.1, 0.3], cv=cv, scoring=scoring)
+    reg.fit(X, y)
+    assert np.all(np.isfinite(reg.cv_results_["mean_test_score"]))
+
+
+def test_a_metric_without_weights_is_refused_with_sample_weight(data):
+    X, y = data
+    reg = KernelAttentionRegressorCV(bandwidths=[0.1, 0.3], scoring="neg_max_error")
+    with pytest.raises(ValueError, match="scoring='neg_max_error' must accept"):
+        reg.fit(X, y, sample_weight=np.ones(len(y)))
