@@ -299,7 +299,11 @@ ROWS = {
         cv=Raises(ValueError, "squared distances overflow. Rescale X"),
     ),
     "X of 1e-300, bandwidth 1: the weighted mean": Row(
-        Returns(lambda row: mean_of(row, 4)), X=X * 1e-300, Q=Q * 1e-300
+        Returns(lambda row: mean_of(row, 4)),
+        X=X * 1e-300,
+        Q=Q * 1e-300,
+        # The automatic grid follows X to bandwidths of about 1e-300.
+        cv=Raises(ValueError, "automatic bandwidths, which follow the scale of X"),
     ),
     "X and bandwidth of 1e-300": Row(
         Returns(lambda row: reference(row, X_=X, Q_=Q, bandwidth=1.0)),
