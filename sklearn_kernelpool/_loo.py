@@ -33,7 +33,9 @@ Kernels with a log form are exponentiated without a per-row shift, which is
 what lets a block serve both of its sides. A row whose pooled weight falls
 below ``tiny ** 0.8`` may have lost precision to underflow; it is recomputed
 alone as a softmax with its largest logit subtracted, exactly as the pooling
-engine does.
+engine does. Such rows, and those that fall back to ``on_empty``, need every
+key: they are taken in batches within scikit-learn's ``working_memory``
+(:func:`row_batches`), never all at once.
 """
 
 import numpy as np
