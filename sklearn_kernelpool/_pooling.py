@@ -150,6 +150,7 @@ class KernelPool:
         degree=0,
     ):
         self.dtype = keys.dtype
+        self.kernel = kernel
         self.degree = degree
         self.on_empty = on_empty
         self.support = np.flatnonzero(sample_weight > 0)
@@ -534,7 +535,9 @@ class KernelPool:
         """
         n_queries = X.shape[0]
         if not sparse:
-            _weights.check_dense_size(n_queries, self.n_samples_fit, self.dtype)
+            _weights.check_dense_size(
+                n_queries, self.n_samples_fit, self.dtype, self.kernel, self.on_empty
+            )
         n_singular = []
 
         def work(X_chunk, workspace):
@@ -557,7 +560,9 @@ class KernelPool:
                 full[:, self.support] = out
                 out = full
         except MemoryError as exc:
-            raise MemoryError(_weights.dense_refusal(*shape)) from exc
+            raise MemoryError(
+                _weights.dense_refusal(*shape, self.dtype, self.kernel, self.on_empty)
+            ) from exc
         self._report_singular(sum(n_singular), n_queries)
         return out
 

@@ -141,7 +141,7 @@ def test_a_failed_allocation_is_explained(data, monkeypatch):
     # Where the platform does not tell its memory, NumPy's own MemoryError
     # is caught and explained.
     X, Y, _, Q = data
-    reg = KernelAttentionRegressor().fit(X, Y)
+    reg = KernelAttentionRegressor("epanechikov", bandwidth=0.3).fit(X, Y)
 
     def fail(*args, **kwargs):
         raise MemoryError("Unable to allocate")
