@@ -14,7 +14,6 @@ each bounded by scikit-learn's ``working_memory``, on one of two paths:
 """
 
 import functools
-import warnings
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
@@ -26,7 +25,12 @@ from threadpoolctl import ThreadpoolController
 from . import _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
-from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._exceptions import (
+    EmptyNeighborhoodWarning,
+    LocalLinearFallbackWarning,
+    describe,
+    warn,
+)
 from ._progress import new_bar
 from ._tree import TreeScorer
 from ._validation import relative_weights, scale_coordinates, scale_values
@@ -57,10 +61,11 @@ def resolve_kernel(kernel):
     return KERNELS[kernel]
 
 
-def report_empty(on_empty, n_empty, n_queries, stacklevel):
+def report_empty(on_empty, n_empty, n_queries, kernel, bandwidth):
     """Warn of, or for ``on_empty="raise"`` refuse, ``n_empty`` empty queries.
 
-    ``stacklevel`` is that of :func:`warnings.warn` called here.
+    The warning's text names the configuration only; the counts are its
+    attributes (see :mod:`._exceptions`).
     """
     if n_empty == 0:
         return
@@ -76,12 +81,15 @@ def report_empty(on_empty, n_empty, n_queries, stacklevel):
         "mean": "the weighted mean of the training values",
         "nan": "NaN",
     }[on_empty]
-    warnings.warn(
-        f"{n_empty} of {n_queries} queries have no training key with "
-        f"positive weight inside the kernel's support; they get {what} "
-        f"(on_empty={on_empty!r}). A larger bandwidth avoids this.",
-        EmptyNeighborhoodWarning,
-        stacklevel=stacklevel,
+    warn(
+        EmptyNeighborhoodWarning(
+            "Queries with no training key of positive weight inside the "
+            f"support of {describe(kernel, bandwidth)} get {what} "
+            f"(on_empty={on_empty!r}); a larger bandwidth avoids this. The "
+            "warning's n_empty and n_queries attributes count them in each call.",
+            n_empty=n_empty,
+            n_queries=n_queries,
+        )
     )
 
 
@@ -405,7 +413,7 @@ class KernelPool:
                 std[empty] = self._spread(weights.astype(np.float64))
 
     def _report_empty(self, n_empty, n_queries):
-        report_empty(self.on_empty, n_empty, n_queries, stacklevel=6)
+        report_empty(self.on_empty, n_empty, n_queries, self.kernel, self.bandwidth)
 
     # -- the operations ------------------------------------------------------
     def pool(self, X, n_jobs=None, return_std=False):
@@ -516,14 +524,18 @@ class KernelPool:
 
     def _report_singular(self, n_singular, n_queries):
         if n_singular:
-            warnings.warn(
-                f"{n_singular} of {n_queries} queries have a singular local "
-                "design: fewer than n_features + 1 keys in general position "
-                "carry their attention weight, so the local-linear fit is not "
-                "determined. They get the local mean (degree 0) instead. A "
-                "larger bandwidth avoids this.",
-                LocalLinearFallbackWarning,
-                stacklevel=4,
+            warn(
+                LocalLinearFallbackWarning(
+                    "Queries with a singular local design under "
+                    f"{describe(self.kernel, self.bandwidth)} (fewer than "
+                    "n_features + 1 keys in general position carry their "
+                    "attention weight, so the local-linear fit is not "
+                    "determined) get the local mean (degree 0) instead; a "
+                    "larger bandwidth avoids this. The warning's n_singular "
+                    "and n_queries attributes count them in each call.",
+                    n_singular=n_singular,
+                    n_queries=n_queries,
+                )
             )
 
     def attention_weights(self, X, n_jobs=None, sparse=False):
