@@ -562,9 +562,15 @@ class KernelPool:
 
         shape = (n_queries, self.n_samples_fit)
         if sparse:
-            chunks = self._run_chunks(X, None, work, n_jobs)
+            try:
+                chunks = self._run_chunks(X, None, work, n_jobs)
+                out = _weights.assemble_sparse(chunks, self.support, shape, self.dtype)
+            except MemoryError as exc:
+                raise MemoryError(
+                    _weights.sparse_refusal(*shape, self.kernel, self.on_empty)
+                ) from exc
             self._report_singular(sum(n_singular), n_queries)
-            return _weights.assemble_sparse(chunks, self.support, shape, self.dtype)
+            return out
         try:
             out = self._run_chunks(X, self.keys.shape[0], work, n_jobs)
             if out.shape[1] != self.n_samples_fit:

@@ -92,6 +92,31 @@ def dense_refusal(n_queries, n_samples, dtype, kernel, on_empty):
     )
 
 
+def sparse_refusal(n_queries, n_samples, kernel, on_empty):
+    """Why a sparse weight matrix could not be built, with the advice that fits."""
+    message = (
+        f"The sparse matrix of the attention weights of {n_queries} queries "
+        f"over {n_samples} keys (sparse=True) does not fit in memory. "
+    )
+    if not kernel.is_compact:
+        return message + (
+            f"The {kernel.name!r} kernel has unbounded support, so every weight "
+            "is positive and a sparse matrix is larger than a dense one: ask "
+            "for sparse=False and fewer queries at a time, or use a kernel "
+            "with compact support."
+        )
+    if on_empty == "mean":
+        return message + (
+            "Queries that fall back to on_empty='mean' weigh every key: use "
+            "on_empty='nearest' (the nearest keys only) or a larger bandwidth, "
+            "or ask for fewer queries at a time."
+        )
+    return message + (
+        "Every query weighs the keys inside the kernel's support: ask for "
+        "fewer queries at a time, or use a smaller bandwidth."
+    )
+
+
 def physical_memory():
     """Bytes of physical memory, or None where the platform does not say."""
     try:

@@ -362,3 +362,35 @@ def test_memory_error_advice_fits_the_kernel(params, advice, monkeypatch):
     queries = np.repeat(X, 10, axis=0)
     with pytest.raises(MemoryError, match=r"A dense \(60, 6\) matrix .* " + advice):
         reg.attention_weights(queries)
+
+
+@pytest.mark.parametrize(
+    "params, advice",
+    [
+        (
+            {"kernel": "gaussian"},
+            r"'gaussian' kernel has unbounded support, so every weight is "
+            r"positive and a sparse matrix is larger than a dense one: ask for "
+            r"sparse=False and fewer queries at a time",
+        ),
+        (
+            {"kernel": "boxcar", "bandwidth": 0.3},
+            r"ask for fewer queries at a time, or use a smaller bandwidth",
+        ),
+        (
+            {"kernel": "boxcar", "bandwidth": 0.3, "on_empty": "mean"},
+            r"Queries that fall back to on_empty='mean' weigh every key: use "
+            r"on_empty='nearest'",
+        ),
+    ],
+    ids=["unbounded", "compact", "compact-mean"],
+)
+def test_sparse_memory_error_does_not_suggest_sparse(params, advice, monkeypatch):
+    reg = KernelAttentionRegressor(**params).fit(X, y)
+
+    def unable_to_allocate(*args, **kwargs):
+        raise MemoryError("Unable to allocate")
+
+    monkeypatch.setattr(_weights, "assemble_sparse", unable_to_allocate)
+    with pytest.raises(MemoryError, match=r"\(sparse=True\) does not fit .*" + advice):
+        reg.attention_weights(X, sparse=True)
