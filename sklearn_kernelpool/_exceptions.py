@@ -154,7 +154,7 @@ def _caller():
     frame, level = sys._getframe(1), 1
     while frame.f_back is not None and os.path.abspath(
         frame.f_code.co_filename
-    ).startswith(_PACKAGE):
+    ).startswith(_PACKAGE + os.sep):
         frame, level = frame.f_back, level + 1
     return frame, level
 
