@@ -158,7 +158,6 @@ class KernelPool:
         degree=0,
     ):
         self.dtype = keys.dtype
-        self.kernel = kernel
         self.degree = degree
         self.on_empty = on_empty
         self.support = np.flatnonzero(sample_weight > 0)
@@ -205,6 +204,11 @@ class KernelPool:
             if isinstance(attribute, functools.cached_property):
                 state.pop(name, None)
         return state
+
+    @property
+    def kernel(self):
+        """The :class:`Kernel`, held by the scorer."""
+        return self.scorer.kernel
 
     # -- the matrices of the spread and of the local-linear moments ----------
     # Built on first use, in float64, with the values centred on their
