@@ -66,6 +66,14 @@ def resolve_bandwidth(bandwidth, X, sample_weight):
         # Positivity and finiteness are checked by the parameter constraints.
         return float(bandwidth)
     h = np.asarray(bandwidth)
+    if h.ndim == 0 and np.issubdtype(h.dtype, np.number) and not np.iscomplexobj(h):
+        # A 0-d array, such as np.array(0.5) or np.float64 read from a file,
+        # is one isotropic width, checked as the constraints check a float.
+        if not (np.isfinite(h) and h > 0):
+            raise ValueError(
+                f"bandwidth must be a finite float > 0; got {bandwidth!r}."
+            )
+        return float(h)
     n_features = X.shape[1]
     if h.ndim != 1 or h.shape[0] != n_features:
         raise ValueError(

@@ -3,6 +3,7 @@
 from numbers import Integral, Real
 
 import numpy as np
+from scipy.sparse import issparse
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
     _check_sample_weight,
@@ -12,9 +13,18 @@ from sklearn.utils.validation import (
 
 from ._algorithm import ALGORITHMS
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
+from ._brute import check_kernel_callable
 from ._pooling import KernelPool, resolve_kernel
-from ._validation import check_no_dates
+from ._validation import check_no_dates, check_no_strings, first_string
 from .kernels import KERNELS
+
+# joblib's convention: None, -1 for all processors, -2 for all but one...; 0
+# has no meaning.
+N_JOBS_CONSTRAINT = [
+    None,
+    Interval(Integral, None, -1, closed="right"),
+    Interval(Integral, 1, None, closed="left"),
+]
 
 # The constraints of the parameters every estimator has, but ``on_empty``,
 # whose accepted policies depend on the estimator.
@@ -26,17 +36,47 @@ POOL_PARAMETER_CONSTRAINTS = {
         "array-like",
     ],
     "algorithm": [StrOptions(set(ALGORITHMS))],
-    "n_jobs": [None, Integral],
+    "n_jobs": N_JOBS_CONSTRAINT,
 }
 
 
+def check_dense_features(X, name="X"):
+    """Refuse sparse matrices, dates and strings, with what to do instead."""
+    if issparse(X):
+        raise TypeError(
+            f"Sparse data was passed for {name} (a {type(X).__name__} of shape "
+            f"{X.shape}), but dense data is required. In a Pipeline, have the "
+            "step before output dense data, for example "
+            "OneHotEncoder(sparse_output=False) or "
+            "ColumnTransformer(..., sparse_threshold=0); outside one, "
+            f"{name}.toarray() densifies it."
+        )
+    check_no_dates(X, name)
+    check_no_strings(X)
+
+
+def check_numeric_target(estimator, y):
+    """Refuse string targets for a regressor, pointing to the classifier."""
+    value, _ = first_string(y)
+    if value is not None:
+        raise ValueError(
+            f"y holds strings, for example {value!r}; "
+            f"{type(estimator).__name__} needs numeric y. To predict class "
+            "labels, use KernelAttentionClassifier."
+        )
+
+
 def validate_fit_data(estimator, X, y, **options):
-    """``validate_data`` of the training data, dates refused.
+    """``validate_data`` of the training data, sparse input, dates and strings
+    refused.
 
     ``options`` go to :func:`~sklearn.utils.validation.validate_data`; the
-    keys are float64 or float32.
+    keys are float64 or float32. With ``y_numeric=True``, string targets are
+    refused.
     """
-    check_no_dates(X)
+    check_dense_features(X)
+    if options.get("y_numeric"):
+        check_numeric_target(estimator, y)
     # scikit-learn spots non-finite input by a sum, which warns before its
     # clear error when +inf and -inf meet.
     with np.errstate(invalid="ignore", over="ignore"):
@@ -44,8 +84,9 @@ def validate_fit_data(estimator, X, y, **options):
 
 
 def validate_queries(estimator, X):
-    """``validate_data`` of the queries of a fitted estimator, dates refused."""
-    check_no_dates(X)
+    """``validate_data`` of the queries of a fitted estimator, sparse input,
+    dates and strings refused."""
+    check_dense_features(X)
     with np.errstate(invalid="ignore", over="ignore"):
         return validate_data(estimator, X, reset=False, dtype=[np.float64, np.float32])
 
@@ -89,6 +130,8 @@ def fit_pool(estimator, X, values, sample_weight, **options):
         else estimator.sample_weight_
     )
     estimator.bandwidth_ = resolve_bandwidth(estimator.bandwidth, X, weights)
+    if callable(estimator.kernel):
+        check_kernel_callable(estimator.kernel, X.dtype)
     estimator._pool = KernelPool(
         X,
         values,

@@ -62,9 +62,10 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
           training labels weighted by the sample weights;
         - ``"raise"``: a ``ValueError`` counting the empty queries.
 
-        Under the first two an :class:`~sklearn_kernelpool.EmptyNeighborhoodWarning`
-        says how many queries fell back. There is no ``"nan"`` policy: a row
-        of NaN probabilities has no class.
+        Under the first two a call warns once with an
+        :class:`~sklearn_kernelpool.EmptyNeighborhoodWarning`, whose
+        ``n_empty`` attribute counts the queries that fell back. There is no
+        ``"nan"`` policy: a row of NaN probabilities has no class.
 
     algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
         How the weights are computed, as for

@@ -15,7 +15,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._algorithm import ALGORITHMS
-from ._base import validate_fit_data, validate_queries, validate_sample_weight
+from ._base import (
+    N_JOBS_CONSTRAINT,
+    validate_fit_data,
+    validate_queries,
+    validate_sample_weight,
+)
 from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut, row_batches
 from ._pooling import ON_EMPTY
 from ._regression import KernelAttentionRegressor
@@ -440,7 +445,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         "degree": [Interval(Integral, 0, 1, closed="both")],
         "on_empty": [StrOptions(set(ON_EMPTY))],
         "algorithm": [StrOptions(set(ALGORITHMS))],
-        "n_jobs": [None, Integral],
+        "n_jobs": N_JOBS_CONSTRAINT,
         "verbose": ["verbose"],
     }
 

@@ -1,4 +1,16 @@
-"""Warnings of the package."""
+"""Warnings of the package, and how they are issued.
+
+A warning's text depends only on the configuration that causes it (the
+kernel, the bandwidth, the ``on_empty`` policy), never on the counts of one
+call, which are attributes of the warning. So Python's ``"default"`` filter
+shows a configuration's warning once per line of the caller, and a search
+shows it once per candidate, not once per fold.
+"""
+
+import os
+import sys
+import threading
+import warnings
 
 
 class EmptyNeighborhoodWarning(UserWarning):
@@ -7,6 +19,31 @@ class EmptyNeighborhoodWarning(UserWarning):
     Such queries get the estimator's ``on_empty`` fallback: the value of the
     nearest key, the weighted mean of the training values, or NaN. A larger
     bandwidth, or a kernel with unbounded support, avoids the fallback.
+
+    One call of ``predict``, ``predict_proba`` or ``attention_weights``
+    issues at most one such warning. Its text names the kernel, the bandwidth
+    and the policy only, so that Python's default filter shows it once per
+    configuration and line (once per candidate in a search); the counts of
+    the call are its attributes.
+
+    Parameters
+    ----------
+    message : str
+        The text of the warning.
+
+    n_empty : int, default=None
+        The number of queries of the call that fell back.
+
+    n_queries : int, default=None
+        The number of queries of the call.
+
+    Attributes
+    ----------
+    n_empty : int
+        The number of queries of the call that fell back.
+
+    n_queries : int
+        The number of queries of the call.
 
     Examples
     --------
@@ -17,11 +54,18 @@ class EmptyNeighborhoodWarning(UserWarning):
     >>> reg = reg.fit([[0.0], [1.0]], [0.0, 1.0])
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     reg.predict([[10.0]])
-    array([1.])
+    ...     reg.predict([[0.2], [10.0]])
+    array([0., 1.])
     >>> caught[0].category is EmptyNeighborhoodWarning
     True
+    >>> caught[0].message.n_empty, caught[0].message.n_queries
+    (1, 2)
     """
+
+    def __init__(self, message, n_empty=None, n_queries=None):
+        super().__init__(message)
+        self.n_empty = n_empty
+        self.n_queries = n_queries
 
 
 class LocalLinearFallbackWarning(UserWarning):
@@ -34,6 +78,29 @@ class LocalLinearFallbackWarning(UserWarning):
     and such queries get the local-constant (``degree=0``) prediction, as do
     their attention weights and standard deviations. A larger bandwidth
     avoids the fallback.
+
+    One call issues at most one such warning. Its text names the kernel and
+    the bandwidth only (see :class:`EmptyNeighborhoodWarning`); the counts
+    of the call are its attributes.
+
+    Parameters
+    ----------
+    message : str
+        The text of the warning.
+
+    n_singular : int, default=None
+        The number of queries of the call whose local design is singular.
+
+    n_queries : int, default=None
+        The number of queries of the call.
+
+    Attributes
+    ----------
+    n_singular : int
+        The number of queries of the call whose local design is singular.
+
+    n_queries : int
+        The number of queries of the call.
 
     Examples
     --------
@@ -48,4 +115,91 @@ class LocalLinearFallbackWarning(UserWarning):
     array([0. , 0.5])
     >>> caught[0].category is LocalLinearFallbackWarning
     True
+    >>> caught[0].message.n_singular, caught[0].message.n_queries
+    (2, 2)
     """
+
+    def __init__(self, message, n_singular=None, n_queries=None):
+        super().__init__(message)
+        self.n_singular = n_singular
+        self.n_queries = n_queries
+
+
+def describe(kernel, bandwidth):
+    """``"the 'boxcar' kernel at bandwidth=0.5"``, for the texts of warnings.
+
+    ``bandwidth`` is a float or a 1-D array of any array API namespace; the
+    first six per-feature widths are shown.
+    """
+    shape = getattr(bandwidth, "shape", ())
+    if len(shape) == 0:
+        width = f"{float(bandwidth):.6g}"
+    else:
+        shown = [f"{float(bandwidth[i]):.6g}" for i in range(min(shape[0], 6))]
+        width = "[" + ", ".join(shown) + (", ...]" if shape[0] > 6 else "]")
+    return f"the {kernel.name!r} kernel at bandwidth={width}"
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+# The warnings shown under the "default", "module" and "once" actions, for
+# the filters in force: see ``warn``.
+_shown = {"filters": None, "keys": set()}
+_shown_lock = threading.Lock()
+
+
+def _caller():
+    """The first frame outside the package, and its ``stacklevel`` seen from
+    :func:`warn`."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and os.path.abspath(
+        frame.f_code.co_filename
+    ).startswith(_PACKAGE + os.sep):
+        frame, level = frame.f_back, level + 1
+    return frame, level
+
+
+def _action(text, category, module, lineno):
+    """What the warnings filters do with this warning, as :mod:`warnings` decides."""
+    for action, message, cat, mod, ln in warnings.filters:
+        if (
+            (message is None or _matches(message, text))
+            and issubclass(category, cat)
+            and (mod is None or _matches(mod, module))
+            and (ln == 0 or ln == lineno)
+        ):
+            return action
+    return warnings.defaultaction
+
+
+def _matches(pattern, text):
+    return pattern == text if isinstance(pattern, str) else bool(pattern.match(text))
+
+
+def warn(warning):
+    """Issue ``warning`` at the user's call, once per text under "default".
+
+    The warning points at the first frame outside the package: the line
+    that called ``predict``. Under the ``"default"``, ``"module"`` and
+    ``"once"`` actions, Python shows a text once per line (module, process)
+    until the filters change; but it forgets what it showed whenever a
+    ``catch_warnings`` block starts, and scikit-learn's searches run every
+    fold in one. So the texts shown are remembered here too, for as long as
+    the filters stay the same, and a search shows each once.
+    """
+    frame, stacklevel = _caller()
+    module = frame.f_globals.get("__name__", "<string>")
+    lineno = frame.f_lineno
+    text, category = str(warning), type(warning)
+    action = _action(text, category, module, lineno)
+    if action in ("default", "module", "once"):
+        where = {"default": (module, lineno), "module": (module,), "once": ()}
+        key = (text, category, *where[action])
+        filters = list(warnings.filters)
+        with _shown_lock:
+            if _shown["filters"] != filters:
+                _shown["filters"], _shown["keys"] = filters, set()
+            if key in _shown["keys"]:
+                return
+            _shown["keys"].add(key)
+    warnings.warn(warning, stacklevel=stacklevel)

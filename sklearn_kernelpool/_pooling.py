@@ -14,7 +14,6 @@ each bounded by scikit-learn's ``working_memory``, on one of two paths:
 """
 
 import functools
-import warnings
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
@@ -26,7 +25,12 @@ from threadpoolctl import ThreadpoolController
 from . import _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
-from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._exceptions import (
+    EmptyNeighborhoodWarning,
+    LocalLinearFallbackWarning,
+    describe,
+    warn,
+)
 from ._progress import new_bar
 from ._tree import TreeScorer
 from ._validation import relative_weights, scale_coordinates, scale_values
@@ -57,10 +61,11 @@ def resolve_kernel(kernel):
     return KERNELS[kernel]
 
 
-def report_empty(on_empty, n_empty, n_queries, stacklevel):
+def report_empty(on_empty, n_empty, n_queries, kernel, bandwidth):
     """Warn of, or for ``on_empty="raise"`` refuse, ``n_empty`` empty queries.
 
-    ``stacklevel`` is that of :func:`warnings.warn` called here.
+    The warning's text names the configuration only; the counts are its
+    attributes (see :mod:`._exceptions`).
     """
     if n_empty == 0:
         return
@@ -76,12 +81,15 @@ def report_empty(on_empty, n_empty, n_queries, stacklevel):
         "mean": "the weighted mean of the training values",
         "nan": "NaN",
     }[on_empty]
-    warnings.warn(
-        f"{n_empty} of {n_queries} queries have no training key with "
-        f"positive weight inside the kernel's support; they get {what} "
-        f"(on_empty={on_empty!r}). A larger bandwidth avoids this.",
-        EmptyNeighborhoodWarning,
-        stacklevel=stacklevel,
+    warn(
+        EmptyNeighborhoodWarning(
+            "Queries with no training key of positive weight inside the "
+            f"support of {describe(kernel, bandwidth)} get {what} "
+            f"(on_empty={on_empty!r}); a larger bandwidth avoids this. The "
+            "warning's n_empty and n_queries attributes count them in each call.",
+            n_empty=n_empty,
+            n_queries=n_queries,
+        )
     )
 
 
@@ -196,6 +204,11 @@ class KernelPool:
             if isinstance(attribute, functools.cached_property):
                 state.pop(name, None)
         return state
+
+    @property
+    def kernel(self):
+        """The :class:`Kernel`, held by the scorer."""
+        return self.scorer.kernel
 
     # -- the matrices of the spread and of the local-linear moments ----------
     # Built on first use, in float64, with the values centred on their
@@ -404,7 +417,7 @@ class KernelPool:
                 std[empty] = self._spread(weights.astype(np.float64))
 
     def _report_empty(self, n_empty, n_queries):
-        report_empty(self.on_empty, n_empty, n_queries, stacklevel=6)
+        report_empty(self.on_empty, n_empty, n_queries, self.kernel, self.bandwidth)
 
     # -- the operations ------------------------------------------------------
     def pool(self, X, n_jobs=None, return_std=False):
@@ -515,14 +528,18 @@ class KernelPool:
 
     def _report_singular(self, n_singular, n_queries):
         if n_singular:
-            warnings.warn(
-                f"{n_singular} of {n_queries} queries have a singular local "
-                "design: fewer than n_features + 1 keys in general position "
-                "carry their attention weight, so the local-linear fit is not "
-                "determined. They get the local mean (degree 0) instead. A "
-                "larger bandwidth avoids this.",
-                LocalLinearFallbackWarning,
-                stacklevel=4,
+            warn(
+                LocalLinearFallbackWarning(
+                    "Queries with a singular local design under "
+                    f"{describe(self.kernel, self.bandwidth)} (fewer than "
+                    "n_features + 1 keys in general position carry their "
+                    "attention weight, so the local-linear fit is not "
+                    "determined) get the local mean (degree 0) instead; a "
+                    "larger bandwidth avoids this. The warning's n_singular "
+                    "and n_queries attributes count them in each call.",
+                    n_singular=n_singular,
+                    n_queries=n_queries,
+                )
             )
 
     def attention_weights(self, X, n_jobs=None, sparse=False):
@@ -534,7 +551,9 @@ class KernelPool:
         """
         n_queries = X.shape[0]
         if not sparse:
-            _weights.check_dense_size(n_queries, self.n_samples_fit, self.dtype)
+            _weights.check_dense_size(
+                n_queries, self.n_samples_fit, self.dtype, self.kernel, self.on_empty
+            )
         n_singular = []
 
         def work(X_chunk, workspace):
@@ -547,9 +566,15 @@ class KernelPool:
 
         shape = (n_queries, self.n_samples_fit)
         if sparse:
-            chunks = self._run_chunks(X, None, work, n_jobs)
+            try:
+                chunks = self._run_chunks(X, None, work, n_jobs)
+                out = _weights.assemble_sparse(chunks, self.support, shape, self.dtype)
+            except MemoryError as exc:
+                raise MemoryError(
+                    _weights.sparse_refusal(*shape, self.kernel, self.on_empty)
+                ) from exc
             self._report_singular(sum(n_singular), n_queries)
-            return _weights.assemble_sparse(chunks, self.support, shape, self.dtype)
+            return out
         try:
             out = self._run_chunks(X, self.keys.shape[0], work, n_jobs)
             if out.shape[1] != self.n_samples_fit:
@@ -557,7 +582,9 @@ class KernelPool:
                 full[:, self.support] = out
                 out = full
         except MemoryError as exc:
-            raise MemoryError(_weights.dense_refusal(*shape)) from exc
+            raise MemoryError(
+                _weights.dense_refusal(*shape, self.dtype, self.kernel, self.on_empty)
+            ) from exc
         self._report_singular(sum(n_singular), n_queries)
         return out
 

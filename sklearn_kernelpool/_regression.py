@@ -97,8 +97,9 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         - ``"nan"``: NaN;
         - ``"raise"``: a ``ValueError`` counting the empty queries.
 
-        Under the first three an :class:`~sklearn_kernelpool.EmptyNeighborhoodWarning`
-        says how many queries fell back.
+        Under the first three a call warns once with an
+        :class:`~sklearn_kernelpool.EmptyNeighborhoodWarning`, whose
+        ``n_empty`` attribute counts the queries that fell back.
 
     algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
         How the weights are computed:

@@ -18,26 +18,39 @@ _TEMPORAL = (
 )
 
 
+def _dtypes(X):
+    """The dtypes of ``X``: one per column of a DataFrame, object for a list."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is not None and not hasattr(X, "dtype"):  # a DataFrame
+        return list(dtypes)
+    if hasattr(X, "dtype"):
+        return [X.dtype]
+    return [np.dtype(object)]  # a list: look at its values
+
+
+def _object_values(X):
+    """``X`` as an object ndarray, or None when it is ragged."""
+    try:
+        return np.asarray(X, dtype=object)
+    except ValueError:
+        return None  # ragged: validate_data says so
+
+
 def check_no_dates(X, name="X"):
     """Reject date, time and duration columns.
 
     scikit-learn turns them into numbers in whatever unit they are stored in
     (days, seconds, nanoseconds...), which a bandwidth cannot know about.
     """
-    dtypes = getattr(X, "dtypes", None)
-    if dtypes is not None and not hasattr(X, "dtype"):  # a DataFrame
-        dtypes = list(dtypes)
-    elif hasattr(X, "dtype"):
-        dtypes = [X.dtype]
-    else:
-        dtypes = [np.dtype(object)]  # a list: look at its values
+    dtypes = _dtypes(X)
     found = next((dt for dt in dtypes if getattr(dt, "kind", "") in ("m", "M")), None)
     if found is None and any(getattr(dt, "kind", "") == "O" for dt in dtypes):
-        try:
-            values = np.asarray(X, dtype=object).ravel()
-        except ValueError:
-            return  # ragged: validate_data says so
-        found = next((type(v) for v in values if isinstance(v, _TEMPORAL)), None)
+        values = _object_values(X)
+        if values is None:
+            return
+        found = next(
+            (type(v) for v in values.ravel() if isinstance(v, _TEMPORAL)), None
+        )
     if found is not None:
         found = getattr(found, "__name__", found)
         raise ValueError(
@@ -46,6 +59,57 @@ def check_no_dates(X, name="X"):
             "cannot know. Convert them to numbers in a unit of your choice, "
             "for example (dates - origin) / np.timedelta64(1, 'D')."
         )
+
+
+def _is_text(value):
+    """Whether ``value`` is a string (or bytes) that is not a number."""
+    if not isinstance(value, (str, bytes)):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return True
+    return False
+
+
+def first_string(X):
+    """The first string (or bytes) of ``X`` that is not a number, and the
+    index of its column.
+
+    Returns ``(None, None)`` when ``X`` holds none; the column is None for
+    input of less than two dimensions. Strings of numbers (``"1.5"``) are
+    left to ``validate_data``, which converts them.
+    """
+    if not any(getattr(dt, "kind", "") in ("O", "U", "S") for dt in _dtypes(X)):
+        return None, None
+    values = _object_values(X)
+    if values is None:
+        return None, None
+    flat = values.ravel()
+    at = next((i for i, v in enumerate(flat) if _is_text(v)), None)
+    if at is None:
+        return None, None
+    column = at % values.shape[1] if values.ndim == 2 else None
+    return flat[at], column
+
+
+def check_no_strings(X):
+    """Refuse a feature matrix with strings, with the encoders to use."""
+    value, column = first_string(X)
+    if value is None:
+        return
+    names = getattr(X, "columns", None)
+    where = ""
+    if column is not None:
+        where = f" in column {column}"
+        if names is not None:
+            where = f" in column {names[column]!r}"
+    raise ValueError(
+        f"X holds strings, for example {value!r}{where}; X must be numeric. "
+        "Encode such columns first, for example in a Pipeline with a "
+        "ColumnTransformer that applies a OneHotEncoder or an OrdinalEncoder "
+        "to them."
+    )
 
 
 def coordinate_limit(dtype, n_features):

@@ -56,11 +56,64 @@ def assemble_sparse(chunks, columns, shape, dtype):
     return out
 
 
-def dense_refusal(n_queries, n_samples):
-    return (
-        f"A dense ({n_queries}, {n_samples}) matrix of attention weights does "
-        "not fit in memory. Ask for sparse=True, which stores only the "
-        "non-zero weights, or for fewer queries at a time."
+def dense_refusal(n_queries, n_samples, dtype, kernel, on_empty):
+    """Why a dense weight matrix is refused, with the advice that fits.
+
+    ``sparse=True`` helps only when most weights are zero: with a compact
+    ``kernel``. With an unbounded one every weight is positive, and a sparse
+    matrix would be larger than the dense one.
+    """
+    size = n_queries * n_samples * np.dtype(dtype).itemsize
+    size = f"{size / 2**30:.3g} GiB" if size >= 2**30 else f"{size / 2**20:.3g} MiB"
+    message = (
+        f"A dense ({n_queries}, {n_samples}) matrix of attention weights "
+        f"({size}) does not fit in memory. "
+    )
+    fewer = "ask for fewer queries at a time"
+    limit = physical_memory()
+    if limit is not None:
+        row_bytes = n_samples * np.dtype(dtype).itemsize
+        fewer += f" (at most about {max(limit // 4 // row_bytes, 1)} per call)"
+    if not kernel.is_compact:
+        return message + (
+            f"The {kernel.name!r} kernel has unbounded support, so every weight "
+            "is positive and sparse=True would not save memory: "
+            f"{fewer}. predict needs no weight matrix."
+        )
+    if on_empty == "mean":
+        return message + (
+            "Ask for sparse=True, which stores only the weights inside the "
+            f"kernel's support (queries that fall back to on_empty='mean' "
+            f"still weigh every key), or {fewer}."
+        )
+    return message + (
+        "Ask for sparse=True, which stores only the non-zero weights, the "
+        f"keys inside the kernel's support, or {fewer}."
+    )
+
+
+def sparse_refusal(n_queries, n_samples, kernel, on_empty):
+    """Why a sparse weight matrix could not be built, with the advice that fits."""
+    message = (
+        f"The sparse matrix of the attention weights of {n_queries} queries "
+        f"over {n_samples} keys (sparse=True) does not fit in memory. "
+    )
+    if not kernel.is_compact:
+        return message + (
+            f"The {kernel.name!r} kernel has unbounded support, so every weight "
+            "is positive and a sparse matrix is larger than a dense one: ask "
+            "for sparse=False and fewer queries at a time, or use a kernel "
+            "with compact support."
+        )
+    if on_empty == "mean":
+        return message + (
+            "Queries that fall back to on_empty='mean' weigh every key: use "
+            "on_empty='nearest' (the nearest keys only) or a larger bandwidth, "
+            "or ask for fewer queries at a time."
+        )
+    return message + (
+        "Every query weighs the keys inside the kernel's support: ask for "
+        "fewer queries at a time, or use a smaller bandwidth."
     )
 
 
@@ -72,9 +125,9 @@ def physical_memory():
         return None
 
 
-def check_dense_size(n_queries, n_samples, dtype):
+def check_dense_size(n_queries, n_samples, dtype, kernel, on_empty):
     """Refuse a dense weight matrix larger than the physical memory."""
     limit = physical_memory()
     size = n_queries * n_samples * np.dtype(dtype).itemsize
     if limit is not None and size > limit:
-        raise MemoryError(dense_refusal(n_queries, n_samples))
+        raise MemoryError(dense_refusal(n_queries, n_samples, dtype, kernel, on_empty))

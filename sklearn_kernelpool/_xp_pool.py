@@ -404,7 +404,7 @@ class ArrayAPIPool:
                 mean, std = self._fill(mean, std, empty, d2, q_sq)
             means.append(mean)
             stds.append(std)
-        report_empty(self.on_empty, n_empty, X.shape[0], stacklevel=4)
+        report_empty(self.on_empty, n_empty, X.shape[0], self.kernel, self.bandwidth)
         mean = xp.concat(means, axis=0)
         if return_std:
             return mean, xp.concat(stds, axis=0)
@@ -453,7 +453,7 @@ class ArrayAPIPool:
                     fallback = xp.where(self.positive, nan, xp.zeros_like(nan))
                 weights = xp.where(empty, fallback, weights)
             rows.append(weights)
-        report_empty(self.on_empty, n_empty, X.shape[0], stacklevel=4)
+        report_empty(self.on_empty, n_empty, X.shape[0], self.kernel, self.bandwidth)
         return xp.concat(rows, axis=0)
 
 

@@ -505,7 +505,7 @@ ROWS = {
         Returns(lambda row: reference(row, X_=X)), X=X.astype(object)
     ),
     "string X": Row(
-        Raises(ValueError, "could not convert string to float"),
+        Raises(ValueError, "X holds strings, for example 'a' in column 0"),
         X=np.array([["a", "b"]] * 6, dtype=object),
     ),
     "complex X": Row(Raises(ValueError, "Complex data not supported"), X=X + 1j),
@@ -607,7 +607,7 @@ ROWS = {
         params={"kernel": kernel_nan},
     ),
     "kernel of the wrong shape": Row(
-        Raises(ValueError, "'kernel_flat' returned an array of shape", "predict"),
+        Raises(ValueError, "'kernel_flat' must return an array of the same shape"),
         params={"kernel": kernel_flat},
     ),
     "kernel of weights 1e308": Row(

@@ -1,15 +1,19 @@
-"""What a user sees: the progress of a search, and the reprs."""
+"""What a user sees: the progress of a search, the reprs and the warnings."""
 
 import re
+import warnings
 
 import numpy as np
 import pytest
-from sklearn.model_selection import KFold
+from sklearn.model_selection import GridSearchCV, KFold
 
 from sklearn_kernelpool import (
+    EmptyNeighborhoodWarning,
     KernelAttentionClassifier,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
+    LocalLinearFallbackWarning,
+    _exceptions,
 )
 
 RNG = np.random.default_rng(0)
@@ -134,3 +138,130 @@ def test_html_repr_renders(estimator):
         assert "</div>" in html
     if "epanechnikov" in repr(estimator):
         assert "epanechnikov" in estimator._repr_html_()
+
+
+# -- warnings -----------------------------------------------------------------
+# One warning of a kind per call, with the counts as attributes; a text that
+# depends on the configuration only, so that the default filter shows it once
+# per candidate of a search.
+
+KEYS = np.sort(RNG.uniform(0, 10, size=(30, 1)), axis=0)
+VALUES = np.sin(KEYS[:, 0])
+QUERIES = RNG.uniform(-1, 11, size=(200, 1))
+H = 0.4
+
+
+def _n_inside(h=H):
+    """The number of keys at scaled distance < 1 of each query, by a loop."""
+    return np.array(
+        [sum(abs(q - k) / h < 1 for k in KEYS[:, 0]) for q in QUERIES[:, 0]]
+    )
+
+
+@pytest.fixture
+def fresh_memory(monkeypatch):
+    """Forget which warnings were shown, as a new process would."""
+    monkeypatch.setattr(_exceptions, "_shown", {"filters": None, "keys": set()})
+
+
+def _shown_under_default(action):
+    """Run ``action`` under the "default" filter; the warnings it shows."""
+    shown = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = lambda message, category, *args, **kw: shown.append(
+            (category, str(message), *args[:2])
+        )
+        action()
+    return shown
+
+
+def test_a_search_warns_once_per_candidate(fresh_memory):
+    bandwidths = [0.05, 0.1, 0.15, 0.2]
+    search = GridSearchCV(
+        KernelAttentionRegressor(kernel="boxcar", on_empty="nearest"),
+        {"bandwidth": bandwidths},
+        cv=5,
+    )
+
+    def fit_and_predict():
+        search.fit(KEYS, VALUES)
+        search.best_estimator_.predict(QUERIES)
+
+    shown = _shown_under_default(fit_and_predict)
+    empty = [s for s in shown if s[0] is EmptyNeighborhoodWarning]
+    # 4 candidates x 5 folds leave queries empty: one warning per candidate,
+    # and one for the prediction of the refitted estimator.
+    assert len(empty) == len(bandwidths) + 1
+    for h, (_, text, _, _) in zip(bandwidths, empty, strict=False):
+        assert f"'boxcar' kernel at bandwidth={h:.6g} get the value" in text
+    assert empty[-1][2] == __file__  # at the line that called predict
+
+
+def test_the_default_filter_shows_a_configuration_once_per_line(fresh_memory):
+    reg = KernelAttentionRegressor("boxcar", H).fit(KEYS, VALUES)
+
+    def predict_three_times():
+        for queries in (QUERIES, QUERIES[:50], QUERIES[:100]):
+            reg.predict(queries)
+
+    assert len(_shown_under_default(predict_three_times)) == 1
+    with warnings.catch_warnings(record=True) as caught:  # the filters change
+        warnings.simplefilter("always")
+        predict_three_times()
+    assert len(caught) == 3
+    assert [w.message.n_queries for w in caught] == [200, 50, 100]
+
+
+def _calls():
+    """(estimator, method) pairs of every public call that may warn."""
+    for algorithm in ("brute", "kd_tree"):
+        for degree in (0, 1):
+            reg = KernelAttentionRegressor(
+                "boxcar", H, degree=degree, algorithm=algorithm
+            )
+            reg.fit(KEYS, VALUES)
+            yield f"{algorithm}-degree{degree}-predict", reg.predict
+            yield (
+                f"{algorithm}-degree{degree}-return_std",
+                lambda Q, reg=reg: reg.predict(Q, return_std=True),
+            )
+            yield f"{algorithm}-degree{degree}-weights", reg.attention_weights
+            yield (
+                f"{algorithm}-degree{degree}-sparse",
+                lambda Q, reg=reg: reg.attention_weights(Q, sparse=True),
+            )
+        clf = KernelAttentionClassifier("boxcar", H, algorithm=algorithm)
+        clf.fit(KEYS, VALUES > 0)
+        for method in ("predict", "predict_proba", "predict_log_proba"):
+            yield f"{algorithm}-classifier-{method}", getattr(clf, method)
+    cv = KernelAttentionRegressorCV(["boxcar"], [H], cv=3).fit(KEYS, VALUES)
+    yield "cv-predict", cv.predict
+
+
+CALLS = dict(_calls())
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_each_call_warns_once_per_kind_with_its_counts(call):
+    n_inside = _n_inside()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        CALLS[call](QUERIES)
+    empty = [w for w in caught if w.category is EmptyNeighborhoodWarning]
+    singular = [w for w in caught if w.category is LocalLinearFallbackWarning]
+    assert len(empty) == 1
+    assert empty[0].message.n_empty == np.sum(n_inside == 0)
+    assert empty[0].message.n_queries == len(QUERIES)
+    if "degree1" in call:
+        # One key in the support: the local slope is not determined.
+        assert len(singular) == 1
+        assert singular[0].message.n_singular == np.sum(n_inside == 1)
+        assert singular[0].message.n_queries == len(QUERIES)
+    else:
+        assert not singular
+    assert len(caught) == len(empty) + len(singular)
+    for w in caught:  # at the line of the call, not in the package
+        assert w.filename == __file__
+        assert "attributes count them in each call" in str(w.message)
+        assert str(len(QUERIES)) not in str(w.message)
