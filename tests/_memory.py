@@ -1,9 +1,10 @@
 """Peak memory of the package's public paths, for the memory-bound tests.
 
 :func:`traced_peak` measures one call. :data:`MEMORY_PATHS` lists every
-public path (each algorithm, kernel family and dimension of ``predict``,
+public path (``fit``; each algorithm, kernel family and dimension of ``predict``,
 ``return_std``, ``degree=1``, dense and sparse attention weights, each
-``on_empty`` policy, the classifier, and the CV's leave-one-out, K-fold,
+``on_empty`` policy, the classifier's ``fit``, ``predict_proba`` and
+``predict``, and the CV's leave-one-out, K-fold,
 per-feature, underflow and fallback routes, with the trees on data whose
 neighbourhoods defeat an estimate made at fit time), built at a size ``n``;
 :func:`memory_budget` is the bound each must keep. ``tests/test_memory.py``
@@ -161,6 +162,8 @@ def _regressor_path(method, d, algorithm, kernel, **options):
             bandwidth /= 2
         params = {**options, "bandwidth": bandwidth}
         reg = KernelAttentionRegressor(kernel, algorithm=algorithm, **params)
+        if method == "fit":
+            return MemoryPath(partial(reg.fit, X, y), n, _nbytes(X, y))
         quietly(lambda: reg.fit(X, y))
         if method == "predict":
             call = partial(reg.predict, Q)
@@ -197,14 +200,18 @@ def _empty_path(method, algorithm, on_empty):
     return build
 
 
-def _classifier_path(algorithm, kernel):
+def _classifier_path(method, algorithm, kernel):
+    """``method`` of a KernelAttentionClassifier on three classes."""
+
     def build(n, m):
         X, y, Q = _data(n, m, 2)
         labels = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
         bandwidth = _radius(n, 2) / (2 if kernel == "gaussian" else 1)
         clf = KernelAttentionClassifier(kernel, bandwidth, algorithm=algorithm)
+        if method == "fit":
+            return MemoryPath(partial(clf.fit, X, labels), n, _nbytes(X, labels))
         clf.fit(X, labels)
-        return MemoryPath(partial(clf.predict_proba, Q), n, _nbytes(Q))
+        return MemoryPath(partial(getattr(clf, method), Q), n, _nbytes(Q))
 
     return build
 
@@ -293,6 +300,15 @@ def _sorted_queries_path(algorithm):
 
 def _paths():
     paths = {}
+    for algorithm, kernel in (
+        ("brute", "gaussian"),
+        ("auto", "epanechikov"),
+        ("kd_tree", "epanechikov"),
+        ("ball_tree", "epanechikov"),
+    ):
+        paths[f"fit-{algorithm}-{kernel}"] = _regressor_path(
+            "fit", 2, algorithm, kernel
+        )
     for d in (1, 2):
         paths[f"predict-brute-gaussian-{d}d"] = _regressor_path(
             "predict", d, "brute", "gaussian"
@@ -327,9 +343,10 @@ def _paths():
                 "weights_sparse", algorithm, on_empty
             )
     for algorithm, kernel in (("brute", "gaussian"), ("kd_tree", "epanechikov")):
-        paths[f"classifier-proba-{algorithm}-{kernel}"] = _classifier_path(
-            algorithm, kernel
-        )
+        for method in ("fit", "predict_proba", "predict"):
+            paths[f"classifier-{method}-{algorithm}-{kernel}"] = _classifier_path(
+                method, algorithm, kernel
+            )
     # The CV: bandwidths in units of the radius that holds about one point.
     smooth = [8.0, 16.0, 32.0, 64.0]
     for cv, name in ((None, "loo"), (5, "kfold")):

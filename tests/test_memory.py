@@ -5,8 +5,9 @@ at a size where an ``n x n`` (or queries x keys) float64 array would take
 far more: 4000 samples (n x n: 122 MiB) and 2000 queries (2000 x 4000:
 61 MiB). The trees' adversarial data (keys piled at one point, queries
 sorted by density) take 20000 keys, at which a chunk sized by the
-neighbour count ``fit`` expects meets several times as many. The peak that
-``tracemalloc`` traces must stay within ``_memory.memory_budget``:
+neighbour count ``fit`` expects meets several times as many; so do the
+``fit`` paths, whose neighbourhood estimate probes up to 8192 keys. The
+peak that ``tracemalloc`` traces must stay within ``_memory.memory_budget``:
 ``working_memory + output + 4 MiB + 4 x inputs``, plus, for the CV,
 ``4 x 8 bytes x n x n_candidates x n_columns`` (the pooled moments of every
 held-out point and candidate: 2 columns for degree 0, 10 for degree 1 on
@@ -22,7 +23,9 @@ MIB = 2**20
 
 
 def _sizes(name):
-    if name.startswith("tree-"):
+    # fit's neighbourhood estimate probes up to 8192 keys: n = 20000 shows
+    # whether it keeps to working_memory.
+    if name.startswith(("tree-", "fit-", "classifier-fit-")):
         return 20_000, 4_000
     return 4_000, 2_000
 
