@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ._chunking import row_batches
+
 ALGORITHMS = ("auto", "brute", "kd_tree", "ball_tree")
 
 # How many keys the neighbourhood estimate looks at, as queries and as keys.
@@ -34,13 +36,18 @@ def expected_neighbors(keys, support):
     n = keys.shape[0]
     probes = keys[np.linspace(0, n - 1, min(n, _N_PROBE_QUERIES)).astype(np.intp)]
     sample = keys[np.linspace(0, n - 1, min(n, _N_PROBE_KEYS)).astype(np.intp)]
-    d2 = (
-        np.einsum("ij,ij->i", probes, probes)[:, None]
-        + np.einsum("ij,ij->i", sample, sample)[None, :]
-        - 2.0 * probes @ sample.T
-    )
-    fraction = float(np.mean(d2 < support * support))
-    return fraction * n
+    sample_sq = np.einsum("ij,ij->i", sample, sample)
+    # The probes go in batches of rows within working_memory (a row holds the
+    # distances to the sample and a temporary of the same size).
+    inside = 0
+    for batch in row_batches(len(probes), 16 * len(sample)):
+        p = probes[batch]
+        d2 = p @ sample.T
+        d2 *= -2.0
+        d2 += sample_sq
+        d2 += np.einsum("ij,ij->i", p, p)[:, None]
+        inside += int(np.count_nonzero(d2 < support * support))
+    return inside / (len(probes) * len(sample)) * n
 
 
 def choose_algorithm(algorithm, kernel, keys):
