@@ -39,6 +39,10 @@ ON_EMPTY = ("nearest", "mean", "nan", "raise")
 CHUNK_BYTES = 2**22
 # Tree chunks hold at most this many queries, so that threads share the work.
 TREE_CHUNK_ROWS = 2048
+# Moments about the global centre of the keys and values lose about
+# n eps times (second moment / local variance) to cancellation; past this
+# ratio a row is computed again about its own local means (two passes).
+MAX_MOMENT_RATIO = 2.0**10
 # Below this many query-key pairs, starting threads costs more than it saves.
 MIN_THREADED_PAIRS = 2**22
 
@@ -455,6 +459,10 @@ class KernelPool:
             moments = spread[:, :-1] / spread[:, -1:]
         variance = moments[:, p:] - moments[:, :p] ** 2
         std = np.sqrt(np.maximum(variance, 0.0))
+        # Rows whose local mean is far from the global one, in local
+        # standard deviations, lose their variance to cancellation.
+        redo = ~empty & np.any(moments[:, p:] > MAX_MOMENT_RATIO * variance, axis=1)
+        self._refit_rows(redo, queries, workspace, None, std)
         self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
         return np.hstack([mean * self.value_scale, std * self.value_scale]), empty
 
@@ -467,8 +475,10 @@ class KernelPool:
             mean, std, singular = _local_linear.solve(
                 sums, queries[1], self.layout, return_std
             )
-            mean += self.value_center
             empty = ~(sums[:, -1] > 0)
+            redo = ~empty & self._cancelled(sums)
+            self._refit_rows(redo, queries, workspace, mean, std, singular)
+            mean += self.value_center
             self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
             n_singular.append(int(singular.sum()))
             mean *= self.value_scale
@@ -508,10 +518,117 @@ class KernelPool:
         return sums
 
     def _spread(self, weights):
-        """Weighted standard deviation of the values under each row of weights."""
+        """Weighted standard deviation of the values under each row of weights.
+
+        ``weights`` is one row (ndarray) or a sparse array of rows, each
+        summing to one; two passes, about each row's own mean.
+        """
         c = self.centered_values
-        variance = weights @ (c * c) - (weights @ c) ** 2
-        return np.sqrt(np.maximum(variance, 0.0))
+        mean = weights @ c
+        if isinstance(weights, np.ndarray):
+            return np.sqrt(weights @ (c - mean) ** 2)
+        weights = csr_array(weights)
+        rows = np.repeat(np.arange(weights.shape[0]), np.diff(weights.indptr))
+        deviation = c[weights.indices] - mean[rows]
+        squares = weights.data[:, None] * deviation * deviation
+        variance = np.stack(
+            [
+                np.bincount(rows, squares[:, j], weights.shape[0])
+                for j in range(c.shape[1])
+            ],
+            axis=1,
+        )
+        return np.sqrt(variance)
+
+    # -- rows fitted again about their own local means -----------------------
+    def _cancelled(self, sums):
+        """Rows whose local-linear moments about the global centres cancel.
+
+        The key moments when the local mean of the keys is far from their
+        centre (in local spreads), the value moments when the local mean of
+        the values is far from theirs.
+        """
+        layout = self.layout
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = sums[:, :-1] / sums[:, -1:]
+        d = layout.n_features
+        i, j = layout.upper
+        diagonal = np.flatnonzero(i == j)
+        second = means[:, layout.squares][:, diagonal].sum(axis=1)
+        spread = second - np.einsum("nf,nf->n", means[:, :d], means[:, :d])
+        y_second = means[:, layout.values_sq]
+        y_spread = y_second - means[:, layout.values] ** 2
+        return (second > MAX_MOMENT_RATIO * spread) | np.any(
+            y_second > MAX_MOMENT_RATIO * y_spread, axis=1
+        )
+
+    def _row_scores(self, queries, workspace, rows):
+        """Float64 scores of the ``rows`` of a chunk, sample weights included,
+        dense, up to a factor per row."""
+        if self.algorithm != "brute":
+            scores = self.scorer.scores(queries[0][rows])
+            scores.data *= self.weights[scores.indices]
+            return scores.toarray().astype(np.float64, copy=False)
+        blocks = self.scorer.whole_blocks(rows, len(queries[0]))
+        at = np.searchsorted(blocks, rows)
+        scores = self._raw_scores(queries, workspace, rows=blocks)[at]
+        scores = scores.astype(np.float64)
+        if not self.scorer.weights_folded:
+            scores *= self.weights
+        return scores
+
+    def _refit_rows(self, redo, queries, workspace, mean, std, singular=None):
+        """Recompute the ``redo`` rows of a chunk in two passes.
+
+        Their keys and values are centred on the row's own weighted means
+        before any product: the fit (``mean``, degree 1) and the spread
+        (``std``, if not None) then lose nothing to cancellation. The
+        arrays are updated in place; ``mean`` and ``std`` are in the frame
+        of the centred values.
+        """
+        redo = np.flatnonzero(redo)
+        if not len(redo):
+            return
+        n_keys, d = self.keys.shape
+        width = (d + 1) * self.n_outputs + d * d + 2
+        step = max(1, CHUNK_BYTES // (8 * n_keys * width))
+        for start in range(0, len(redo), step):
+            rows = redo[start : start + step]
+            scores = self._row_scores(queries, workspace, rows)
+            p = scores / scores.sum(axis=1, keepdims=True)
+            fit = self._centred_fit(p, queries[1][rows], std is not None)
+            if self.degree == 1:
+                mean[rows], singular[rows] = fit[0], fit[2]
+            if std is not None:
+                std[rows] = fit[1]
+
+    def _centred_fit(self, p, Q, return_std):
+        """Fits of rows of normalised weights ``p`` about their local means.
+
+        Returns (mean, std, singular) like :func:`._local_linear.solve`.
+        """
+        # einsum sums each row alone: a row's result does not depend on
+        # the other rows recomputed with it, as BLAS products' would.
+        c = self.centered_values
+        ybar = np.einsum("rn,nk->rk", p, c)
+        E = c[None] - ybar[:, None]
+        variance = np.einsum("rn,rnp,rnp->rp", p, E, E)
+        if self.degree == 0:
+            return ybar, np.sqrt(variance), None
+        m = np.einsum("rn,nf->rf", p, self.keys)
+        D = self.keys[None] - m[:, None]
+        layout = self.layout
+        means = np.zeros((len(p), self.moment_matrix.shape[1]))
+        means[:, -1] = 1.0
+        i, j = layout.upper
+        means[:, layout.squares] = np.einsum(
+            "rn,rnf,rnf->rf", p, D[:, :, i], D[:, :, j]
+        )
+        cross = np.einsum("rn,rnf,rnk->rfk", p, D, E)
+        means[:, layout.cross] = cross.reshape(len(p), -1)
+        means[:, layout.values_sq] = variance
+        mean, std, singular = _local_linear.solve(means, Q - m, layout, return_std)
+        return mean + ybar, std, singular
 
     def _report_singular(self, n_singular, n_queries):
         if n_singular:
