@@ -28,6 +28,10 @@ may be negative.
 import numpy as np
 
 _EPS = float(np.finfo(np.float64).eps)
+# Moments about the global centre of the keys and values lose about
+# n eps times (second moment / local variance) to cancellation; past this
+# ratio a row is computed again about its own local means (two passes).
+MAX_MOMENT_RATIO = 2.0**10
 
 
 class MomentLayout:
@@ -206,3 +210,73 @@ def equivalent_kernel(means, queries, layout):
     g[~np.isfinite(g)] = 0.0
     offset = 1.0 + np.einsum("nf,nf->n", g, np.nan_to_num(m))
     return offset, g, singular
+
+
+def cancelled(sums, layout):
+    """Rows whose moments about the global centres cancel (see ``solve``).
+
+    The key moments cancel when the local mean of the keys is far from their
+    centre in units of their local spread, the value moments when the local
+    mean of the values is far from theirs: past ``MAX_MOMENT_RATIO``.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums[:, :-1] / sums[:, -1:]
+    d = layout.n_features
+    i, j = layout.upper
+    second = means[:, layout.squares][:, i == j].sum(axis=1)
+    spread = second - np.einsum("nf,nf->n", means[:, :d], means[:, :d])
+    y_second = means[:, layout.values_sq]
+    y_spread = y_second - means[:, layout.values] ** 2
+    return (second > MAX_MOMENT_RATIO * spread) | np.any(
+        y_second > MAX_MOMENT_RATIO * y_spread, axis=1
+    )
+
+
+def centred_fit(p, keys, values, queries, layout, return_std):
+    """Fits of rows of normalised weights about their own local means.
+
+    The two-pass counterpart of :func:`solve`: the keys and values are
+    centred on each row's weighted means before any product, so that no
+    moment cancels, whatever the distance of the row's keys and values from
+    the global centres. A row's result does not depend on the other rows
+    (``einsum`` sums each row alone, where BLAS products may not).
+
+    Parameters
+    ----------
+    p : ndarray of shape (n_rows, n_keys)
+        Normalised weights (float64), rows summing to one.
+    keys : ndarray of shape (n_keys, n_features)
+        The keys, in the frame of ``queries``.
+    values : ndarray of shape (n_keys, n_outputs)
+        The (centred) values.
+    queries : ndarray of shape (n_rows, n_features)
+        The queries.
+    layout : MomentLayout or None
+        The layout of local-linear moments, or None for the local mean
+        (degree 0).
+    return_std : bool
+        Whether to compute the spread.
+
+    Returns
+    -------
+    mean, std, singular
+        As :func:`solve` (std: the two-pass spread of the values around the
+        local mean for degree 0; singular: None for degree 0).
+    """
+    ybar = np.einsum("rn,nk->rk", p, values)
+    E = values[None] - ybar[:, None]
+    variance = np.einsum("rn,rnk,rnk->rk", p, E, E)
+    if layout is None:
+        return ybar, np.sqrt(variance), None
+    m = np.einsum("rn,nf->rf", p, keys)
+    D = keys[None] - m[:, None]
+    n_columns = layout.values_sq.stop + 1
+    means = np.zeros((len(p), n_columns))
+    means[:, -1] = 1.0
+    i, j = layout.upper
+    means[:, layout.squares] = np.einsum("rn,rnf,rnf->rf", p, D[:, :, i], D[:, :, j])
+    cross = np.einsum("rn,rnf,rnk->rfk", p, D, E)
+    means[:, layout.cross] = cross.reshape(len(p), -1)
+    means[:, layout.values_sq] = variance
+    mean, std, singular = solve(means, queries - m, layout, return_std)
+    return mean + ybar, std, singular

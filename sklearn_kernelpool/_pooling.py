@@ -39,10 +39,6 @@ ON_EMPTY = ("nearest", "mean", "nan", "raise")
 CHUNK_BYTES = 2**22
 # Tree chunks hold at most this many queries, so that threads share the work.
 TREE_CHUNK_ROWS = 2048
-# Moments about the global centre of the keys and values lose about
-# n eps times (second moment / local variance) to cancellation; past this
-# ratio a row is computed again about its own local means (two passes).
-MAX_MOMENT_RATIO = 2.0**10
 # Below this many query-key pairs, starting threads costs more than it saves.
 MIN_THREADED_PAIRS = 2**22
 
@@ -461,7 +457,8 @@ class KernelPool:
         std = np.sqrt(np.maximum(variance, 0.0))
         # Rows whose local mean is far from the global one, in local
         # standard deviations, lose their variance to cancellation.
-        redo = ~empty & np.any(moments[:, p:] > MAX_MOMENT_RATIO * variance, axis=1)
+        ratio = _local_linear.MAX_MOMENT_RATIO
+        redo = ~empty & np.any(moments[:, p:] > ratio * variance, axis=1)
         self._refit_rows(redo, queries, workspace, None, std)
         self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
         return np.hstack([mean * self.value_scale, std * self.value_scale]), empty
@@ -476,7 +473,7 @@ class KernelPool:
                 sums, queries[1], self.layout, return_std
             )
             empty = ~(sums[:, -1] > 0)
-            redo = ~empty & self._cancelled(sums)
+            redo = ~empty & _local_linear.cancelled(sums, self.layout)
             self._refit_rows(redo, queries, workspace, mean, std, singular)
             mean += self.value_center
             self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
@@ -541,27 +538,6 @@ class KernelPool:
         return np.sqrt(variance)
 
     # -- rows fitted again about their own local means -----------------------
-    def _cancelled(self, sums):
-        """Rows whose local-linear moments about the global centres cancel.
-
-        The key moments when the local mean of the keys is far from their
-        centre (in local spreads), the value moments when the local mean of
-        the values is far from theirs.
-        """
-        layout = self.layout
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means = sums[:, :-1] / sums[:, -1:]
-        d = layout.n_features
-        i, j = layout.upper
-        diagonal = np.flatnonzero(i == j)
-        second = means[:, layout.squares][:, diagonal].sum(axis=1)
-        spread = second - np.einsum("nf,nf->n", means[:, :d], means[:, :d])
-        y_second = means[:, layout.values_sq]
-        y_spread = y_second - means[:, layout.values] ** 2
-        return (second > MAX_MOMENT_RATIO * spread) | np.any(
-            y_second > MAX_MOMENT_RATIO * y_spread, axis=1
-        )
-
     def _row_scores(self, queries, workspace, rows):
         """Float64 scores of the ``rows`` of a chunk, sample weights included,
         dense, up to a factor per row."""
@@ -596,39 +572,18 @@ class KernelPool:
             rows = redo[start : start + step]
             scores = self._row_scores(queries, workspace, rows)
             p = scores / scores.sum(axis=1, keepdims=True)
-            fit = self._centred_fit(p, queries[1][rows], std is not None)
+            fit = _local_linear.centred_fit(
+                p,
+                self.keys,
+                self.centered_values,
+                queries[1][rows],
+                self.layout if self.degree == 1 else None,
+                std is not None,
+            )
             if self.degree == 1:
                 mean[rows], singular[rows] = fit[0], fit[2]
             if std is not None:
                 std[rows] = fit[1]
-
-    def _centred_fit(self, p, Q, return_std):
-        """Fits of rows of normalised weights ``p`` about their local means.
-
-        Returns (mean, std, singular) like :func:`._local_linear.solve`.
-        """
-        # einsum sums each row alone: a row's result does not depend on
-        # the other rows recomputed with it, as BLAS products' would.
-        c = self.centered_values
-        ybar = np.einsum("rn,nk->rk", p, c)
-        E = c[None] - ybar[:, None]
-        variance = np.einsum("rn,rnp,rnp->rp", p, E, E)
-        if self.degree == 0:
-            return ybar, np.sqrt(variance), None
-        m = np.einsum("rn,nf->rf", p, self.keys)
-        D = self.keys[None] - m[:, None]
-        layout = self.layout
-        means = np.zeros((len(p), self.moment_matrix.shape[1]))
-        means[:, -1] = 1.0
-        i, j = layout.upper
-        means[:, layout.squares] = np.einsum(
-            "rn,rnf,rnf->rf", p, D[:, :, i], D[:, :, j]
-        )
-        cross = np.einsum("rn,rnf,rnk->rfk", p, D, E)
-        means[:, layout.cross] = cross.reshape(len(p), -1)
-        means[:, layout.values_sq] = variance
-        mean, std, singular = _local_linear.solve(means, Q - m, layout, return_std)
-        return mean + ybar, std, singular
 
     def _report_singular(self, n_singular, n_queries):
         if n_singular:
