@@ -99,7 +99,7 @@ def _symmetric(upper_values, layout, n_rows):
     return full
 
 
-def _local_geometry(means, queries, layout, centers=None):
+def _local_geometry(means, queries, layout, centers=None, scale=None):
     """Local key means, covariances and the singular rows.
 
     ``means`` holds the normalised moments (the sums divided by the total).
@@ -110,17 +110,19 @@ def _local_geometry(means, queries, layout, centers=None):
     general position carry the weight, or the others weigh too little to
     tell their spread from rounding. The slope of such a fit would be made of
     rounding errors. ``centers`` holds ``c`` per row when it is not the
-    origin of the moments (None: it is).
+    origin of the moments (None: it is). ``scale``, if given, replaces the
+    trace (see :func:`centred_fit`).
     """
     n = len(queries)
     m = means[:, layout.keys]
     second = _symmetric(means[:, layout.squares], layout, n)
     cov = second - m[:, :, None] * m[:, None, :]
-    scale = np.trace(second, axis1=1, axis2=2)
-    if centers is not None:
-        # trace E[(k - c)(k - c)^T] = trace E[k k^T] - 2 c . m + |c|^2
-        scale = scale - 2.0 * np.einsum("nf,nf->n", centers, m)
-        scale += np.einsum("nf,nf->n", centers, centers)
+    if scale is None:
+        scale = np.trace(second, axis1=1, axis2=2)
+        if centers is not None:
+            # trace E[(k - c)(k - c)^T] = trace E[k k^T] - 2 c . m + |c|^2
+            scale = scale - 2.0 * np.einsum("nf,nf->n", centers, m)
+            scale += np.einsum("nf,nf->n", centers, centers)
     # NaN rows (no weight at all) are handled by the caller's fallbacks.
     cov[~np.isfinite(scale)] = np.eye(layout.n_features)
     eigenvalues, vectors = np.linalg.eigh(cov)
@@ -137,7 +139,7 @@ def _apply_inverse(vectors, inverse, rhs):
     return np.einsum("nfe,nek->nfk", vectors, inverse[:, :, None] * projected)
 
 
-def solve(sums, queries, layout, return_std, centers=None):
+def solve(sums, queries, layout, return_std, centers=None, scale=None):
     """Local-linear predictions from a chunk's weighted moments.
 
     Parameters
@@ -154,6 +156,9 @@ def solve(sums, queries, layout, return_std, centers=None):
         The mean of the keys of each query's fit, in the frame of the
         moments, when it is not the origin (held-out fits pool subsets of the
         keys). It only sets the singular threshold.
+    scale : ndarray of shape (n_queries,) or None
+        The scale of the singular threshold, when it is not the trace of
+        the second moments about ``centers`` (see :func:`centred_fit`).
 
     Returns
     -------
@@ -169,7 +174,9 @@ def solve(sums, queries, layout, return_std, centers=None):
     total = sums[:, -1]
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums[:, :-1] / total[:, None]
-    m, vectors, inverse, singular = _local_geometry(means, queries, layout, centers)
+    m, vectors, inverse, singular = _local_geometry(
+        means, queries, layout, centers, scale
+    )
     d, p = layout.n_features, layout.n_outputs
     ybar = means[:, layout.values]
     cross = means[:, layout.cross].reshape(-1, d, p) - m[:, :, None] * ybar[:, None]
@@ -232,7 +239,7 @@ def cancelled(sums, layout):
     )
 
 
-def centred_fit(p, keys, values, queries, layout, return_std):
+def centred_fit(p, keys, values, queries, layout, return_std, centers=None):
     """Fits of rows of normalised weights about their own local means.
 
     The two-pass counterpart of :func:`solve`: the keys and values are
@@ -256,6 +263,14 @@ def centred_fit(p, keys, values, queries, layout, return_std):
         (degree 0).
     return_std : bool
         Whether to compute the spread.
+    centers : ndarray of shape (n_rows, n_features) or None
+        The mean of the keys of each row's fit (None: the origin).
+
+    The singular threshold is that of :func:`solve` with the rounding of
+    this computation: the centred keys ``k - m`` round by an ulp of
+    ``|k - c|`` (``c`` the mean of the keys), so the covariance by about
+    ``eps sqrt(E|k - c|^2 trace(C))``, which takes the place of the trace
+    ``E|k - c|^2 = trace(C) + |m - c|^2`` of the moments about ``c``.
 
     Returns
     -------
@@ -278,5 +293,9 @@ def centred_fit(p, keys, values, queries, layout, return_std):
     cross = np.einsum("rn,rnf,rnk->rfk", p, D, E)
     means[:, layout.cross] = cross.reshape(len(p), -1)
     means[:, layout.values_sq] = variance
-    mean, std, singular = solve(means, queries - m, layout, return_std)
+    trace = means[:, layout.squares][:, i == j].sum(axis=1)
+    offset = m if centers is None else m - centers
+    spread = trace + np.einsum("rf,rf->r", offset, offset)
+    scale = np.sqrt(spread * trace)
+    mean, std, singular = solve(means, queries - m, layout, return_std, scale=scale)
     return mean + ybar, std, singular

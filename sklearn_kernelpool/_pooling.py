@@ -579,7 +579,7 @@ class KernelPool:
                 queries[1][rows],
                 self.layout if self.degree == 1 else None,
                 std is not None,
-            )
+            )  # the keys are centred on their mean: centers is the origin
             if self.degree == 1:
                 mean[rows], singular[rows] = fit[0], fit[2]
             if std is not None:

@@ -35,6 +35,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn import config_context
+from sklearn.model_selection import KFold
 
 from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
@@ -400,3 +401,51 @@ def test_return_std_matches_two_pass_reference(
     tolerance = std_tolerance(y, expected_std, degree)
     tolerance += weight_error * spread**2 / np.maximum(expected_std, 1e-300)
     assert np.all(np.abs(std[keep] - expected_std) <= tolerance)
+
+
+# -- the exact leave-one-out and K-fold scores ---------------------------------
+@pytest.mark.parametrize("cv", [None, 4], ids=["loo", "kfold"])
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("d", [1, 2])
+def test_held_out_scores_of_groups_far_apart(d, degree, cv):
+    # The held-out predictions pool the same blocks of distances and the same
+    # moments as the fitted estimator: every candidate's score against the
+    # slow reference's, on keys in two groups 1e8 bandwidths apart.
+    X, y, _ = groups(d, 0.0, 1.0, np.random.default_rng(d))
+    X, y = X[::2], y[::2]
+    kernels = [k for k in CANONICAL if k != "constant"]
+    folds = (
+        None if cv is None else list(KFold(cv, shuffle=True, random_state=0).split(X))
+    )
+    search = KernelAttentionRegressorCV(
+        kernels=kernels,
+        bandwidths=[1.7, 2.5],
+        degree=degree,
+        cv=folds,
+        scoring="neg_mean_squared_error",
+    )
+    results = quietly(search.fit, X, y).cv_results_
+    folds = [([j for j in range(len(X)) if j != i], [i]) for i in range(len(X))]
+    if cv is not None:
+        folds = list(KFold(cv, shuffle=True, random_state=0).split(X))
+    atol = np.max(np.abs(y - y.mean())) * (1e-10 + 16 * EPS * magnitude(X, X, 1.7))
+    # Rows whose neighbourhood is empty or whose local design is singular
+    # fall back by design (to on_empty, to the local mean), unlike the
+    # reference: their candidates are left out.
+    fell_back = results["empty_fraction"] > 0
+    if degree == 1:
+        fell_back |= results["singular_fraction"] > 0
+    assert np.mean(fell_back) < 0.5
+    for kernel, h, score in zip(
+        results["param_kernel"][~fell_back],
+        results["param_bandwidth"][~fell_back],
+        results["mean_test_score"][~fell_back],
+        strict=True,
+    ):
+        mse = []
+        for train, test in folds:
+            mean, _ = slow_fit(X[train], y[train], X[test], kernel, h, degree=degree)
+            mse.append(np.mean((y[test] - mean) ** 2))
+        expected = -np.mean(mse)  # LOO: the mean over single-point folds
+        tolerance = 2 * np.sqrt(-expected) * atol + atol**2
+        assert abs(score - expected) <= tolerance, (kernel, h, score, expected)
