@@ -190,7 +190,7 @@ def solve(sums, queries, layout, return_std, centers=None, scale=None):
     return mean, std, singular & (total > 0)
 
 
-def equivalent_kernel(means, queries, layout):
+def equivalent_kernel(means, queries, layout, scale=None):
     """The factors of the equivalent-kernel weights of a chunk.
 
     Parameters
@@ -201,6 +201,8 @@ def equivalent_kernel(means, queries, layout):
         The queries, scaled and centred like the keys.
     layout : MomentLayout
         The column positions.
+    scale : ndarray of shape (n_queries,) or None
+        The scale of the singular threshold, as in :func:`solve`.
 
     Returns
     -------
@@ -212,7 +214,7 @@ def equivalent_kernel(means, queries, layout):
     singular : ndarray of shape (n_queries,) of bool
         The singular rows.
     """
-    m, vectors, inverse, singular = _local_geometry(means, queries, layout)
+    m, vectors, inverse, singular = _local_geometry(means, queries, layout, scale=scale)
     g = _apply_inverse(vectors, inverse, (m - queries)[:, :, None])[:, :, 0]
     g[~np.isfinite(g)] = 0.0
     offset = 1.0 + np.einsum("nf,nf->n", g, np.nan_to_num(m))
@@ -228,15 +230,41 @@ def cancelled(sums, layout):
     """
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums[:, :-1] / sums[:, -1:]
+    y_second = means[:, layout.values_sq]
+    y_spread = y_second - means[:, layout.values] ** 2
+    return keys_cancelled(means, layout) | np.any(
+        y_second > MAX_MOMENT_RATIO * y_spread, axis=1
+    )
+
+
+def keys_cancelled(means, layout):
+    """Rows of normalised moments whose key covariance cancels (see
+    :func:`cancelled`)."""
     d = layout.n_features
     i, j = layout.upper
     second = means[:, layout.squares][:, i == j].sum(axis=1)
     spread = second - np.einsum("nf,nf->n", means[:, :d], means[:, :d])
-    y_second = means[:, layout.values_sq]
-    y_spread = y_second - means[:, layout.values] ** 2
-    return (second > MAX_MOMENT_RATIO * spread) | np.any(
-        y_second > MAX_MOMENT_RATIO * y_spread, axis=1
-    )
+    return second > MAX_MOMENT_RATIO * spread
+
+
+def centred_geometry(p, keys, layout, centers=None):
+    """Local key means, centred moments and singular scales of rows of ``p``.
+
+    Returns ``(m, means, scale, D)``: the local means of the keys, the
+    normalised moments ``[0, upper(C), ...]`` about them (zeros past the
+    key columns, 1 last), the singular scale of :func:`centred_fit` and the
+    centred keys ``D`` of every row, shape (n_rows, n_keys, n_features).
+    """
+    m = np.einsum("rn,nf->rf", p, keys)
+    D = keys[None] - m[:, None]
+    means = np.zeros((len(p), layout.values_sq.stop + 1))
+    means[:, -1] = 1.0
+    i, j = layout.upper
+    means[:, layout.squares] = np.einsum("rn,rnf,rnf->rf", p, D[:, :, i], D[:, :, j])
+    trace = means[:, layout.squares][:, i == j].sum(axis=1)
+    offset = m if centers is None else m - centers
+    scale = np.sqrt((trace + np.einsum("rf,rf->r", offset, offset)) * trace)
+    return m, means, scale, D
 
 
 def centred_fit(p, keys, values, queries, layout, return_std, centers=None):
@@ -283,19 +311,9 @@ def centred_fit(p, keys, values, queries, layout, return_std, centers=None):
     variance = np.einsum("rn,rnk,rnk->rk", p, E, E)
     if layout is None:
         return ybar, np.sqrt(variance), None
-    m = np.einsum("rn,nf->rf", p, keys)
-    D = keys[None] - m[:, None]
-    n_columns = layout.values_sq.stop + 1
-    means = np.zeros((len(p), n_columns))
-    means[:, -1] = 1.0
-    i, j = layout.upper
-    means[:, layout.squares] = np.einsum("rn,rnf,rnf->rf", p, D[:, :, i], D[:, :, j])
+    m, means, scale, D = centred_geometry(p, keys, layout, centers)
     cross = np.einsum("rn,rnf,rnk->rfk", p, D, E)
     means[:, layout.cross] = cross.reshape(len(p), -1)
     means[:, layout.values_sq] = variance
-    trace = means[:, layout.squares][:, i == j].sum(axis=1)
-    offset = m if centers is None else m - centers
-    spread = trace + np.einsum("rf,rf->r", offset, offset)
-    scale = np.sqrt(spread * trace)
     mean, std, singular = solve(means, queries - m, layout, return_std, scale=scale)
     return mean + ybar, std, singular

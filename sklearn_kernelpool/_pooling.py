@@ -683,6 +683,22 @@ class KernelPool:
         offset, g, singular = _local_linear.equivalent_kernel(
             means[:, :-1], queries, self.layout
         )
+        # Rows whose key moments about the centre cancel: about their own
+        # local means, as in _refit_rows.
+        redo = np.flatnonzero(~empty & _local_linear.keys_cancelled(means, self.layout))
+        n_keys, d = self.keys.shape
+        step = max(1, CHUNK_BYTES // (8 * n_keys * (d + 1)))
+        for start in range(0, len(redo), step):
+            rows = redo[start : start + step]
+            p = weights[rows]
+            p = np.asarray(p.toarray() if hasattr(p, "toarray") else p, np.float64)
+            m, local, scale, _ = _local_linear.centred_geometry(
+                p, self.keys, self.layout
+            )
+            _, g[rows], singular[rows] = _local_linear.equivalent_kernel(
+                local[:, :-1], queries[rows] - m, self.layout, scale
+            )
+            offset[rows] = 1.0 + np.einsum("rf,rf->r", g[rows], m)
         offset[empty] = 1.0
         g[empty] = 0.0
         return _weights.scale_rows(weights, offset, g, self.keys, self.dtype), singular

@@ -449,3 +449,28 @@ def test_held_out_scores_of_groups_far_apart(d, degree, cv):
         expected = -np.mean(mse)  # LOO: the mean over single-point folds
         tolerance = 2 * np.sqrt(-expected) * atol + atol**2
         assert abs(score - expected) <= tolerance, (kernel, h, score, expected)
+
+
+def slow_weights(X, Q, kernel, h, degree):
+    """Equivalent-kernel weights ``l`` (``mean = l @ y``) by a loop."""
+    n = len(X)
+    weights = np.empty((len(Q), n))
+    for j in range(len(Q)):
+        # The fit of the unit vectors of y: row i of the result is l_i.
+        weights[j] = slow_fit(X, np.eye(n), Q[j : j + 1], kernel, h, degree=degree)[0]
+    return weights
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("kernel, degree, algorithm", cases())
+def test_attention_weights_of_groups_far_apart(kernel, degree, algorithm, sparse):
+    if kernel == "constant" and degree == 1:
+        pytest.skip("one global fit across both groups: the reference is ill-posed")
+    X, y, Q = groups(2, 0.0, 0.75, np.random.default_rng(2))
+    reg = KernelAttentionRegressor(
+        kernel=kernel, bandwidth=0.75, degree=degree, algorithm=algorithm
+    ).fit(X, y)
+    weights = quietly(reg.attention_weights, Q, sparse=sparse)
+    weights = weights.toarray() if sparse else weights
+    expected = slow_weights(X, Q, kernel, 0.75, degree)
+    assert_close_to(weights, expected, 1e-10 + 16 * EPS * magnitude(X, Q, 0.75))
