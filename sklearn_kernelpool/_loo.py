@@ -500,7 +500,10 @@ class HeldOut:
         values = self.Y - self.value_center
         n_keys, centers = fits
         n_keys = np.broadcast_to(n_keys, (len(rows),))
-        step = max(1, 2**22 // (8 * n * (d + values.shape[1] + 2)))
+        # Per row: the weights, the centred keys and values, and the pairs of
+        # centred key columns of the covariance.
+        width = (d + 1) * values.shape[1] + d * d + 2
+        step = max(1, 2**22 // (8 * n * width))
         for start in range(0, len(redo), step):
             at = redo[start : start + step]
             points = rows[at]

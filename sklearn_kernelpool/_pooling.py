@@ -568,9 +568,16 @@ class KernelPool:
         n_keys, d = self.keys.shape
         width = (d + 1) * self.n_outputs + d * d + 2
         step = max(1, CHUNK_BYTES // (8 * n_keys * width))
+        # Brute scores are recomputed by whole blocks, once for the chunk
+        # (within its buffer); the trees' rows one batch at a time.
+        brute = self.algorithm == "brute"
+        every = self._row_scores(queries, workspace, redo) if brute else None
         for start in range(0, len(redo), step):
             rows = redo[start : start + step]
-            scores = self._row_scores(queries, workspace, rows)
+            if brute:
+                scores = every[start : start + step]
+            else:
+                scores = self._row_scores(queries, workspace, rows)
             p = scores / scores.sum(axis=1, keepdims=True)
             fit = _local_linear.centred_fit(
                 p,
@@ -687,7 +694,7 @@ class KernelPool:
         # local means, as in _refit_rows.
         redo = np.flatnonzero(~empty & _local_linear.keys_cancelled(means, self.layout))
         n_keys, d = self.keys.shape
-        step = max(1, CHUNK_BYTES // (8 * n_keys * (d + 1)))
+        step = max(1, CHUNK_BYTES // (8 * n_keys * (d * d + d + 2)))
         for start in range(0, len(redo), step):
             rows = redo[start : start + step]
             p = weights[rows]
