@@ -17,6 +17,18 @@ _LOGIT_FLOOR = {np.dtype(np.float64): -700.0}
 # to their true upper bound, 0.
 _MAX_LOGIT_ROUNDING = 1.0
 
+# The BLAS expansion |q|^2 + |k|^2 - 2 q.k of a squared distance rounds by
+# up to a few eps * (|q|^2 + |k|^2), which is at most 3 eps |q|^2 + 2 eps u^2
+# for a key at scaled distance u: an error relative to u^2, as exact
+# differences make, plus one that grows with the query's distance from the
+# centre of the keys. Rows where the latter may exceed this many squared
+# bandwidths (queries more than about 400 bandwidths from the centre in
+# float64, or from the keys of another group far away) get their distances
+# from exact differences instead; ordinary data never reach it.
+_MAX_DISTANCE_ROUNDING = 2.0**-33
+# Rows of exact differences are computed this many bytes at a time.
+_EXACT_BYTES = 2**22
+
 # Every product runs on blocks of the same number of rows, a function of the
 # fitted keys only, at the same positions: BLAS picks its kernels (and so the
 # order of its sums) by the shape of a product and treats the last rows of a
@@ -127,6 +139,7 @@ class BruteScorer:
         self.n_features = keys.shape[1]
         row_bytes = self.dtype.itemsize * keys.shape[0]
         self.block_rows = int(max(1, min(_MAX_BLOCK_ROWS, _BLOCK_BYTES // row_bytes)))
+        self.keys = keys
         self.key_sq = key_sq = np.einsum("ij,ij->i", keys, keys)
         self.key_sq_max = float(key_sq.max())
         self.key_radius = np.sqrt(self.key_sq_max)
@@ -146,6 +159,7 @@ class BruteScorer:
             self.logit_matrix = self._stack(
                 -2.0 * c * keys.T, c * key_sq + log_w, c * ones
             )
+            self.log_w = log_w
         self.logit_floor = _LOGIT_FLOOR.get(self.dtype)
         # A row of unshifted logits whose weights sum below this has
         # underflowed: it is recomputed with its maximum subtracted.
@@ -201,6 +215,42 @@ class BruteScorer:
                     o[rows] = w[rows]
         return out
 
+    def far_rows(self, Q1):
+        """The rows whose BLAS distances may round by more than the limit.
+
+        The limit is ``_MAX_DISTANCE_ROUNDING`` squared bandwidths, in
+        float64: float32 work widens the products of such rows anyway.
+        """
+        eps = float(np.finfo(np.float64).eps)
+        return np.flatnonzero(3.0 * eps * Q1[:, -1] > _MAX_DISTANCE_ROUNDING)
+
+    def exact_squared_distances(self, Q):
+        """``||q - k||^2`` of the rows ``Q`` from exact differences (float64)."""
+        out = np.zeros((len(Q), len(self.keys)))
+        step = max(1, _EXACT_BYTES // (8 * max(len(self.keys), 1)))
+        for start in range(0, len(Q), step):
+            rows = slice(start, start + step)
+            for f in range(self.n_features):
+                diff = np.subtract.outer(Q[rows, f], self.keys[:, f])
+                out[rows] += diff * diff
+        return out
+
+    def _fix_far_rows(self, Q1, out, scale=1.0, shift=None):
+        """Overwrite the far rows of a product with exact distances.
+
+        The product was ``scale * ||q - k||^2 (+ shift)``.
+        """
+        rows = self.far_rows(Q1)
+        if not len(rows):
+            return out
+        exact = self.exact_squared_distances(Q1[rows, : self.n_features])
+        if scale != 1.0:
+            exact *= scale
+        if shift is not None:
+            exact += shift
+        out[rows] = exact
+        return out
+
     def pool(self, scores, pool_matrix):
         """``scores @ pool_matrix`` in blocks; ``scores`` has whole blocks."""
         dtype = np.result_type(scores, pool_matrix)
@@ -237,6 +287,7 @@ class BruteScorer:
         ``wide`` is a float64 buffer of the shape of ``out`` for float32 work.
         """
         self._product(Q1, self.distance_matrix, out, wide)
+        self._fix_far_rows(Q1, out)
         return np.maximum(out, 0.0, out=out)
 
     def candidates(self, Q1, n, out, wide=None):
@@ -289,6 +340,8 @@ class BruteScorer:
             return out
         if self.logit_matrix is not None:
             self._product(Q1, self.logit_matrix, out, wide)
+            c = self.kernel.log_quadratic
+            self._fix_far_rows(Q1, out, c, self.log_w)
             # Logits are <= 0, but the product rounds by about
             # eps * (|q|^2 + |k|^2) / 2: where that could reach the range of
             # exp (rows hundreds of millions of bandwidths from the keys),

@@ -28,6 +28,10 @@ may be negative.
 import numpy as np
 
 _EPS = float(np.finfo(np.float64).eps)
+# Moments about the global centre of the keys and values lose about
+# n eps times (second moment / local variance) to cancellation; past this
+# ratio a row is computed again about its own local means (two passes).
+MAX_MOMENT_RATIO = 2.0**10
 
 
 class MomentLayout:
@@ -95,7 +99,7 @@ def _symmetric(upper_values, layout, n_rows):
     return full
 
 
-def _local_geometry(means, queries, layout, centers=None):
+def _local_geometry(means, queries, layout, centers=None, scale=None):
     """Local key means, covariances and the singular rows.
 
     ``means`` holds the normalised moments (the sums divided by the total).
@@ -106,17 +110,19 @@ def _local_geometry(means, queries, layout, centers=None):
     general position carry the weight, or the others weigh too little to
     tell their spread from rounding. The slope of such a fit would be made of
     rounding errors. ``centers`` holds ``c`` per row when it is not the
-    origin of the moments (None: it is).
+    origin of the moments (None: it is). ``scale``, if given, replaces the
+    trace (see :func:`centred_fit`).
     """
     n = len(queries)
     m = means[:, layout.keys]
     second = _symmetric(means[:, layout.squares], layout, n)
     cov = second - m[:, :, None] * m[:, None, :]
-    scale = np.trace(second, axis1=1, axis2=2)
-    if centers is not None:
-        # trace E[(k - c)(k - c)^T] = trace E[k k^T] - 2 c . m + |c|^2
-        scale = scale - 2.0 * np.einsum("nf,nf->n", centers, m)
-        scale += np.einsum("nf,nf->n", centers, centers)
+    if scale is None:
+        scale = np.trace(second, axis1=1, axis2=2)
+        if centers is not None:
+            # trace E[(k - c)(k - c)^T] = trace E[k k^T] - 2 c . m + |c|^2
+            scale = scale - 2.0 * np.einsum("nf,nf->n", centers, m)
+            scale += np.einsum("nf,nf->n", centers, centers)
     # NaN rows (no weight at all) are handled by the caller's fallbacks.
     cov[~np.isfinite(scale)] = np.eye(layout.n_features)
     eigenvalues, vectors = np.linalg.eigh(cov)
@@ -133,7 +139,7 @@ def _apply_inverse(vectors, inverse, rhs):
     return np.einsum("nfe,nek->nfk", vectors, inverse[:, :, None] * projected)
 
 
-def solve(sums, queries, layout, return_std, centers=None):
+def solve(sums, queries, layout, return_std, centers=None, scale=None):
     """Local-linear predictions from a chunk's weighted moments.
 
     Parameters
@@ -150,6 +156,9 @@ def solve(sums, queries, layout, return_std, centers=None):
         The mean of the keys of each query's fit, in the frame of the
         moments, when it is not the origin (held-out fits pool subsets of the
         keys). It only sets the singular threshold.
+    scale : ndarray of shape (n_queries,) or None
+        The scale of the singular threshold, when it is not the trace of
+        the second moments about ``centers`` (see :func:`centred_fit`).
 
     Returns
     -------
@@ -165,7 +174,9 @@ def solve(sums, queries, layout, return_std, centers=None):
     total = sums[:, -1]
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums[:, :-1] / total[:, None]
-    m, vectors, inverse, singular = _local_geometry(means, queries, layout, centers)
+    m, vectors, inverse, singular = _local_geometry(
+        means, queries, layout, centers, scale
+    )
     d, p = layout.n_features, layout.n_outputs
     ybar = means[:, layout.values]
     cross = means[:, layout.cross].reshape(-1, d, p) - m[:, :, None] * ybar[:, None]
@@ -179,7 +190,7 @@ def solve(sums, queries, layout, return_std, centers=None):
     return mean, std, singular & (total > 0)
 
 
-def equivalent_kernel(means, queries, layout):
+def equivalent_kernel(means, queries, layout, scale=None):
     """The factors of the equivalent-kernel weights of a chunk.
 
     Parameters
@@ -190,6 +201,8 @@ def equivalent_kernel(means, queries, layout):
         The queries, scaled and centred like the keys.
     layout : MomentLayout
         The column positions.
+    scale : ndarray of shape (n_queries,) or None
+        The scale of the singular threshold, as in :func:`solve`.
 
     Returns
     -------
@@ -201,8 +214,106 @@ def equivalent_kernel(means, queries, layout):
     singular : ndarray of shape (n_queries,) of bool
         The singular rows.
     """
-    m, vectors, inverse, singular = _local_geometry(means, queries, layout)
+    m, vectors, inverse, singular = _local_geometry(means, queries, layout, scale=scale)
     g = _apply_inverse(vectors, inverse, (m - queries)[:, :, None])[:, :, 0]
     g[~np.isfinite(g)] = 0.0
     offset = 1.0 + np.einsum("nf,nf->n", g, np.nan_to_num(m))
     return offset, g, singular
+
+
+def cancelled(sums, layout):
+    """Rows whose moments about the global centres cancel (see ``solve``).
+
+    The key moments cancel when the local mean of the keys is far from their
+    centre in units of their local spread, the value moments when the local
+    mean of the values is far from theirs: past ``MAX_MOMENT_RATIO``.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums[:, :-1] / sums[:, -1:]
+    y_second = means[:, layout.values_sq]
+    y_spread = y_second - means[:, layout.values] ** 2
+    return keys_cancelled(means, layout) | np.any(
+        y_second > MAX_MOMENT_RATIO * y_spread, axis=1
+    )
+
+
+def keys_cancelled(means, layout):
+    """Rows of normalised moments whose key covariance cancels (see
+    :func:`cancelled`)."""
+    d = layout.n_features
+    i, j = layout.upper
+    second = means[:, layout.squares][:, i == j].sum(axis=1)
+    spread = second - np.einsum("nf,nf->n", means[:, :d], means[:, :d])
+    return second > MAX_MOMENT_RATIO * spread
+
+
+def centred_geometry(p, keys, layout, centers=None):
+    """Local key means, centred moments and singular scales of rows of ``p``.
+
+    Returns ``(m, means, scale, D)``: the local means of the keys, the
+    normalised moments ``[0, upper(C), ...]`` about them (zeros past the
+    key columns, 1 last), the singular scale of :func:`centred_fit` and the
+    centred keys ``D`` of every row, shape (n_rows, n_keys, n_features).
+    """
+    m = np.einsum("rn,nf->rf", p, keys)
+    D = keys[None] - m[:, None]
+    means = np.zeros((len(p), layout.values_sq.stop + 1))
+    means[:, -1] = 1.0
+    i, j = layout.upper
+    means[:, layout.squares] = np.einsum("rn,rnf,rnf->rf", p, D[:, :, i], D[:, :, j])
+    trace = means[:, layout.squares][:, i == j].sum(axis=1)
+    offset = m if centers is None else m - centers
+    scale = np.sqrt((trace + np.einsum("rf,rf->r", offset, offset)) * trace)
+    return m, means, scale, D
+
+
+def centred_fit(p, keys, values, queries, layout, return_std, centers=None):
+    """Fits of rows of normalised weights about their own local means.
+
+    The two-pass counterpart of :func:`solve`: the keys and values are
+    centred on each row's weighted means before any product, so that no
+    moment cancels, whatever the distance of the row's keys and values from
+    the global centres. A row's result does not depend on the other rows
+    (``einsum`` sums each row alone, where BLAS products may not).
+
+    Parameters
+    ----------
+    p : ndarray of shape (n_rows, n_keys)
+        Normalised weights (float64), rows summing to one.
+    keys : ndarray of shape (n_keys, n_features)
+        The keys, in the frame of ``queries``.
+    values : ndarray of shape (n_keys, n_outputs)
+        The (centred) values.
+    queries : ndarray of shape (n_rows, n_features)
+        The queries.
+    layout : MomentLayout or None
+        The layout of local-linear moments, or None for the local mean
+        (degree 0).
+    return_std : bool
+        Whether to compute the spread.
+    centers : ndarray of shape (n_rows, n_features) or None
+        The mean of the keys of each row's fit (None: the origin).
+
+    The singular threshold is that of :func:`solve` with the rounding of
+    this computation: the centred keys ``k - m`` round by an ulp of
+    ``|k - c|`` (``c`` the mean of the keys), so the covariance by about
+    ``eps sqrt(E|k - c|^2 trace(C))``, which takes the place of the trace
+    ``E|k - c|^2 = trace(C) + |m - c|^2`` of the moments about ``c``.
+
+    Returns
+    -------
+    mean, std, singular
+        As :func:`solve` (std: the two-pass spread of the values around the
+        local mean for degree 0; singular: None for degree 0).
+    """
+    ybar = np.einsum("rn,nk->rk", p, values)
+    E = values[None] - ybar[:, None]
+    variance = np.einsum("rn,rnk,rnk->rk", p, E, E)
+    if layout is None:
+        return ybar, np.sqrt(variance), None
+    m, means, scale, D = centred_geometry(p, keys, layout, centers)
+    cross = np.einsum("rn,rnf,rnk->rfk", p, D, E)
+    means[:, layout.cross] = cross.reshape(len(p), -1)
+    means[:, layout.values_sq] = variance
+    mean, std, singular = solve(means, queries - m, layout, return_std, scale=scale)
+    return mean + ybar, std, singular

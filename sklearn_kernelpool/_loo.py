@@ -45,6 +45,7 @@ from sklearn.neighbors import KDTree
 from sklearn.utils import gen_batches
 
 from . import _local_linear
+from ._brute import _MAX_DISTANCE_ROUNDING
 from ._pooling import _threadpool_controller
 
 # Blocks of BLOCK x BLOCK pairs: the float64 distances and the kernel buffer
@@ -137,6 +138,30 @@ def squared_distances(left, right, out):
     """Squared distances of augmented rows into ``out``, clipped at zero."""
     np.matmul(left, right, out=out)
     return np.maximum(out, 0.0, out=out)
+
+
+def exact_if_far(d2, left, right, bandwidth):
+    """``d2`` of augmented rows, from exact differences where it may round.
+
+    The expansion rounds a squared distance by a few ``eps (|x|^2 +
+    |x'|^2)``, at most ``3 eps min(|x|^2, |x'|^2)`` plus a part relative to
+    the distance itself: where the first may exceed the engine's limit
+    (``_MAX_DISTANCE_ROUNDING`` squared bandwidths, for the smallest
+    ``bandwidth``), as for groups of points far from the centre of the data,
+    the block is recomputed from exact differences, as the engine does.
+    """
+    if not d2.size:
+        return d2
+    reach = min(float(left[:, -1].max()), float(right[-2].max()))
+    eps = float(np.finfo(np.float64).eps)
+    if 3.0 * eps * reach <= _MAX_DISTANCE_ROUNDING * bandwidth**2:
+        return d2
+    d2[...] = 0.0
+    for f in range(left.shape[1] - 2):
+        # right holds -2 x^T: halving it is exact.
+        diff = np.subtract.outer(left[:, f], -0.5 * right[f])
+        d2 += diff * diff
+    return d2
 
 
 def kernel_block(kernel, d2, d2_range, bandwidth, out):
@@ -303,6 +328,7 @@ class HeldOut:
             return  # blocks hold one group each: a same-group block pools nothing
         n_rows, n_cols = rows.stop - rows.start, cols.stop - cols.start
         d2 = squared_distances(left[rows], right[:, cols], d2[:n_rows, :n_cols])
+        d2 = exact_if_far(d2, left[rows], right[:, cols], self.bandwidths.min())
         d2_range = (float(d2.min()), float(d2.max()))
         buf = buf[:n_rows, :n_cols]
         diagonal = rows == cols
@@ -351,6 +377,7 @@ class HeldOut:
         left, _ = _augment(Q)
         _, right = _augment(X)
         d2 = squared_distances(left, right, np.empty((len(Q), len(X))))
+        d2 = exact_if_far(d2, left, right, h)
         d2 /= h * h
         logits = kernel.squared_log_function(d2)
         with np.errstate(divide="ignore"):
@@ -396,6 +423,9 @@ class HeldOut:
                         left[rows],
                         right[:, cols],
                         d2[: rows.stop - rows.start, : cols.stop - cols.start],
+                    )
+                    block = exact_if_far(
+                        block, left[rows], right[:, cols], self.bandwidths.min()
                     )
                     d2_range = (float(block.min()), float(block.max()))
                     out = buf[: block.shape[0], : block.shape[1]]
@@ -463,10 +493,72 @@ class HeldOut:
                 predictions[k, m], _, singular[k, m] = _local_linear.solve(
                     sums[k, m], queries, layout, False, centers
                 )
+                redo = sums[k, m, :, -1] > 0
+                redo &= _local_linear.cancelled(sums[k, m], layout)
+                self._refit(
+                    predictions[k, m],
+                    singular[k, m],
+                    redo,
+                    (k, m),
+                    rows,
+                    (n_keys, centers),
+                    groups,
+                    train,
+                )
         predictions += self.value_center
         empty = ~(sums[..., -1] > 0)
         predictions[empty] = np.nan
         return predictions, empty, singular
+
+    def _refit(self, predictions, singular, redo, candidate, rows, fits, groups, train):
+        """Held-out local-linear fits of the ``redo`` rows about their own means.
+
+        For the rows whose moments about the global centres cancel
+        (:func:`._local_linear.cancelled`): their weights over the keys of
+        their fit, from exact differences, and the two-pass fit of
+        :func:`._local_linear.centred_fit`. ``predictions`` and ``singular``
+        (those of ``candidate``, a (kernel, bandwidth) index pair) are
+        updated in place; ``fits`` is the pair of :meth:`_fit_keys`.
+        """
+        redo = np.flatnonzero(redo)
+        if not len(redo):
+            return
+        kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
+        n, d = self.X.shape
+        values = self.Y - self.value_center
+        n_keys, centers = fits
+        n_keys = np.broadcast_to(n_keys, (len(rows),))
+        # Per row: the weights, the centred keys and values, and the pairs of
+        # centred key columns of the covariance.
+        width = (d + 1) * values.shape[1] + d * d + 2
+        step = max(1, 2**22 // (8 * n * width))
+        for start in range(0, len(redo), step):
+            at = redo[start : start + step]
+            points = rows[at]
+            if train is not None:
+                allowed = np.zeros((len(at), n), dtype=bool)
+                allowed[:, train] = True
+            elif groups is not None:
+                allowed = groups[points][:, None] != groups[None, :]
+            else:
+                allowed = np.ones((len(at), n), dtype=bool)
+                allowed[np.arange(len(at)), points] = False
+            allowed &= (self.weights > 0)[None, :]
+            diff = self.X[points][:, None, :] - self.X[None, :, :]
+            u = np.sqrt(np.einsum("rnf,rnf->rn", diff, diff)) / h
+            with np.errstate(divide="ignore"):
+                if kernel.log_function is not None:
+                    logits = kernel.log_function(u) + np.log(self.weights)
+                    logits[~allowed] = -np.inf
+                    scores = np.exp(logits - logits.max(axis=1, keepdims=True))
+                else:
+                    scores = np.where(allowed, kernel.function(u) * self.weights, 0.0)
+            p = scores / scores.sum(axis=1, keepdims=True)
+            layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
+            mean, _, flat = _local_linear.centred_fit(
+                p, self.X, values, self.X[points], layout, False, centers[at]
+            )
+            predictions[at], singular[at] = mean, flat
 
     def _fit_keys(self, rows, groups, train):
         """Number and mean of the keys of positive weight of each row's fit.

@@ -468,6 +468,11 @@ class KernelPool:
             moments = spread[:, :-1] / spread[:, -1:]
         variance = moments[:, p:] - moments[:, :p] ** 2
         std = np.sqrt(np.maximum(variance, 0.0))
+        # Rows whose local mean is far from the global one, in local
+        # standard deviations, lose their variance to cancellation.
+        ratio = _local_linear.MAX_MOMENT_RATIO
+        redo = ~empty & np.any(moments[:, p:] > ratio * variance, axis=1)
+        self._refit_rows(redo, queries, workspace, None, std)
         self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
         return np.hstack([mean * self.value_scale, std * self.value_scale]), empty
 
@@ -480,8 +485,10 @@ class KernelPool:
             mean, std, singular = _local_linear.solve(
                 sums, queries[1], self.layout, return_std
             )
-            mean += self.value_center
             empty = ~(sums[:, -1] > 0)
+            redo = ~empty & _local_linear.cancelled(sums, self.layout)
+            self._refit_rows(redo, queries, workspace, mean, std, singular)
+            mean += self.value_center
             self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
             n_singular.append(int(singular.sum()))
             mean *= self.value_scale
@@ -521,10 +528,82 @@ class KernelPool:
         return sums
 
     def _spread(self, weights):
-        """Weighted standard deviation of the values under each row of weights."""
+        """Weighted standard deviation of the values under each row of weights.
+
+        ``weights`` is one row (ndarray) or a sparse array of rows, each
+        summing to one; two passes, about each row's own mean.
+        """
         c = self.centered_values
-        variance = weights @ (c * c) - (weights @ c) ** 2
-        return np.sqrt(np.maximum(variance, 0.0))
+        mean = weights @ c
+        if isinstance(weights, np.ndarray):
+            return np.sqrt(weights @ (c - mean) ** 2)
+        weights = csr_array(weights)
+        rows = np.repeat(np.arange(weights.shape[0]), np.diff(weights.indptr))
+        deviation = c[weights.indices] - mean[rows]
+        squares = weights.data[:, None] * deviation * deviation
+        variance = np.stack(
+            [
+                np.bincount(rows, squares[:, j], weights.shape[0])
+                for j in range(c.shape[1])
+            ],
+            axis=1,
+        )
+        return np.sqrt(variance)
+
+    # -- rows fitted again about their own local means -----------------------
+    def _row_scores(self, queries, workspace, rows):
+        """Float64 scores of the ``rows`` of a chunk, sample weights included,
+        dense, up to a factor per row."""
+        if self.algorithm != "brute":
+            scores = self.scorer.scores(queries[0][rows])
+            scores.data *= self.weights[scores.indices]
+            return scores.toarray().astype(np.float64, copy=False)
+        blocks = self.scorer.whole_blocks(rows, len(queries[0]))
+        at = np.searchsorted(blocks, rows)
+        scores = self._raw_scores(queries, workspace, rows=blocks)[at]
+        scores = scores.astype(np.float64)
+        if not self.scorer.weights_folded:
+            scores *= self.weights
+        return scores
+
+    def _refit_rows(self, redo, queries, workspace, mean, std, singular=None):
+        """Recompute the ``redo`` rows of a chunk in two passes.
+
+        Their keys and values are centred on the row's own weighted means
+        before any product: the fit (``mean``, degree 1) and the spread
+        (``std``, if not None) then lose nothing to cancellation. The
+        arrays are updated in place; ``mean`` and ``std`` are in the frame
+        of the centred values.
+        """
+        redo = np.flatnonzero(redo)
+        if not len(redo):
+            return
+        n_keys, d = self.keys.shape
+        width = (d + 1) * self.n_outputs + d * d + 2
+        step = max(1, CHUNK_BYTES // (8 * n_keys * width))
+        # Brute scores are recomputed by whole blocks, once for the chunk
+        # (within its buffer); the trees' rows one batch at a time.
+        brute = self.algorithm == "brute"
+        every = self._row_scores(queries, workspace, redo) if brute else None
+        for start in range(0, len(redo), step):
+            rows = redo[start : start + step]
+            if brute:
+                scores = every[start : start + step]
+            else:
+                scores = self._row_scores(queries, workspace, rows)
+            p = scores / scores.sum(axis=1, keepdims=True)
+            fit = _local_linear.centred_fit(
+                p,
+                self.keys,
+                self.centered_values,
+                queries[1][rows],
+                self.layout if self.degree == 1 else None,
+                std is not None,
+            )  # the keys are centred on their mean: centers is the origin
+            if self.degree == 1:
+                mean[rows], singular[rows] = fit[0], fit[2]
+            if std is not None:
+                std[rows] = fit[1]
 
     def _report_singular(self, n_singular, n_queries):
         if n_singular:
@@ -638,6 +717,22 @@ class KernelPool:
         offset, g, singular = _local_linear.equivalent_kernel(
             means[:, :-1], queries, self.layout
         )
+        # Rows whose key moments about the centre cancel: about their own
+        # local means, as in _refit_rows.
+        redo = np.flatnonzero(~empty & _local_linear.keys_cancelled(means, self.layout))
+        n_keys, d = self.keys.shape
+        step = max(1, CHUNK_BYTES // (8 * n_keys * (d * d + d + 2)))
+        for start in range(0, len(redo), step):
+            rows = redo[start : start + step]
+            p = weights[rows]
+            p = np.asarray(p.toarray() if hasattr(p, "toarray") else p, np.float64)
+            m, local, scale, _ = _local_linear.centred_geometry(
+                p, self.keys, self.layout
+            )
+            _, g[rows], singular[rows] = _local_linear.equivalent_kernel(
+                local[:, :-1], queries[rows] - m, self.layout, scale
+            )
+            offset[rows] = 1.0 + np.einsum("rf,rf->r", g[rows], m)
         offset[empty] = 1.0
         g[empty] = 0.0
         return _weights.scale_rows(weights, offset, g, self.keys, self.dtype), singular

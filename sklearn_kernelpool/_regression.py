@@ -310,6 +310,16 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             (``on_empty="nearest"``), the global weighted standard deviation
             (``"mean"``), NaN (``"nan"``), and the local-constant spread
             after a local-linear fallback.
+
+            Accuracy: the spread is computed from moments about the global
+            weighted mean of ``y`` (and, for ``degree=1``, of the keys)
+            only where the local mean lies within 32 local standard
+            deviations of it, which bounds the cancellation to a relative
+            error of about ``1024 n eps``; other queries are computed again
+            in two passes, from the deviations from their own local mean,
+            exact to a few ulps of those deviations (of ``y`` itself for
+            the residuals of ``degree=1``), however far the local mean is
+            from the global one. The same holds on every path.
         """
         check_is_fitted(self)
         check_flag("return_std", return_std)

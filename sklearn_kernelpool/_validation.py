@@ -173,19 +173,27 @@ def relative_weights(sample_weight, dtype):
 
     Attention weights are ratios, so a common factor changes nothing, and a
     power of two divides exactly; the largest weight becomes about 1 and no
-    sum of weights can overflow. Weights that would still round to zero in
-    ``dtype`` next to the largest are refused rather than dropped.
+    sum of weights can overflow. Every relative weight must then be a
+    normal number of ``dtype`` with room to spare, at least
+    ``finfo.tiny / finfo.eps`` (about 1e-292 in float64, 1e-31 in float32),
+    so that its products with kernel values above ``eps`` keep their full
+    precision: a subnormal weight carries only a few significant bits and
+    would silently skew the predictions of queries that only its key
+    reaches. Wider ranges are refused rather than rounded.
     """
     w = np.asarray(sample_weight, dtype=np.float64)
     relative = (w / power_of_two_below(w.max())).astype(dtype)
-    if not np.all(relative > 0):
+    info = np.finfo(dtype)
+    if not np.all(relative >= info.tiny / info.eps):
         span = np.log10(w.max()) - np.log10(w.min())
         hint = "" if np.dtype(dtype) == np.float64 else ", or use float64 X"
+        limit = np.log10(info.eps / info.tiny)
         raise ValueError(
             f"sample_weight spans too wide a range for {np.dtype(dtype).name}: "
             f"the largest weight is about 1e{span:.0f} times the smallest "
-            "positive one, which then rounds to zero. Drop the rows of "
-            f"negligible weight{hint}."
+            f"positive one, past the 1e{limit:.0f} that {np.dtype(dtype).name} "
+            "carries at full precision. Set the weights of negligible rows to "
+            f"zero (or drop those rows){hint}."
         )
     return relative
 

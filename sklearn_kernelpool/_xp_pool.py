@@ -23,6 +23,7 @@ from sklearn.utils._array_api import (
 from sklearn.utils.validation import validate_data
 
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
+from ._brute import _MAX_DISTANCE_ROUNDING
 from ._pooling import report_empty
 from ._validation import coordinate_limit
 from .kernels import KERNELS
@@ -267,17 +268,24 @@ class ArrayAPIPool:
             dtype,
         )
         self.key_sq = xp.astype(key_sq, dtype)
+        # For the distances of queries far from the centre (see _scores).
+        self.keys = centred
 
-        # Attention weights are ratios: the largest weight becomes 1.
+        # Attention weights are ratios: the largest weight becomes 1. As on
+        # the NumPy path (relative_weights), every positive one must be a
+        # normal number with full precision in its products with kernels.
         relative = sample_weight / xp.max(sample_weight)
         self.weights = weights = xp.astype(relative, dtype)
         self.positive = sample_weight > 0
-        if not bool(xp.all((weights > 0) | ~self.positive)):
+        info = xp.finfo(dtype)
+        if not bool(
+            xp.all((weights >= info.smallest_normal / info.eps) | ~self.positive)
+        ):
             raise ValueError(
                 "sample_weight spans too wide a range for "
-                f"{dtype}: the smallest positive weights round to zero next "
-                "to the largest. Drop the rows of negligible weight, or use "
-                "float64 X."
+                f"{dtype}: the smallest positive weights lose their precision "
+                "next to the largest. Set the weights of negligible rows to "
+                "zero (or drop those rows), or use float64 X."
             )
         if self.log_form:
             safe = xp.where(self.positive, weights, xp.ones_like(weights))
@@ -345,6 +353,15 @@ class ArrayAPIPool:
         ones = xp.ones_like(q_sq)
         Q1 = xp.astype(xp.concat([Q, ones[:, None], q_sq[:, None]], axis=1), self.dtype)
         d2 = xp.clip(xp.matmul(Q1, self.distance_matrix), min=0.0)
+        # The expansion rounds by a few eps |q|^2: rows of queries far from
+        # the centre of the keys get exact differences, as on the NumPy path.
+        far = 3.0 * float(np.finfo(np.float64).eps) * q_sq > _MAX_DISTANCE_ROUNDING
+        if bool(xp.any(far)):
+            exact = xp.zeros(d2.shape, dtype=Q.dtype, device=self.device)
+            for f in range(Q.shape[1]):
+                diff = Q[:, f : f + 1] - self.keys[:, f][None, :]
+                exact += diff * diff
+            d2 = xp.where(far[:, None], xp.astype(exact, self.dtype), d2)
         if self.log_form:
             logits = self.kernel.xp_squared_function(d2, xp) + self.log_weights
             logits = logits - xp.max(logits, axis=1, keepdims=True)
@@ -388,7 +405,7 @@ class ArrayAPIPool:
         xp = self.xp
         means, stds, n_empty = [], [], 0
         p = self.n_outputs
-        for chunk in self._chunks(X, n_buffers=4):
+        for chunk in self._chunks(X, n_buffers=6):
             d2, q_sq, scores = self._scores(chunk)
             sums = xp.matmul(scores, self.pool_matrix)
             total = sums[:, p:]
@@ -397,7 +414,7 @@ class ArrayAPIPool:
             mean = sums[:, :p] / total
             std = None
             if return_std:
-                std = self._std(xp.matmul(scores, self.spread_matrix) / total)
+                std = self._std(scores / total)
             n = self._count_empty(empty)
             if n:
                 n_empty += n
@@ -410,13 +427,19 @@ class ArrayAPIPool:
             return mean, xp.concat(stds, axis=0)
         return mean
 
-    def _std(self, moments):
-        """Standard deviations from the normalised first and second moments
-        of the centred values."""
+    def _std(self, weights):
+        """Weighted standard deviations of the values under rows of
+        normalised weights, in two passes: the deviations from each row's
+        own mean are squared, so no moment cancels."""
         xp = self.xp
         p = self.n_outputs
-        variance = moments[:, p:] - moments[:, :p] ** 2
-        return xp.sqrt(xp.clip(variance, min=0.0))
+        centred = self.spread_matrix[:, :p]
+        local = xp.matmul(weights, centred)
+        columns = []
+        for j in range(p):
+            deviation = centred[:, j][None, :] - local[:, j : j + 1]
+            columns.append(xp.sum(weights * deviation * deviation, axis=1))
+        return xp.sqrt(xp.stack(columns, axis=1))
 
     def _fill(self, mean, std, empty, d2, q_sq):
         """Put the fallback of the empty rows in ``mean`` and ``std``."""
@@ -428,7 +451,7 @@ class ArrayAPIPool:
         else:
             fallback_mean = xp.matmul(weights, self.values)
             if std is not None:
-                fallback_std = self._std(xp.matmul(weights, self.spread_matrix))
+                fallback_std = self._std(weights)
         mean = xp.where(empty, fallback_mean, mean)
         if std is not None:
             std = xp.where(empty, fallback_std, std)
@@ -439,7 +462,7 @@ class ArrayAPIPool:
         (n_queries, n_samples_fit)."""
         xp = self.xp
         rows, n_empty = [], 0
-        for chunk in self._chunks(X, n_buffers=4):
+        for chunk in self._chunks(X, n_buffers=6):
             d2, q_sq, scores = self._scores(chunk)
             total = xp.sum(scores, axis=1, keepdims=True)
             empty = ~(total > 0)
