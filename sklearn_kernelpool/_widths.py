@@ -5,7 +5,7 @@ from scipy.optimize import minimize
 from sklearn import get_config
 
 from ._bandwidth import _weighted_spread
-from ._loo import _LOGIT_FLOOR, _augment, squared_distances
+from ._loo import _LOGIT_FLOOR, _augment, exact_if_far, squared_distances
 from ._pooling import _threadpool_controller
 
 # Rows per chunk: a chunk holds a few (rows, n) float64 arrays, of at most
@@ -114,6 +114,9 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
             # pairs within it of zero are taken as duplicates.
             slack = 64 * _EPS * (left[rows, -1][:, None] + right[-2][None, :])
             s[s <= slack] = 0.0
+        # Groups of points far apart: exact differences, as the engine does
+        # (duplicates then have distance 0 exactly).
+        exact_if_far(s, left[rows], right, 1.0)
         slope = _log_slope(kernel, s) if gradient else None
         logits = kernel.squared_log_function(s)  # in place: s is not needed
         if log_weights is not None:

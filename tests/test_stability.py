@@ -474,3 +474,29 @@ def test_attention_weights_of_groups_far_apart(kernel, degree, algorithm, sparse
     weights = weights.toarray() if sparse else weights
     expected = slow_weights(X, Q, kernel, 0.75, degree)
     assert_close_to(weights, expected, 1e-10 + 16 * EPS * magnitude(X, Q, 0.75))
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "exponential", "cauchy"])
+@pytest.mark.parametrize("offset", [0.0, 1e8, 1e12])
+def test_per_feature_leave_one_out_of_groups_far_apart(kernel, offset):
+    """The per-feature widths' leave-one-out predictions, against a loop."""
+    from sklearn_kernelpool._widths import loo_loss
+
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(40, 2)), rng.normal(size=(40, 2)) + 1e8])
+    X += offset
+    Y = rng.normal(size=(80, 1))
+    widths = np.array([0.7, 1.3])
+    _, predictions = loo_loss(
+        np.log(widths), X, Y, np.ones(80), KERNELS[kernel], gradient=False
+    )
+    Z = X / widths
+    expected = np.empty_like(Y)
+    for i in range(len(Z)):
+        diff = Z - Z[i]
+        logits = LOG_FORMULAS[kernel](np.sqrt(np.einsum("ij,ij->i", diff, diff)))
+        logits[i] = -np.inf
+        alpha = np.exp(logits - logits.max())
+        expected[i] = alpha @ Y / alpha.sum()
+    M = np.abs(Z).max()
+    np.testing.assert_allclose(predictions, expected, rtol=0, atol=1e-10 + 16 * EPS * M)
