@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ._exact import squared_slack
+
 # float32 products lose about eps * (|q|^2 + |k|^2) of a squared distance to
 # cancellation; past this share of a unit logit (about 34 eps, which keeps
 # float32 predictions within 1e-5 of float64 ones) a chunk's product runs in
@@ -87,10 +89,14 @@ class BruteScorer:
         Whether the kernel is a user callable, whose output is checked.
     dtype : {float32, float64}
         The dtype of the scores.
+    exact : ExactKeys
+        The unscaled keys, on which the support edge and the nearest keys
+        are decided (:mod:`._exact`).
     """
 
-    def __init__(self, keys, weights, kernel, user_kernel, dtype):
+    def __init__(self, keys, weights, kernel, user_kernel, dtype, exact):
         self.kernel = kernel
+        self.exact = exact
         self.user_kernel = user_kernel
         self.dtype = np.dtype(dtype)
         self.n_features = keys.shape[1]
@@ -208,17 +214,24 @@ class BruteScorer:
         self._product(Q1, self.distance_matrix, out, wide)
         return np.maximum(out, 0.0, out=out)
 
-    def candidates(self, Q1, n, out, wide=None):
-        """(rows, cols) pairs that hold the nearest keys of the first ``n``
-        augmented queries.
+    def candidates(self, Q1, scaled, out, wide=None):
+        """(rows, cols) pairs that hold the nearest keys of the augmented
+        queries ``Q1``, whose scaled (uncentred) coordinates are ``scaled``.
 
-        The BLAS distances are exact to a few ulps of |q|^2 + |k|^2, so every
-        key within that slack of the smallest distance is a candidate.
+        Every key within the rounding of the BLAS distances
+        (:func:`._exact.squared_slack`) of the smallest one is a candidate.
         """
+        n = len(scaled)
         d2 = self.squared_distances(Q1, out, wide)[:n]
-        eps = np.finfo(self.dtype).eps
-        slack = 64 * eps * (Q1[:n, -1][:, None] + self.key_sq)
-        return np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
+        nearest = d2.min(axis=1, keepdims=True)
+        slack = squared_slack(
+            self.dtype,
+            Q1[:n, -1][:, None] + self.key_sq,
+            self.exact.query_coordinates(scaled)[:, None],
+            np.sqrt(nearest),
+            self.n_features,
+        )
+        return np.nonzero(d2 <= nearest + slack)
 
     def _rounding(self, Q1):
         """Bound on the rounding of each row's logits by the product."""
@@ -233,7 +246,7 @@ class BruteScorer:
         spread = -self.kernel.log_function(farthest) + self.log_weight_spread
         return spread > -self.logit_floor
 
-    def scores(self, Q1, out, wide=None, stable=False):
+    def scores(self, Q1, out, wide=None, stable=False, exact=None):
         """Fill ``out`` (n_queries, n_keys) with the kernel scores.
 
         ``Q1`` holds the augmented queries. For kernels with a log form the
@@ -242,10 +255,18 @@ class BruteScorer:
         gaussian when ``stable``) as a softmax with the row maximum
         subtracted, which cannot underflow. Other kernels give ``alpha(u)``
         without the weights.
+
+        ``exact``, the unscaled and scaled queries of the chunk, has the
+        pairs near the edge of a compact support decided exactly.
         """
         kernel = self.kernel
         if self.log_weights is None:
             self.squared_distances(Q1, out, wide)
+            if exact is not None and kernel.is_compact:
+                raw, scaled = exact
+                n = len(raw)
+                squares = Q1[:n, -1] + self.key_sq_max
+                self.exact.redecide(out[:n], raw, scaled, kernel.support, squares)
             if self.user_kernel:
                 np.sqrt(out, out=out)
                 alpha = check_kernel_output(kernel.name, out, kernel.function(out))

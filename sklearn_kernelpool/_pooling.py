@@ -26,6 +26,7 @@ from threadpoolctl import ThreadpoolController
 from . import _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
+from ._exact import ExactKeys
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._progress import new_bar
 from ._tree import TreeScorer
@@ -162,6 +163,11 @@ class KernelPool:
         scaled = scale_coordinates(keys[self.support], self.bandwidth, self.dtype, "X")
         self.center = scaled.mean(axis=0)
         self.keys = scaled - self.center
+        # The support edge and the nearest keys are decided on the unscaled
+        # coordinates, identically on every path (:mod:`._exact`).
+        self.exact = ExactKeys(
+            keys[self.support].astype(np.float64), self.bandwidth, scaled
+        )
         # Weights and values are divided by powers of two, which is exact and
         # keeps every sum finite; pooled values are multiplied back.
         self.weights = relative_weights(sample_weight[self.support], self.dtype)
@@ -177,14 +183,16 @@ class KernelPool:
         self.n_outputs = values.shape[1]
         if self.algorithm == "brute":
             self.scorer = BruteScorer(
-                self.keys, self.weights, kernel, user_kernel, self.dtype
+                self.keys, self.weights, kernel, user_kernel, self.dtype, self.exact
             )
             folded = self.scorer.weights_folded
             # [values, 1], weighted unless the scores carry the weights.
             self.pool_matrix = np.hstack([values, ones]) if folded else unfolded
         else:
             # Trees subtract exactly: they work on the uncentred keys.
-            self.scorer = TreeScorer(scaled, kernel, self.algorithm, self.dtype)
+            self.scorer = TreeScorer(
+                scaled, kernel, self.algorithm, self.dtype, self.exact
+            )
             self.pool_matrix = unfolded
 
     def __getstate__(self):
@@ -318,9 +326,10 @@ class KernelPool:
         return out
 
     def _queries(self, X):
-        """The queries scaled by the bandwidth, uncentred and centred (float64)."""
+        """The queries scaled by the bandwidth, uncentred and centred, and
+        unscaled (float64)."""
         scaled = scale_coordinates(X, self.bandwidth, self.dtype, "X")
-        return scaled, scaled - self.center
+        return scaled, scaled - self.center, X.astype(np.float64)
 
     def _raw_scores(self, queries, workspace, rows=None):
         """Scores of a chunk, dense for brute and sparse for the trees.
@@ -328,14 +337,18 @@ class KernelPool:
         ``rows`` recomputes the brute scores of these rows, in a stable way.
         Brute scores have rows past the chunk's, up to a whole block.
         """
-        scaled, Q = queries
+        scaled, Q, raw = queries
         if self.algorithm != "brute":
-            return self.scorer.scores(scaled)
+            return self.scorer.scores(scaled, raw)
+        exact = (raw, scaled)
         if rows is not None:
             Q = Q[rows]  # whole blocks: see _underflowed
+            exact = None  # the log forms have no edge
         augmented, out, wide = workspace.rows(len(Q))
         augmented = self.scorer.augment(Q, augmented)
-        return self.scorer.scores(augmented, out, wide, stable=rows is not None)
+        return self.scorer.scores(
+            augmented, out, wide, stable=rows is not None, exact=exact
+        )
 
     def _underflowed(self, total):
         """Rows of brute scores to recompute with their maximum subtracted.
@@ -354,27 +367,19 @@ class KernelPool:
     # -- fallbacks -----------------------------------------------------------
     def _nearest_candidates(self, queries, workspace):
         """(rows, cols) pairs that hold each query's nearest keys."""
-        scaled, Q = queries
+        scaled, Q, _ = queries
         if self.algorithm != "brute":
             return self.scorer.candidates(scaled)
         augmented, out, wide = workspace.rows(len(Q))
         Q1 = self.scorer.augment(Q, augmented)
-        return self.scorer.candidates(Q1, len(Q), out, wide)
+        return self.scorer.candidates(Q1, scaled, out, wide)
 
     def _nearest_weights(self, queries, workspace):
         """Sparse weights of the nearest keys, ties shared by sample weight."""
         rows, cols = self._nearest_candidates(queries, workspace)
-        # Exact differences, in the frame of the path, settle the ties.
-        if self.algorithm == "brute":
-            Q, keys = queries[1], self.keys
-        else:
-            Q, keys = queries[0], self.scorer.keys
-        diff = Q[rows] - keys[cols]
-        d2 = np.einsum("ij,ij->i", diff, diff)
-        row_min = np.full(len(Q), np.inf, dtype=d2.dtype)
-        np.minimum.at(row_min, rows, d2)
-        tied = d2 == row_min[rows]
-        rows, cols = rows[tied], cols[tied]
+        # The ties are settled on the unscaled coordinates, on every path.
+        Q = queries[2]
+        rows, cols = self.exact.ties(rows, cols, Q)
         data = self.weights[cols]
         totals = np.bincount(rows, weights=data, minlength=len(Q))
         data = (data / totals[rows]).astype(self.dtype)
@@ -397,7 +402,7 @@ class KernelPool:
             if std is not None:
                 std[empty] = self._spread(self.mean_weights.astype(np.float64))
         else:
-            chosen = (queries[0][empty], queries[1][empty])
+            chosen = tuple(q[empty] for q in queries)
             weights = self._nearest_weights(chosen, workspace)
             out[empty] = weights @ self.values if pooled else weights.toarray()
             if std is not None:
@@ -594,7 +599,7 @@ class KernelPool:
         if not np.any(empty):
             return scores
         if self.on_empty == "nearest":
-            chosen = (queries[0][empty], queries[1][empty])
+            chosen = tuple(q[empty] for q in queries)
             fallback = self._nearest_weights(chosen, workspace)
         else:
             fill = self.mean_weights if self.on_empty == "mean" else np.nan
