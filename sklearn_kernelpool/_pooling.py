@@ -19,7 +19,6 @@ import warnings
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from scipy.sparse import csr_array
-from sklearn import get_config
 from sklearn.utils import gen_batches
 from threadpoolctl import ThreadpoolController
 
@@ -40,6 +39,10 @@ ON_EMPTY = ("nearest", "mean", "nan", "raise")
 CHUNK_BYTES = 2**22
 # Tree chunks hold at most this many queries, so that threads share the work.
 TREE_CHUNK_ROWS = 2048
+# Bytes of a tree chunk's work per neighbour (indices, distances, scores and
+# their copies) and per query, measured by tests/test_pooling.py.
+TREE_PAIR_BYTES = 64
+TREE_ROW_BYTES = 64
 # Below this many query-key pairs, starting threads costs more than it saves.
 MIN_THREADED_PAIRS = 2**22
 
@@ -171,9 +174,7 @@ class KernelPool:
         # Weights and values are divided by powers of two, which is exact and
         # keeps every sum finite; pooled values are multiplied back.
         self.weights = relative_weights(sample_weight[self.support], self.dtype)
-        self.algorithm, neighbors = choose_algorithm(algorithm, kernel, self.keys)
-        # Sizes the chunks of the tree paths.
-        self.expected_neighbors = self.keys.shape[0] if neighbors is None else neighbors
+        self.algorithm, _ = choose_algorithm(algorithm, kernel, self.keys)
         values, self.value_scale = scale_values(values[self.support], self.dtype)
         self.values = values
         self.mean_weights = self.weights / self.weights.sum()
@@ -253,24 +254,50 @@ class KernelPool:
 
     # -- chunks --------------------------------------------------------------
     def _chunk_rows(self, n_queries, extra_row_bytes=0):
-        budget = get_config()["working_memory"] * 2**20
+        """Queries per chunk of the brute path: whole blocks within budget."""
         itemsize = np.dtype(self.dtype).itemsize
-        n_keys = self.keys.shape[0]
-        max_rows = max(n_queries, 1)
+        if self.dtype != np.float64:
+            itemsize += 8  # the float64 buffer of widened products
+        row_bytes = itemsize * self.keys.shape[0] + 8 * (self.keys.shape[1] + 2)
+        row_bytes += extra_row_bytes
+        budget = min(_weights.working_memory_bytes(), CHUNK_BYTES)
+        # Whole blocks, so that every chunk starts a block.
+        block = self.scorer.block_rows
+        rows = max(budget // row_bytes // block, 1) * block
+        return int(min(rows, self.scorer.padded(max(n_queries, 1))))
+
+    def _neighbor_counts(self, X):
+        """An upper bound on the keys in each query's support (tree paths)."""
+        counts = np.empty(X.shape[0], dtype=np.intp)
+        for batch in gen_batches(X.shape[0], TREE_CHUNK_ROWS):
+            scaled = scale_coordinates(X[batch], self.bandwidth, self.dtype, "X")
+            counts[batch] = self.scorer.count(scaled)
+        return counts
+
+    def _batches(self, X, extra_row_bytes=0):
+        """The chunks of queries, as slices, and the number of pairs they hold.
+
+        Brute chunks have a fixed number of rows. Tree chunks are cut from
+        the neighbours actually counted in each query's support, so that a
+        chunk's pairs fit ``working_memory`` whatever the spread of the
+        neighbourhood sizes; a query whose neighbours alone exceed it makes
+        a chunk of its own, the least that can be computed.
+        """
+        n_queries = X.shape[0]
         if self.algorithm == "brute":
-            if self.dtype != np.float64:
-                itemsize += 8  # the float64 buffer of widened products
-            row_bytes = itemsize * n_keys + 8 * (self.keys.shape[1] + 2)
-            row_bytes += extra_row_bytes
-            budget = min(budget, CHUNK_BYTES)
-            # Whole blocks, so that every chunk starts a block.
-            block = self.scorer.block_rows
-            rows = max(budget // row_bytes // block, 1) * block
-            return int(min(rows, self.scorer.padded(max_rows)))
-        # Per neighbour: an index, a distance and a score, plus copies.
-        row_bytes = 48 * max(self.expected_neighbors, 1.0) + 64 + extra_row_bytes
-        max_rows = min(max_rows, TREE_CHUNK_ROWS)
-        return int(min(max(budget // row_bytes, 1), max_rows))
+            n_rows = self._chunk_rows(n_queries, extra_row_bytes)
+            return list(gen_batches(n_queries, n_rows)), n_queries * self.keys.shape[0]
+        counts = self._neighbor_counts(X)
+        cost = np.cumsum(counts * TREE_PAIR_BYTES + (TREE_ROW_BYTES + extra_row_bytes))
+        budget = _weights.working_memory_bytes()
+        batches, start = [], 0
+        while start < n_queries:
+            spent = cost[start - 1] if start else 0
+            stop = int(np.searchsorted(cost, spent + budget, side="right"))
+            stop = min(max(stop, start + 1), start + TREE_CHUNK_ROWS, n_queries)
+            batches.append(slice(start, stop))
+            start = stop
+        return batches, int(counts.sum())
 
     def _run_chunks(self, X, width, work, n_jobs, extra_row_bytes=0):
         """Apply ``work(chunk, workspace) -> (rows, empty)`` over the chunks.
@@ -279,17 +306,14 @@ class KernelPool:
         for ``width=None``, a list of each chunk's rows in order.
         """
         n_queries = X.shape[0]
-        n_rows = self._chunk_rows(n_queries, extra_row_bytes)
-        batches = list(gen_batches(n_queries, n_rows))
+        batches, pairs = self._batches(X, extra_row_bytes)
+        n_rows = max((b.stop - b.start for b in batches), default=1)
         if width is None:
             out = [None] * len(batches)
         else:
             out = np.empty((n_queries, width), dtype=self.dtype)
         empty = np.zeros(n_queries, dtype=bool)
         n_threads = min(effective_n_jobs(n_jobs), len(batches))
-        pairs = n_queries * (
-            self.keys.shape[0] if self.algorithm == "brute" else self.expected_neighbors
-        )
         if pairs < MIN_THREADED_PAIRS:
             n_threads = 1
 
@@ -329,7 +353,7 @@ class KernelPool:
         """The queries scaled by the bandwidth, uncentred and centred, and
         unscaled (float64)."""
         scaled = scale_coordinates(X, self.bandwidth, self.dtype, "X")
-        return scaled, scaled - self.center, X.astype(np.float64)
+        return scaled, scaled - self.center, X.astype(np.float64, copy=False)
 
     def _raw_scores(self, queries, workspace, rows=None):
         """Scores of a chunk, dense for brute and sparse for the trees.

@@ -64,6 +64,12 @@ class SortedKeys:
             cols, distances = cols[inside], distances[inside]
         return indptr, cols, distances
 
+    def count(self, Q, r):
+        """How many keys lie within ``r`` (inclusive) of each query."""
+        q = Q[:, 0]
+        lo = np.searchsorted(self.sorted, q - r, side="left")
+        return np.searchsorted(self.sorted, q + r, side="right") - lo
+
     def query(self, Q, k=1):
         """Distance to the nearest key, shape (n_queries, 1)."""
         q = Q[:, 0]
@@ -132,6 +138,17 @@ class TreeScorer:
         """Bound on the rounding of the tree's distances of ``Q`` near ``radius``."""
         coordinates = self.exact.query_coordinates(Q)
         return distance_slack(coordinates, radius, Q.shape[1])
+
+    def count(self, Q):
+        """An upper bound on the number of keys in each query's support.
+
+        The keys of the widened radius query of :meth:`scores`, counted
+        without listing them.
+        """
+        radius = self.kernel.support + self._slack(Q, self.kernel.support)
+        if isinstance(self.tree, SortedKeys):
+            return self.tree.count(Q, radius)
+        return self.tree.query_radius(Q, r=radius, count_only=True)
 
     def scores(self, Q, raw):
         """Sparse (n_queries, n_keys) kernel scores ``alpha(u)`` of ``Q``.

@@ -9,6 +9,7 @@ import os
 import numpy as np
 from scipy.sparse import csr_array
 from scipy.sparse import vstack as sparse_vstack
+from sklearn import get_config
 
 
 def _row_of_each_entry(weights):
@@ -62,6 +63,11 @@ def dense_refusal(n_queries, n_samples):
         "not fit in memory. Ask for sparse=True, which stores only the "
         "non-zero weights, or for fewer queries at a time."
     )
+
+
+def working_memory_bytes():
+    """scikit-learn's ``working_memory`` in bytes; ``inf`` stays ``inf``."""
+    return get_config()["working_memory"] * 2**20
 
 
 def physical_memory():

@@ -26,6 +26,7 @@ from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._exact import edge_values, pairwise_squared, squared_slack, tie_bandwidth
 from ._pooling import report_empty
 from ._validation import coordinate_limit
+from ._weights import working_memory_bytes
 from .kernels import KERNELS
 
 try:  # scikit-learn >= 1.8
@@ -322,8 +323,8 @@ class ArrayAPIPool:
         ``working_memory``."""
         itemsize = 4 if self.dtype == self.xp.float32 else 8
         row_bytes = n_buffers * itemsize * self.n_samples_fit
-        budget = get_config()["working_memory"] * 2**20
-        return int(max(1, min(max(n_queries, 1), budget // row_bytes)))
+        rows = working_memory_bytes() // row_bytes  # inf for an infinite budget
+        return int(max(1, min(max(n_queries, 1), rows)))
 
     def _chunks(self, X, n_buffers):
         n_queries = X.shape[0]
