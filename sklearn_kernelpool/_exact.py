@@ -27,6 +27,9 @@ import math
 
 import numpy as np
 
+# The edge search of dense distances looks at blocks of this many entries.
+_SEARCH_ENTRIES = 2**16
+
 
 def _feature_widths(bandwidth, n_features):
     """The bandwidth of each feature as Python floats or 0-d arrays, or None."""
@@ -147,13 +150,21 @@ def redecide_dense(u2, Q, K, bandwidth, support, slack):
 
     ``u2`` (n_q, n_k) holds fast squared scaled distances; those within
     ``slack`` (per query, shape (n_q, 1), or a float) of ``support**2`` get
-    :func:`edge_values` of their exact distance.
+    :func:`edge_values` of their exact distance. The search runs on blocks
+    of rows, so that its temporaries stay small next to ``u2``.
     """
     s2 = support * support
-    rows, cols = np.nonzero(np.abs(u2 - s2) <= slack)
-    if len(rows):
-        exact = paired_squared(Q[rows], K[cols], bandwidth)
-        u2[rows, cols] = edge_values(exact, support, u2.dtype)
+    slack = np.broadcast_to(slack, (u2.shape[0], 1))
+    step = max(1, _SEARCH_ENTRIES // max(u2.shape[1], 1))
+    for start in range(0, u2.shape[0], step):
+        block = u2[start : start + step]
+        width = slack[start : start + step]
+        near = block >= s2 - width
+        near &= block <= s2 + width
+        rows, cols = np.nonzero(near)
+        if len(rows):
+            exact = paired_squared(Q[start + rows], K[cols], bandwidth)
+            block[rows, cols] = edge_values(exact, support, u2.dtype)
     return u2
 
 

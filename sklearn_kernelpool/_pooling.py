@@ -562,7 +562,9 @@ class KernelPool:
         weights of the local-linear fit.
         """
         n_queries = X.shape[0]
-        if not sparse:
+        if sparse:
+            self._check_sparse_size(X, n_jobs)
+        else:
             _weights.check_dense_size(n_queries, self.n_samples_fit, self.dtype)
         n_singular = []
 
@@ -589,6 +591,49 @@ class KernelPool:
             raise MemoryError(_weights.dense_refusal(*shape)) from exc
         self._report_singular(sum(n_singular), n_queries)
         return out
+
+    def _check_sparse_size(self, X, n_jobs):
+        """Refuse sparse weights larger than the physical memory, before
+        computing them.
+
+        The size is bounded by that of every (query, key) pair first; only
+        when that bound exceeds the memory are the non-zero weights counted:
+        the keys in each query's support, and for a query with none, its
+        ``on_empty`` row (every key for "mean" and "nan").
+        """
+        limit = _weights.physical_memory()
+        n_queries, n_keys = X.shape[0], self.keys.shape[0]
+        if (
+            limit is None
+            or _weights.sparse_size(n_queries * n_keys, n_queries, self.dtype) <= limit
+        ):
+            return
+        if self.algorithm == "brute":
+            counts = np.concatenate(self._run_chunks(X, None, self._count_work, n_jobs))
+        else:
+            counts = self._neighbor_counts(X)
+        n_empty = int(np.count_nonzero(counts == 0))
+        fill = n_keys if self.on_empty in ("mean", "nan") else 1
+        nnz = int(counts.sum()) + n_empty * fill
+        size = _weights.sparse_size(nnz, n_queries, self.dtype)
+        if size > limit:
+            raise MemoryError(
+                _weights.sparse_refusal(
+                    (n_queries, self.n_samples_fit),
+                    nnz,
+                    size,
+                    limit,
+                    n_empty,
+                    self.on_empty,
+                )
+            )
+
+    def _count_work(self, X_chunk, workspace):
+        """The number of keys of positive score of each query of a chunk."""
+        queries = self._queries(X_chunk)
+        scores = self._raw_scores(queries, workspace)
+        counts = np.count_nonzero(scores[: len(X_chunk)], axis=1)
+        return counts, np.zeros(len(X_chunk), dtype=bool)
 
     def _normalized_scores(self, queries, workspace, sparse):
         """A chunk's local-constant weights over the support, and its empty rows."""

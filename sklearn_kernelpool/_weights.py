@@ -65,6 +65,32 @@ def dense_refusal(n_queries, n_samples):
     )
 
 
+def sparse_size(nnz, n_rows, dtype):
+    """Bytes of a CSR array of ``nnz`` entries: data, 64-bit indices, indptr."""
+    return nnz * (np.dtype(dtype).itemsize + 8) + 8 * (n_rows + 1)
+
+
+def sparse_refusal(shape, nnz, size, limit, n_empty, on_empty):
+    """The message of a sparse weight matrix larger than the memory."""
+    message = (
+        f"A sparse {shape} matrix of attention weights would hold {nnz:,} "
+        f"non-zero weights ({size / 2**30:.3g} GiB), more than the "
+        f"{limit / 2**30:.3g} GiB of physical memory."
+    )
+    if n_empty and on_empty in ("mean", "nan"):
+        return message + (
+            f" {n_empty} of the {shape[0]} queries have no key inside the "
+            f"kernel's support, and on_empty={on_empty!r} gives each of them "
+            f"a weight on every one of the {shape[1]} keys. Use "
+            "on_empty='nearest' (the nearest keys only) or 'raise', a larger "
+            "bandwidth, or fewer queries at a time."
+        )
+    return message + (
+        " Ask for fewer queries at a time, or use a compact kernel with a "
+        "smaller bandwidth, whose weights are zero beyond its support."
+    )
+
+
 def working_memory_bytes():
     """scikit-learn's ``working_memory`` in bytes; ``inf`` stays ``inf``."""
     return get_config()["working_memory"] * 2**20

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from _memory import traced_peak
 from numpy.testing import assert_allclose
+from scipy.sparse import csr_array
 from sklearn import config_context
 from sklearn.model_selection import KFold
 
@@ -21,6 +22,7 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
+    _weights,
 )
 
 TREES = ["kd_tree", "ball_tree"]
@@ -145,3 +147,53 @@ def test_infinite_working_memory_on_the_array_api_path():
         reg.fit(xp.asarray(X), xp.asarray(y), sample_weight=xp.asarray(w))
         got = np.asarray(reg.predict(xp.asarray(X))._array)
     assert_allclose(got, expected, rtol=1e-10)
+
+
+def _far_queries():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2_000, 2))
+    y = X[:, 0]
+    return X, y, np.vstack([X[:10], rng.normal(size=(500, 2)) + 100.0])
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
+@pytest.mark.parametrize("on_empty", ["mean", "nan"])
+def test_sparse_weights_larger_than_memory_are_refused_first(
+    algorithm, on_empty, monkeypatch
+):
+    # 500 queries far from every key get a weight on each of the 2,000 keys:
+    # a million entries (15 MiB), against 4 MiB of "physical memory".
+    X, y, Q = _far_queries()
+    reg = KernelAttentionRegressor(kernel="epanechnikov", bandwidth=0.2)
+    reg.set_params(algorithm=algorithm, on_empty=on_empty).fit(X, y)
+    monkeypatch.setattr(_weights, "physical_memory", lambda: 4 * 2**20)
+    with pytest.raises(MemoryError) as excinfo:
+        reg.attention_weights(Q, sparse=True)
+    message = str(excinfo.value)
+    assert "(510, 2000)" in message
+    assert "GiB" in message
+    assert f"on_empty={on_empty!r}" in message
+    assert "on_empty='nearest'" in message
+    # Refused before any row of weights was built: at most the counting
+    # pass's working memory (the 4 MiB buffer of the brute path) was used.
+    _, peak = traced_peak(
+        lambda: pytest.raises(MemoryError, reg.attention_weights, Q, sparse=True)
+    )
+    assert peak < 5 * 2**20
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
+def test_sparse_weights_that_fit_are_given(algorithm, monkeypatch):
+    # The bound of every pair (2000 x 510) exceeds the limit; the counted
+    # weights (the support of each query, the nearest key of the far ones)
+    # fit it.
+    X, y, Q = _far_queries()
+    reg = KernelAttentionRegressor(kernel="epanechnikov", bandwidth=0.2)
+    reg.set_params(algorithm=algorithm, on_empty="nearest").fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        expected = reg.attention_weights(Q)
+        monkeypatch.setattr(_weights, "physical_memory", lambda: 4 * 2**20)
+        got = reg.attention_weights(Q, sparse=True)
+    assert isinstance(got, csr_array)
+    assert_allclose(got.toarray(), expected, rtol=1e-12)
