@@ -161,10 +161,11 @@ def redecide_dense(u2, Q, K, bandwidth, support, slack):
         width = slack[start : start + step]
         near = block >= s2 - width
         near &= block <= s2 + width
+        if not near.any():
+            continue
         rows, cols = np.nonzero(near)
-        if len(rows):
-            exact = paired_squared(Q[start + rows], K[cols], bandwidth)
-            block[rows, cols] = edge_values(exact, support, u2.dtype)
+        exact = paired_squared(Q[start + rows], K[cols], bandwidth)
+        block[rows, cols] = edge_values(exact, support, u2.dtype)
     return u2
 
 
