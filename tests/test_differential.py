@@ -328,3 +328,55 @@ def test_the_number_of_cases():
     assert len(NUMPY_CASES) >= 900
     assert len(CASES) >= 300
     assert len(LOO_CASES) >= 60
+
+
+PATHS = ["brute", "kd_tree", "ball_tree", "array_api"]
+
+
+def _predict_on(path, est, X, y, Q):
+    """``predict`` (``predict_proba`` for a classifier) on one path."""
+    method = "predict_proba" if hasattr(est, "predict_proba") else "predict"
+    if path != "array_api":
+        est.set_params(algorithm=path).fit(X, y)
+        return getattr(est, method)(Q)
+    xp = pytest.importorskip("array_api_strict")
+    pytest.importorskip("array_api_compat")
+    with config_context(array_api_dispatch=True):
+        est.fit(xp.asarray(X), xp.asarray(y))
+        return np.asarray(getattr(est, method)(xp.asarray(Q))._array)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("h", [0.3, 0.1, 0.45, 0.25])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_query_halfway_between_two_keys_averages_them(path, h, dtype):
+    # Boxcar, h=0.3, query 1.5 between keys 1.0 and 2.0: the two keys tie.
+    X = np.array([[1.0], [2.0]], dtype=dtype)
+    y = np.array([0.0, 1.0], dtype=dtype)
+    reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=h)
+    with pytest.warns(EmptyNeighborhoodWarning):
+        assert_allclose(_predict_on(path, reg, X, y, [[1.5]]), [0.5])
+    if path != "array_api":
+        clf = KernelAttentionClassifier(kernel="boxcar", bandwidth=h)
+        with pytest.warns(EmptyNeighborhoodWarning):
+            assert_allclose(_predict_on(path, clf, X, [0, 1], [[1.5]]), [[0.5, 0.5]])
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("kernel", ["boxcar", "cosine", "epanechnikov"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_keys_at_the_support_edge_are_decided_exactly(path, kernel, dtype):
+    # Keys 0.0, 0.1, ..., 2.9 (most not exact), query 0.7000000000000001,
+    # h=0.3: the keys 0.4 and 1.0 lie at u^2 = 1 + 4e-16 and 1 - 4e-16.
+    # Brute force pooled 6.5 and the trees 7.0; the exact answer is 7.5.
+    X = (np.arange(30) * 0.1)[:, None].astype(dtype)
+    y = np.arange(30.0).astype(dtype)
+    Q = X[7:8]
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.3)
+    pred = _predict_on(path, reg, X, y, Q)
+    # float32 coordinates are decided on their exact float64 values.
+    X64, Q64 = X.astype(np.float64), Q.astype(np.float64)
+    expected = reference_weights(X64, Q64, None, kernel, 0.3, "nan") @ y
+    assert_allclose(pred, expected, rtol=1e-6 if dtype == "float32" else RTOL)
+    if kernel == "boxcar" and dtype == "float64":
+        assert_allclose(pred, [7.5])
