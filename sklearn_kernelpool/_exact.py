@@ -125,7 +125,7 @@ def edge_values(u2, support, dtype, xp=np):
     """
     s2 = support * support
     inside = u2 < s2
-    u2 = xp.astype(u2, dtype)
+    u2 = u2.astype(dtype) if xp is np else xp.astype(u2, dtype)  # NumPy < 2.1
     edge = xp.full_like(u2, s2)
     below = xp.nextafter(edge, xp.zeros_like(edge))
     return xp.where(inside, xp.minimum(u2, below), edge)

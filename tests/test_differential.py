@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 from sklearn import config_context
-from sklearn.model_selection import GridSearchCV, LeaveOneOut
+from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut
 
 from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
@@ -380,3 +380,31 @@ def test_keys_at_the_support_edge_are_decided_exactly(path, kernel, dtype):
     assert_allclose(pred, expected, rtol=1e-6 if dtype == "float32" else RTOL)
     if kernel == "boxcar" and dtype == "float64":
         assert_allclose(pred, [7.5])
+
+
+@pytest.mark.parametrize("name", ["line", "decimals", "plane"])
+@pytest.mark.parametrize("kernel", ["boxcar", "cosine"])
+@pytest.mark.parametrize("on_empty", ["nearest", "mean"])
+def test_kfold_matches_grid_search_at_the_edge(name, kernel, on_empty):
+    # The K-fold path pools its splits apart from the leave-one-out pass.
+    X, _, _ = DATASETS[name]
+    y, _ = _values(len(X), False)
+    bandwidths = _loo_bandwidths(name)
+    cv = KFold(4, shuffle=True, random_state=0)
+    context = _quiet()
+    try:
+        reg = KernelAttentionRegressorCV(
+            kernels=[kernel], bandwidths=bandwidths, on_empty=on_empty, cv=cv
+        ).fit(X, y)
+        search = GridSearchCV(
+            KernelAttentionRegressor(kernel=kernel, on_empty=on_empty),
+            {"bandwidth": bandwidths},
+            cv=cv,
+        ).fit(X, y)
+    finally:
+        context.__exit__(None, None, None)
+    assert_allclose(
+        reg.cv_results_["mean_test_score"],
+        search.cv_results_["mean_test_score"],
+        rtol=RTOL,
+    )
