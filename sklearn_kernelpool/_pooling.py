@@ -174,7 +174,9 @@ class KernelPool:
         # Weights and values are divided by powers of two, which is exact and
         # keeps every sum finite; pooled values are multiplied back.
         self.weights = relative_weights(sample_weight[self.support], self.dtype)
-        self.algorithm, _ = choose_algorithm(algorithm, kernel, self.keys)
+        self.algorithm, neighbors = choose_algorithm(algorithm, kernel, self.keys)
+        # Whether predictions start threads (the tree paths).
+        self.expected_neighbors = self.keys.shape[0] if neighbors is None else neighbors
         values, self.value_scale = scale_values(values[self.support], self.dtype)
         self.values = values
         self.mean_weights = self.weights / self.weights.sum()
@@ -287,9 +289,15 @@ class KernelPool:
         if self.algorithm == "brute":
             n_rows = self._chunk_rows(n_queries, extra_row_bytes)
             return list(gen_batches(n_queries, n_rows)), n_queries * self.keys.shape[0]
-        counts = self._neighbor_counts(X)
-        cost = np.cumsum(counts * TREE_PAIR_BYTES + (TREE_ROW_BYTES + extra_row_bytes))
         budget = _weights.working_memory_bytes()
+        row_bytes = TREE_ROW_BYTES + extra_row_bytes
+        worst = self.keys.shape[0] * TREE_PAIR_BYTES + row_bytes
+        if min(n_queries, TREE_CHUNK_ROWS) * worst <= budget:
+            # Chunks fit even if every key were a neighbour of every query.
+            pairs = n_queries * self.expected_neighbors
+            return list(gen_batches(n_queries, TREE_CHUNK_ROWS)), pairs
+        counts = self._neighbor_counts(X)
+        cost = np.cumsum(counts * TREE_PAIR_BYTES + row_bytes)
         batches, start = [], 0
         while start < n_queries:
             spent = cost[start - 1] if start else 0
