@@ -36,6 +36,7 @@ from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
+    LocalLinearFallbackWarning,
 )
 
 RTOL = 1e-10
@@ -197,6 +198,12 @@ def test_numpy_paths_match_the_reference(
         sparse = reg.attention_weights(Q, sparse=True).toarray()
         assert_allclose(sparse, expected, rtol=RTOL, atol=ATOL)
         assert_allclose(reg.predict(Q), expected @ y, rtol=RTOL, atol=ATOL)
+        # The spread of the values under the same weights, by two passes.
+        mean, std = reg.predict(Q, return_std=True)
+        residuals = y[None, :] - (expected @ y)[:, None]
+        spread = np.sqrt(np.sum(expected * residuals**2, axis=1))
+        assert_allclose(mean, expected @ y, rtol=RTOL, atol=ATOL)
+        assert_allclose(std, spread, rtol=1e-7, atol=1e-7)
         if on_empty == "nan":
             return
         clf = _fitted(
@@ -408,3 +415,31 @@ def test_kfold_matches_grid_search_at_the_edge(name, kernel, on_empty):
         search.cv_results_["mean_test_score"],
         rtol=RTOL,
     )
+
+
+LOCAL_LINEAR_CASES = [
+    pytest.param(name, kernel, h, id=f"{name}-{kernel}-{h}")
+    for name in ("line", "plane", "decimals", "cube")
+    for kernel in COMPACT
+    for h in DATASETS[name][2]
+]
+
+
+@pytest.mark.parametrize(("name", "kernel", "h"), LOCAL_LINEAR_CASES)
+def test_local_linear_paths_agree_at_the_edge(name, kernel, h):
+    # degree=1 solves each query's local design from the same decided
+    # weights: brute force and the trees agree where keys sit on the edge.
+    X, Q, _ = DATASETS[name]
+    y, _ = _values(len(X), False)
+    bandwidth = h if np.ndim(h) == 0 else np.asarray(h)
+    predictions = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        for algorithm in ("brute", "kd_tree", "ball_tree"):
+            reg = KernelAttentionRegressor(
+                kernel=kernel, bandwidth=bandwidth, degree=1, on_empty="nan"
+            )
+            predictions.append(reg.set_params(algorithm=algorithm).fit(X, y).predict(Q))
+    assert_allclose(predictions[1], predictions[0], rtol=1e-9, atol=1e-9)
+    assert_allclose(predictions[2], predictions[0], rtol=1e-9, atol=1e-9)
