@@ -19,8 +19,9 @@ lies within :func:`squared_slack` of the edge or of the smallest distance.
 Ties of an isotropic bandwidth are compared on the unscaled distances
 ``sum_f (q_f - k_f)^2``, whose integer-grid ties no division can break.
 
-The functions take an array namespace ``xp`` (NumPy by default), so that the
-array API path decides exactly as the NumPy one.
+:func:`pairwise_squared` and :func:`edge_values` take an array namespace
+``xp`` (NumPy by default), so that the array API path decides exactly as
+the NumPy one.
 """
 
 import math

@@ -163,7 +163,8 @@ class TreeScorer:
         indptr, cols, x = self._neighbors(Q, support + slack)
         rows = np.repeat(np.arange(len(Q)), np.diff(indptr))
         u2 = (x * x).astype(self.dtype, copy=False)
-        edge = np.flatnonzero(x >= support - slack[rows])
+        # Near the edge, or rounded onto it by float32.
+        edge = np.flatnonzero((x >= support - slack[rows]) | (u2 >= support * support))
         if len(edge):
             exact = paired_squared(
                 raw[rows[edge]], self.exact.keys[cols[edge]], self.exact.bandwidth

@@ -443,3 +443,14 @@ def test_local_linear_paths_agree_at_the_edge(name, kernel, h):
             predictions.append(reg.set_params(algorithm=algorithm).fit(X, y).predict(Q))
     assert_allclose(predictions[1], predictions[0], rtol=1e-9, atol=1e-9)
     assert_allclose(predictions[2], predictions[0], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_float32_keys_just_inside_the_edge_keep_their_weight(path):
+    # u = 1 / (1 + 1e-8) < 1 rounds to 1 in float32: the key is inside all
+    # the same, and every path pools it with the boxcar's full weight.
+    X = np.array([[0.0], [1.0]], dtype=np.float32)
+    y = np.array([1.0, 5.0], dtype=np.float32)
+    reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=1.0 + 1e-8)
+    pred = _predict_on(path, reg, X, y, np.zeros((1, 1), dtype=np.float32))
+    assert_allclose(pred, [3.0])
