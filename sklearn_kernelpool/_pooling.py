@@ -37,8 +37,9 @@ ON_EMPTY = ("nearest", "mean", "nan", "raise")
 # The brute buffer of a chunk is kept near this size, so that the passes over
 # it run from cache; benchmarks/bench_predict.py --chunks measures the choice.
 CHUNK_BYTES = 2**22
-# Tree chunks hold at most this many queries, so that threads share the work.
-TREE_CHUNK_ROWS = 2048
+# Tree chunks hold at most this many queries, so that threads share the work;
+# under the default working_memory, chunks of up to 32768 keys need no count.
+TREE_CHUNK_ROWS = 512
 # Bytes of a tree chunk's work per neighbour (indices, distances, scores and
 # their copies) and per query, measured by tests/test_pooling.py.
 TREE_PAIR_BYTES = 64
