@@ -217,37 +217,67 @@ class EdgeBlock:
     """Exact edge decisions for a block of pairs of the leave-one-out.
 
     The block's squared distances are computed by the expansion of centred,
-    unscaled points; its pairs near the edge of a compact support are
-    decided on the points themselves, with the isotropic bandwidth of each
-    candidate.
+    unscaled points, once for every candidate bandwidth. The pairs near the
+    edge of any candidate (``radii``, the unscaled support radii) are found
+    in one pass over the block; each candidate then re-decides those near
+    its own edge on the points themselves.
 
     Parameters
     ----------
     Q, K : ndarray of shape (n_rows, n_features), (n_cols, n_features)
         The unscaled points of the rows and of the columns of the block.
+    d2 : ndarray of shape (n_rows, n_cols)
+        The block's squared distances, as computed.
     squares : float
         The largest ``|q|^2 + |k|^2`` of the centred points of the block.
     coordinates : float
         The largest magnitude of the unscaled coordinates.
+    radii : ndarray of shape (n_radii,)
+        The sorted support radii ``support * h`` of the compact candidates.
     """
 
-    def __init__(self, Q, K, squares, coordinates):
+    def __init__(self, Q, K, d2, squares, coordinates, radii):
         self.Q, self.K = Q, K
         self.squares = squares
         self.coordinates = coordinates
+        self.rows = self.cols = self.d2 = np.zeros(0, dtype=np.intp)
+        if not len(radii):
+            return
+        edges = radii * radii
+        slack = self._slack(radii)
+        # The nearest edge below and above each squared distance.
+        above = np.searchsorted(edges, d2.ravel())
+        below = np.maximum(above - 1, 0)
+        above = np.minimum(above, len(edges) - 1)
+        flat = d2.ravel()
+        near = np.abs(flat - edges[below]) <= slack[below]
+        near |= np.abs(flat - edges[above]) <= slack[above]
+        (index,) = np.nonzero(near)
+        self.rows, self.cols = np.divmod(index, d2.shape[1])
+        self.d2 = flat[index]
+
+    def _slack(self, radius):
+        """The rounding of the block's squared distances near ``radius``."""
+        n_features = self.Q.shape[1]
+        return squared_slack(
+            np.float64, self.squares, self.coordinates, radius, n_features
+        )
 
     def slack(self, bandwidth, support):
         """The rounding of the block's ``u^2`` near ``support``."""
-        slack = squared_slack(
-            np.float64,
-            self.squares,
-            self.coordinates,
-            support * bandwidth,
-            self.Q.shape[1],
-        )
-        return slack / (bandwidth * bandwidth)
+        return self._slack(support * bandwidth) / (bandwidth * bandwidth)
 
     def redecide(self, u2, bandwidth, support):
-        """Re-decide, in place, the pairs of ``u2`` near the edge."""
-        slack = self.slack(bandwidth, support)
-        return redecide_dense(u2, self.Q, self.K, bandwidth, support, slack)
+        """Re-decide, in place, the pairs of ``u2`` near the edge.
+
+        ``u2`` is the block's squared distances divided by ``bandwidth**2``.
+        """
+        if not len(self.rows):
+            return u2
+        edge = (support * bandwidth) ** 2
+        near = np.abs(self.d2 - edge) <= self._slack(support * bandwidth)
+        rows, cols = self.rows[near], self.cols[near]
+        if len(rows):
+            exact = paired_squared(self.Q[rows], self.K[cols], bandwidth)
+            u2[rows, cols] = edge_values(exact, support, u2.dtype)
+        return u2

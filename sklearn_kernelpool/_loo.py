@@ -195,6 +195,9 @@ class HeldOut:
         # keys are decided, as the fitted estimator does (:mod:`._exact`).
         self.X_raw = X
         self.coordinates = float(np.abs(X).max(initial=0.0))
+        self.support_radii = np.unique(
+            [k.support * h for k in kernels if k.is_compact for h in bandwidths]
+        ).astype(np.float64)
         self.Y = Y
         self.kernels = kernels
         self.bandwidths = np.asarray(bandwidths, dtype=np.float64)
@@ -287,10 +290,10 @@ class HeldOut:
         unsorted[:, :, order] = sums
         return unsorted
 
-    def _edge(self, left, right, Q, K):
-        """The :class:`._exact.EdgeBlock` of augmented points of a block."""
+    def _edge(self, left, right, Q, K, d2):
+        """The :class:`._exact.EdgeBlock` of a block of squared distances."""
         squares = float(left[:, -1].max()) + float(right[-2].max())
-        return EdgeBlock(Q, K, squares, self.coordinates)
+        return EdgeBlock(Q, K, d2, squares, self.coordinates, self.support_radii)
 
     def _pool_pair(self, sums, left, right, moments, groups, rows, cols, d2, buf, raw):
         """Add the block of pairs (rows, cols) to the sums of both sides."""
@@ -301,7 +304,7 @@ class HeldOut:
         d2_range = (float(d2.min()), float(d2.max()))
         buf = buf[:n_rows, :n_cols]
         diagonal = rows == cols
-        edge = self._edge(left[rows], right[:, cols], raw[rows], raw[cols])
+        edge = self._edge(left[rows], right[:, cols], raw[rows], raw[cols], d2)
         for k, kernel in enumerate(self.kernels):
             for m, h in enumerate(self.bandwidths):
                 weights = kernel_block(kernel, d2, d2_range, h, buf, edge)
@@ -397,6 +400,7 @@ class HeldOut:
                         right[:, cols],
                         self.X_raw[test[rows]],
                         self.X_raw[train[cols]],
+                        block,
                     )
                     for k, kernel in enumerate(self.kernels):
                         for m, h in enumerate(self.bandwidths):

@@ -41,7 +41,7 @@ CHUNK_BYTES = 2**22
 # under the default working_memory, chunks of up to 32768 keys need no count.
 TREE_CHUNK_ROWS = 512
 # Bytes of a tree chunk's work per neighbour (indices, distances, scores and
-# their copies) and per query, measured by tests/test_pooling.py.
+# their copies) and per query; tests/test_working_memory.py measures the peak.
 TREE_PAIR_BYTES = 64
 TREE_ROW_BYTES = 64
 # Below this many query-key pairs, starting threads costs more than it saves.
