@@ -245,13 +245,11 @@ class EdgeBlock:
             return
         edges = radii * radii
         slack = self._slack(radii)
-        # The nearest edge below and above each squared distance.
-        above = np.searchsorted(edges, d2.ravel())
-        below = np.maximum(above - 1, 0)
-        above = np.minimum(above, len(edges) - 1)
+        # Within the largest slack of the nearest edge: a pair near an edge
+        # is nearer still to the nearest one.
         flat = d2.ravel()
-        near = np.abs(flat - edges[below]) <= slack[below]
-        near |= np.abs(flat - edges[above]) <= slack[above]
+        nearest = np.searchsorted((edges[1:] + edges[:-1]) / 2, flat)
+        near = np.abs(flat - edges[nearest]) <= slack.max()
         (index,) = np.nonzero(near)
         self.rows, self.cols = np.divmod(index, d2.shape[1])
         self.d2 = flat[index]
