@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ._exact import squared_slack
+
 # float32 products lose about eps * (|q|^2 + |k|^2) of a squared distance to
 # cancellation; past this share of a unit logit (about 34 eps, which keeps
 # float32 predictions within 1e-5 of float64 ones) a chunk's product runs in
@@ -27,7 +29,7 @@ _MAX_LOGIT_ROUNDING = 1.0
 # from exact differences instead; ordinary data never reach it.
 _MAX_DISTANCE_ROUNDING = 2.0**-33
 # Rows of exact differences are computed this many bytes at a time.
-_EXACT_BYTES = 2**22
+_EXACT_BYTES = 2**20
 
 # Every product runs on blocks of the same number of rows, a function of the
 # fitted keys only, at the same positions: BLAS picks its kernels (and so the
@@ -130,10 +132,14 @@ class BruteScorer:
         Whether the kernel is a user callable, whose output is checked.
     dtype : {float32, float64}
         The dtype of the scores.
+    exact : ExactKeys
+        The unscaled keys, on which the support edge and the nearest keys
+        are decided (:mod:`._exact`).
     """
 
-    def __init__(self, keys, weights, kernel, user_kernel, dtype):
+    def __init__(self, keys, weights, kernel, user_kernel, dtype, exact):
         self.kernel = kernel
+        self.exact = exact
         self.user_kernel = user_kernel
         self.dtype = np.dtype(dtype)
         self.n_features = keys.shape[1]
@@ -227,28 +233,27 @@ class BruteScorer:
     def exact_squared_distances(self, Q):
         """``||q - k||^2`` of the rows ``Q`` from exact differences (float64)."""
         out = np.zeros((len(Q), len(self.keys)))
-        step = max(1, _EXACT_BYTES // (8 * max(len(self.keys), 1)))
-        for start in range(0, len(Q), step):
-            rows = slice(start, start + step)
-            for f in range(self.n_features):
-                diff = np.subtract.outer(Q[rows, f], self.keys[:, f])
-                out[rows] += diff * diff
+        for f in range(self.n_features):
+            diff = np.subtract.outer(Q[:, f], self.keys[:, f])
+            out += np.square(diff, out=diff)
         return out
 
     def _fix_far_rows(self, Q1, out, scale=1.0, shift=None):
         """Overwrite the far rows of a product with exact distances.
 
-        The product was ``scale * ||q - k||^2 (+ shift)``.
+        The product was ``scale * ||q - k||^2 (+ shift)``. The rows go a few
+        at a time, so that the temporaries stay small.
         """
         rows = self.far_rows(Q1)
-        if not len(rows):
-            return out
-        exact = self.exact_squared_distances(Q1[rows, : self.n_features])
-        if scale != 1.0:
-            exact *= scale
-        if shift is not None:
-            exact += shift
-        out[rows] = exact
+        step = max(1, _EXACT_BYTES // (8 * max(len(self.keys), 1)))
+        for start in range(0, len(rows), step):
+            some = rows[start : start + step]
+            exact = self.exact_squared_distances(Q1[some, : self.n_features])
+            if scale != 1.0:
+                exact *= scale
+            if shift is not None:
+                exact += shift
+            out[some] = exact
         return out
 
     def pool(self, scores, pool_matrix):
@@ -290,17 +295,24 @@ class BruteScorer:
         self._fix_far_rows(Q1, out)
         return np.maximum(out, 0.0, out=out)
 
-    def candidates(self, Q1, n, out, wide=None):
-        """(rows, cols) pairs that hold the nearest keys of the first ``n``
-        augmented queries.
+    def candidates(self, Q1, scaled, out, wide=None):
+        """(rows, cols) pairs that hold the nearest keys of the augmented
+        queries ``Q1``, whose scaled (uncentred) coordinates are ``scaled``.
 
-        The BLAS distances are exact to a few ulps of |q|^2 + |k|^2, so every
-        key within that slack of the smallest distance is a candidate.
+        Every key within the rounding of the BLAS distances
+        (:func:`._exact.squared_slack`) of the smallest one is a candidate.
         """
+        n = len(scaled)
         d2 = self.squared_distances(Q1, out, wide)[:n]
-        eps = np.finfo(self.dtype).eps
-        slack = 64 * eps * (Q1[:n, -1][:, None] + self.key_sq)
-        return np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
+        nearest = d2.min(axis=1, keepdims=True)
+        slack = squared_slack(
+            self.dtype,
+            Q1[:n, -1][:, None] + self.key_sq,
+            self.exact.query_coordinates(scaled)[:, None],
+            np.sqrt(nearest),
+            self.n_features,
+        )
+        return np.nonzero(d2 <= nearest + slack)
 
     def _rounding(self, Q1):
         """Bound on the rounding of each row's logits by the product."""
@@ -315,7 +327,7 @@ class BruteScorer:
         spread = -self.kernel.log_function(farthest) + self.log_weight_spread
         return spread > -self.logit_floor
 
-    def scores(self, Q1, out, wide=None, stable=False):
+    def scores(self, Q1, out, wide=None, stable=False, exact=None):
         """Fill ``out`` (n_queries, n_keys) with the kernel scores.
 
         ``Q1`` holds the augmented queries. For kernels with a log form the
@@ -324,10 +336,18 @@ class BruteScorer:
         gaussian when ``stable``) as a softmax with the row maximum
         subtracted, which cannot underflow. Other kernels give ``alpha(u)``
         without the weights.
+
+        ``exact``, the unscaled and scaled queries of the chunk, has the
+        pairs near the edge of a compact support decided exactly.
         """
         kernel = self.kernel
         if self.log_weights is None:
             self.squared_distances(Q1, out, wide)
+            if exact is not None and kernel.is_compact:
+                raw, scaled = exact
+                n = len(raw)
+                squares = Q1[:n, -1] + self.key_sq_max
+                self.exact.redecide(out[:n], raw, scaled, kernel.support, squares)
             if self.user_kernel:
                 np.sqrt(out, out=out)
                 alpha = check_kernel_output(kernel.name, out, kernel.function(out))

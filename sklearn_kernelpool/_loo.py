@@ -46,6 +46,7 @@ from sklearn.utils import gen_batches
 
 from . import _local_linear
 from ._brute import _MAX_DISTANCE_ROUNDING
+from ._exact import EdgeBlock, nearest_ties, squared_slack
 from ._pooling import _threadpool_controller
 
 # Blocks of BLOCK x BLOCK pairs: the float64 distances and the kernel buffer
@@ -164,19 +165,26 @@ def exact_if_far(d2, left, right, bandwidth):
     return d2
 
 
-def kernel_block(kernel, d2, d2_range, bandwidth, out):
+def kernel_block(kernel, d2, d2_range, bandwidth, out, edge=None):
     """Kernel weights ``alpha(sqrt(d2) / h)`` of a block into ``out``.
 
     Returns None when every weight of the block is zero (compact kernels) or
     negligible (below ``exp(-708)``, log forms). ``d2_range`` is the smallest
-    and largest squared distance of the block.
+    and largest squared distance of the block. ``edge``, an
+    :class:`._exact.EdgeBlock`, decides the pairs near the edge of a compact
+    support exactly, as the fitted estimator does.
     """
     inv = 1.0 / (bandwidth * bandwidth)
     low, high = d2_range[0] * inv, d2_range[1] * inv
     if kernel.log_function is None:
-        if low >= kernel.support**2:
+        margin = 0.0
+        if edge is not None and kernel.is_compact:
+            margin = edge.slack(bandwidth, kernel.support)
+        if low >= kernel.support**2 + margin:
             return None
         np.multiply(d2, inv, out=out)
+        if margin:
+            edge.redecide(out, bandwidth, kernel.support)
         return kernel.squared_function(out)
     if kernel.log_function(np.sqrt(low)) < _SKIP_LOGIT:
         return None
@@ -232,6 +240,13 @@ class HeldOut:
         self.weights = weights / weights.max()
         positive = self.weights > 0
         self.X = X - X[positive].mean(axis=0)
+        # The unscaled points, on which the support edge and the nearest
+        # keys are decided, as the fitted estimator does (:mod:`._exact`).
+        self.X_raw = X
+        self.coordinates = float(np.abs(X).max(initial=0.0))
+        self.support_radii = np.unique(
+            [k.support * h for k in kernels if k.is_compact for h in bandwidths]
+        ).astype(np.float64)
         self.Y = Y
         self.kernels = kernels
         self.bandwidths = np.asarray(bandwidths, dtype=np.float64)
@@ -283,6 +298,7 @@ class HeldOut:
             order = order[np.argsort(groups[order], kind="stable")]
             groups = groups[order]
         X, moments = self.X[order], self.moments[order]
+        raw = self.X_raw[order]
         unit, weights = self.unit_moments[order], self.weights[order]
         left, right = _augment(X)
         blocks = _blocks(n, groups)
@@ -304,6 +320,7 @@ class HeldOut:
                         blocks[b],
                         d2,
                         buf,
+                        raw,
                     )
             return sums
 
@@ -322,7 +339,12 @@ class HeldOut:
         unsorted[:, :, order] = sums
         return unsorted
 
-    def _pool_pair(self, sums, left, right, moments, groups, rows, cols, d2, buf):
+    def _edge(self, left, right, Q, K, d2):
+        """The :class:`._exact.EdgeBlock` of a block of squared distances."""
+        squares = float(left[:, -1].max()) + float(right[-2].max())
+        return EdgeBlock(Q, K, d2, squares, self.coordinates, self.support_radii)
+
+    def _pool_pair(self, sums, left, right, moments, groups, rows, cols, d2, buf, raw):
         """Add the block of pairs (rows, cols) to the sums of both sides."""
         if groups is not None and groups[rows.start] == groups[cols.start]:
             return  # blocks hold one group each: a same-group block pools nothing
@@ -332,9 +354,10 @@ class HeldOut:
         d2_range = (float(d2.min()), float(d2.max()))
         buf = buf[:n_rows, :n_cols]
         diagonal = rows == cols
+        edge = self._edge(left[rows], right[:, cols], raw[rows], raw[cols], d2)
         for k, kernel in enumerate(self.kernels):
             for m, h in enumerate(self.bandwidths):
-                weights = kernel_block(kernel, d2, d2_range, h, buf)
+                weights = kernel_block(kernel, d2, d2_range, h, buf, edge)
                 if weights is None:
                     continue
                 if diagonal:
@@ -429,9 +452,18 @@ class HeldOut:
                     )
                     d2_range = (float(block.min()), float(block.max()))
                     out = buf[: block.shape[0], : block.shape[1]]
+                    edge = self._edge(
+                        left[rows],
+                        right[:, cols],
+                        self.X_raw[test[rows]],
+                        self.X_raw[train[cols]],
+                        block,
+                    )
                     for k, kernel in enumerate(self.kernels):
                         for m, h in enumerate(self.bandwidths):
-                            weights = kernel_block(kernel, block, d2_range, h, out)
+                            weights = kernel_block(
+                                kernel, block, d2_range, h, out, edge
+                            )
                             if weights is not None:
                                 sums[k, m, rows] += weights @ moments[cols]
         for k, kernel in enumerate(self.kernels):
@@ -602,16 +634,19 @@ class HeldOut:
         left, _ = _augment(self.X[queries])
         _, right = _augment(self.X)
         d2 = squared_distances(left, right, np.empty((len(queries), len(self.X))))
-        eps = np.finfo(np.float64).eps
-        slack = 64 * eps * (left[:, -1][:, None] + right[-2][None, :])
         d2[~allowed] = np.inf
-        rows, cols = np.nonzero(d2 <= d2.min(axis=1, keepdims=True) + slack)
-        diff = self.X[queries][rows] - self.X[cols]
-        exact = np.einsum("ij,ij->i", diff, diff)
-        best = np.full(len(queries), np.inf)
-        np.minimum.at(best, rows, exact)
-        tied = exact == best[rows]
-        rows, cols = rows[tied], cols[tied]
+        nearest = d2.min(axis=1, keepdims=True)
+        slack = squared_slack(
+            np.float64,
+            left[:, -1][:, None] + right[-2][None, :],
+            self.coordinates,
+            np.sqrt(nearest),
+            self.X.shape[1],
+        )
+        rows, cols = np.nonzero(d2 <= nearest + slack)
+        rows, cols = nearest_ties(
+            rows, cols, self.X_raw[queries], self.X_raw, None, len(queries)
+        )
         sums = np.zeros((len(queries), self.weighted_values.shape[1]))
         np.add.at(sums, rows, self.weighted_values[cols])
         return sums[:, :-1] / sums[:, -1:]

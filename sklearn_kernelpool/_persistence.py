@@ -13,6 +13,7 @@ _PACKAGE_TYPES = (
     "sklearn_kernelpool._brute.BruteScorer",
     "sklearn_kernelpool._classification.KernelAttentionClassifier",
     "sklearn_kernelpool._cv.KernelAttentionRegressorCV",
+    "sklearn_kernelpool._exact.ExactKeys",
     "sklearn_kernelpool._pooling.KernelPool",
     "sklearn_kernelpool._regression.KernelAttentionRegressor",
     "sklearn_kernelpool._tree.SortedKeys",

@@ -18,13 +18,13 @@ import functools
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from scipy.sparse import csr_array
-from sklearn import get_config
 from sklearn.utils import gen_batches
 from threadpoolctl import ThreadpoolController
 
 from . import _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
+from ._exact import ExactKeys
 from ._exceptions import (
     EmptyNeighborhoodWarning,
     LocalLinearFallbackWarning,
@@ -41,8 +41,13 @@ ON_EMPTY = ("nearest", "mean", "nan", "raise")
 # The brute buffer of a chunk is kept near this size, so that the passes over
 # it run from cache; benchmarks/bench_predict.py --chunks measures the choice.
 CHUNK_BYTES = 2**22
-# Tree chunks hold at most this many queries, so that threads share the work.
-TREE_CHUNK_ROWS = 2048
+# Tree chunks hold at most this many queries, so that threads share the work;
+# under the default working_memory, chunks of up to 32768 keys need no count.
+TREE_CHUNK_ROWS = 512
+# Bytes of a tree chunk's work per neighbour (indices, distances, scores and
+# their copies) and per query; tests/test_working_memory.py measures the peak.
+TREE_PAIR_BYTES = 64
+TREE_ROW_BYTES = 64
 # Below this many query-key pairs, starting threads costs more than it saves.
 MIN_THREADED_PAIRS = 2**22
 
@@ -170,11 +175,16 @@ class KernelPool:
         scaled = scale_coordinates(keys[self.support], self.bandwidth, self.dtype, "X")
         self.center = scaled.mean(axis=0)
         self.keys = scaled - self.center
+        # The support edge and the nearest keys are decided on the unscaled
+        # coordinates, identically on every path (:mod:`._exact`).
+        self.exact = ExactKeys(
+            keys[self.support].astype(np.float64), self.bandwidth, scaled
+        )
         # Weights and values are divided by powers of two, which is exact and
         # keeps every sum finite; pooled values are multiplied back.
         self.weights = relative_weights(sample_weight[self.support], self.dtype)
         self.algorithm, neighbors = choose_algorithm(algorithm, kernel, self.keys)
-        # Sizes the chunks of the tree paths.
+        # Whether predictions start threads (the tree paths).
         self.expected_neighbors = self.keys.shape[0] if neighbors is None else neighbors
         values, self.value_scale = scale_values(values[self.support], self.dtype)
         self.values = values
@@ -185,14 +195,16 @@ class KernelPool:
         self.n_outputs = values.shape[1]
         if self.algorithm == "brute":
             self.scorer = BruteScorer(
-                self.keys, self.weights, kernel, user_kernel, self.dtype
+                self.keys, self.weights, kernel, user_kernel, self.dtype, self.exact
             )
             folded = self.scorer.weights_folded
             # [values, 1], weighted unless the scores carry the weights.
             self.pool_matrix = np.hstack([values, ones]) if folded else unfolded
         else:
             # Trees subtract exactly: they work on the uncentred keys.
-            self.scorer = TreeScorer(scaled, kernel, self.algorithm, self.dtype)
+            self.scorer = TreeScorer(
+                scaled, kernel, self.algorithm, self.dtype, self.exact
+            )
             self.pool_matrix = unfolded
 
     def __getstate__(self):
@@ -258,24 +270,56 @@ class KernelPool:
 
     # -- chunks --------------------------------------------------------------
     def _chunk_rows(self, n_queries, extra_row_bytes=0):
-        budget = get_config()["working_memory"] * 2**20
+        """Queries per chunk of the brute path: whole blocks within budget."""
         itemsize = np.dtype(self.dtype).itemsize
-        n_keys = self.keys.shape[0]
-        max_rows = max(n_queries, 1)
+        if self.dtype != np.float64:
+            itemsize += 8  # the float64 buffer of widened products
+        row_bytes = itemsize * self.keys.shape[0] + 8 * (self.keys.shape[1] + 2)
+        row_bytes += extra_row_bytes
+        budget = min(_weights.working_memory_bytes(), CHUNK_BYTES)
+        # Whole blocks, so that every chunk starts a block.
+        block = self.scorer.block_rows
+        rows = max(budget // row_bytes // block, 1) * block
+        return int(min(rows, self.scorer.padded(max(n_queries, 1))))
+
+    def _neighbor_counts(self, X):
+        """An upper bound on the keys in each query's support (tree paths)."""
+        counts = np.empty(X.shape[0], dtype=np.intp)
+        for batch in gen_batches(X.shape[0], TREE_CHUNK_ROWS):
+            scaled = scale_coordinates(X[batch], self.bandwidth, self.dtype, "X")
+            counts[batch] = self.scorer.count(scaled)
+        return counts
+
+    def _batches(self, X, extra_row_bytes=0):
+        """The chunks of queries, as slices, and the number of pairs they hold.
+
+        Brute chunks have a fixed number of rows. Tree chunks are cut from
+        the neighbours actually counted in each query's support, so that a
+        chunk's pairs fit ``working_memory`` whatever the spread of the
+        neighbourhood sizes; a query whose neighbours alone exceed it makes
+        a chunk of its own, the least that can be computed.
+        """
+        n_queries = X.shape[0]
         if self.algorithm == "brute":
-            if self.dtype != np.float64:
-                itemsize += 8  # the float64 buffer of widened products
-            row_bytes = itemsize * n_keys + 8 * (self.keys.shape[1] + 2)
-            row_bytes += extra_row_bytes
-            budget = min(budget, CHUNK_BYTES)
-            # Whole blocks, so that every chunk starts a block.
-            block = self.scorer.block_rows
-            rows = max(budget // row_bytes // block, 1) * block
-            return int(min(rows, self.scorer.padded(max_rows)))
-        # Per neighbour: an index, a distance and a score, plus copies.
-        row_bytes = 48 * max(self.expected_neighbors, 1.0) + 64 + extra_row_bytes
-        max_rows = min(max_rows, TREE_CHUNK_ROWS)
-        return int(min(max(budget // row_bytes, 1), max_rows))
+            n_rows = self._chunk_rows(n_queries, extra_row_bytes)
+            return list(gen_batches(n_queries, n_rows)), n_queries * self.keys.shape[0]
+        budget = _weights.working_memory_bytes()
+        row_bytes = TREE_ROW_BYTES + extra_row_bytes
+        worst = self.keys.shape[0] * TREE_PAIR_BYTES + row_bytes
+        if min(n_queries, TREE_CHUNK_ROWS) * worst <= budget:
+            # Chunks fit even if every key were a neighbour of every query.
+            pairs = n_queries * self.expected_neighbors
+            return list(gen_batches(n_queries, TREE_CHUNK_ROWS)), pairs
+        counts = self._neighbor_counts(X)
+        cost = np.cumsum(counts * TREE_PAIR_BYTES + row_bytes)
+        batches, start = [], 0
+        while start < n_queries:
+            spent = cost[start - 1] if start else 0
+            stop = int(np.searchsorted(cost, spent + budget, side="right"))
+            stop = min(max(stop, start + 1), start + TREE_CHUNK_ROWS, n_queries)
+            batches.append(slice(start, stop))
+            start = stop
+        return batches, int(counts.sum())
 
     def _run_chunks(self, X, width, work, n_jobs, extra_row_bytes=0):
         """Apply ``work(chunk, workspace) -> (rows, empty)`` over the chunks.
@@ -284,17 +328,14 @@ class KernelPool:
         for ``width=None``, a list of each chunk's rows in order.
         """
         n_queries = X.shape[0]
-        n_rows = self._chunk_rows(n_queries, extra_row_bytes)
-        batches = list(gen_batches(n_queries, n_rows))
+        batches, pairs = self._batches(X, extra_row_bytes)
+        n_rows = max((b.stop - b.start for b in batches), default=1)
         if width is None:
             out = [None] * len(batches)
         else:
             out = np.empty((n_queries, width), dtype=self.dtype)
         empty = np.zeros(n_queries, dtype=bool)
         n_threads = min(effective_n_jobs(n_jobs), len(batches))
-        pairs = n_queries * (
-            self.keys.shape[0] if self.algorithm == "brute" else self.expected_neighbors
-        )
         if pairs < MIN_THREADED_PAIRS:
             n_threads = 1
 
@@ -331,9 +372,10 @@ class KernelPool:
         return out
 
     def _queries(self, X):
-        """The queries scaled by the bandwidth, uncentred and centred (float64)."""
+        """The queries scaled by the bandwidth, uncentred and centred, and
+        unscaled (float64)."""
         scaled = scale_coordinates(X, self.bandwidth, self.dtype, "X")
-        return scaled, scaled - self.center
+        return scaled, scaled - self.center, X.astype(np.float64, copy=False)
 
     def _raw_scores(self, queries, workspace, rows=None):
         """Scores of a chunk, dense for brute and sparse for the trees.
@@ -341,14 +383,18 @@ class KernelPool:
         ``rows`` recomputes the brute scores of these rows, in a stable way.
         Brute scores have rows past the chunk's, up to a whole block.
         """
-        scaled, Q = queries
+        scaled, Q, raw = queries
         if self.algorithm != "brute":
-            return self.scorer.scores(scaled)
+            return self.scorer.scores(scaled, raw)
+        exact = (raw, scaled)
         if rows is not None:
-            Q = Q[rows]  # whole blocks: see _underflowed
+            # Whole blocks: see _underflowed and _row_scores.
+            Q, exact = Q[rows], (raw[rows], scaled[rows])
         augmented, out, wide = workspace.rows(len(Q))
         augmented = self.scorer.augment(Q, augmented)
-        return self.scorer.scores(augmented, out, wide, stable=rows is not None)
+        return self.scorer.scores(
+            augmented, out, wide, stable=rows is not None, exact=exact
+        )
 
     def _underflowed(self, total):
         """Rows of brute scores to recompute with their maximum subtracted.
@@ -367,27 +413,19 @@ class KernelPool:
     # -- fallbacks -----------------------------------------------------------
     def _nearest_candidates(self, queries, workspace):
         """(rows, cols) pairs that hold each query's nearest keys."""
-        scaled, Q = queries
+        scaled, Q, _ = queries
         if self.algorithm != "brute":
             return self.scorer.candidates(scaled)
         augmented, out, wide = workspace.rows(len(Q))
         Q1 = self.scorer.augment(Q, augmented)
-        return self.scorer.candidates(Q1, len(Q), out, wide)
+        return self.scorer.candidates(Q1, scaled, out, wide)
 
     def _nearest_weights(self, queries, workspace):
         """Sparse weights of the nearest keys, ties shared by sample weight."""
         rows, cols = self._nearest_candidates(queries, workspace)
-        # Exact differences, in the frame of the path, settle the ties.
-        if self.algorithm == "brute":
-            Q, keys = queries[1], self.keys
-        else:
-            Q, keys = queries[0], self.scorer.keys
-        diff = Q[rows] - keys[cols]
-        d2 = np.einsum("ij,ij->i", diff, diff)
-        row_min = np.full(len(Q), np.inf, dtype=d2.dtype)
-        np.minimum.at(row_min, rows, d2)
-        tied = d2 == row_min[rows]
-        rows, cols = rows[tied], cols[tied]
+        # The ties are settled on the unscaled coordinates, on every path.
+        Q = queries[2]
+        rows, cols = self.exact.ties(rows, cols, Q)
         data = self.weights[cols]
         totals = np.bincount(rows, weights=data, minlength=len(Q))
         data = (data / totals[rows]).astype(self.dtype)
@@ -410,7 +448,7 @@ class KernelPool:
             if std is not None:
                 std[empty] = self._spread(self.mean_weights.astype(np.float64))
         else:
-            chosen = (queries[0][empty], queries[1][empty])
+            chosen = tuple(q[empty] for q in queries)
             weights = self._nearest_weights(chosen, workspace)
             out[empty] = weights @ self.values if pooled else weights.toarray()
             if std is not None:
@@ -555,7 +593,7 @@ class KernelPool:
         """Float64 scores of the ``rows`` of a chunk, sample weights included,
         dense, up to a factor per row."""
         if self.algorithm != "brute":
-            scores = self.scorer.scores(queries[0][rows])
+            scores = self.scorer.scores(queries[0][rows], queries[2][rows])
             scores.data *= self.weights[scores.indices]
             return scores.toarray().astype(np.float64, copy=False)
         blocks = self.scorer.whole_blocks(rows, len(queries[0]))
@@ -629,7 +667,9 @@ class KernelPool:
         weights of the local-linear fit.
         """
         n_queries = X.shape[0]
-        if not sparse:
+        if sparse:
+            self._check_sparse_size(X, n_jobs)
+        else:
             _weights.check_dense_size(
                 n_queries, self.n_samples_fit, self.dtype, self.kernel, self.on_empty
             )
@@ -650,7 +690,7 @@ class KernelPool:
                 out = _weights.assemble_sparse(chunks, self.support, shape, self.dtype)
             except MemoryError as exc:
                 raise MemoryError(
-                    _weights.sparse_refusal(*shape, self.kernel, self.on_empty)
+                    _weights.sparse_failure(*shape, self.kernel, self.on_empty)
                 ) from exc
             self._report_singular(sum(n_singular), n_queries)
             return out
@@ -666,6 +706,49 @@ class KernelPool:
             ) from exc
         self._report_singular(sum(n_singular), n_queries)
         return out
+
+    def _check_sparse_size(self, X, n_jobs):
+        """Refuse sparse weights larger than the physical memory, before
+        computing them.
+
+        The size is bounded by that of every (query, key) pair first; only
+        when that bound exceeds the memory are the non-zero weights counted:
+        the keys in each query's support, and for a query with none, its
+        ``on_empty`` row (every key for "mean" and "nan").
+        """
+        limit = _weights.physical_memory()
+        n_queries, n_keys = X.shape[0], self.keys.shape[0]
+        if (
+            limit is None
+            or _weights.sparse_size(n_queries * n_keys, n_queries, self.dtype) <= limit
+        ):
+            return
+        if self.algorithm == "brute":
+            counts = np.concatenate(self._run_chunks(X, None, self._count_work, n_jobs))
+        else:
+            counts = self._neighbor_counts(X)
+        n_empty = int(np.count_nonzero(counts == 0))
+        fill = n_keys if self.on_empty in ("mean", "nan") else 1
+        nnz = int(counts.sum()) + n_empty * fill
+        size = _weights.sparse_size(nnz, n_queries, self.dtype)
+        if size > limit:
+            raise MemoryError(
+                _weights.sparse_refusal(
+                    (n_queries, self.n_samples_fit),
+                    nnz,
+                    size,
+                    limit,
+                    n_empty,
+                    self.on_empty,
+                )
+            )
+
+    def _count_work(self, X_chunk, workspace):
+        """The number of keys of positive score of each query of a chunk."""
+        queries = self._queries(X_chunk)
+        scores = self._raw_scores(queries, workspace)
+        counts = np.count_nonzero(scores[: len(X_chunk)], axis=1)
+        return counts, np.zeros(len(X_chunk), dtype=bool)
 
     def _normalized_scores(self, queries, workspace, sparse):
         """A chunk's local-constant weights over the support, and its empty rows."""
@@ -700,7 +783,7 @@ class KernelPool:
         if not np.any(empty):
             return scores
         if self.on_empty == "nearest":
-            chosen = (queries[0][empty], queries[1][empty])
+            chosen = tuple(q[empty] for q in queries)
             fallback = self._nearest_weights(chosen, workspace)
         else:
             fill = self.mean_weights if self.on_empty == "mean" else np.nan

@@ -4,6 +4,8 @@ import numpy as np
 from scipy.sparse import csr_array
 from sklearn.neighbors import BallTree, KDTree
 
+from ._exact import distance_slack, edge_values, paired_squared
+
 TREES = {"kd_tree": KDTree, "ball_tree": BallTree}
 
 # scikit-learn's trees count their work (n_trims, n_leaves, n_splits,
@@ -62,6 +64,12 @@ class SortedKeys:
             cols, distances = cols[inside], distances[inside]
         return indptr, cols, distances
 
+    def count(self, Q, r):
+        """How many keys lie within ``r`` (inclusive) of each query."""
+        q = Q[:, 0]
+        lo = np.searchsorted(self.sorted, q - r, side="left")
+        return np.searchsorted(self.sorted, q + r, side="right") - lo
+
     def query(self, Q, k=1):
         """Distance to the nearest key, shape (n_queries, 1)."""
         q = Q[:, 0]
@@ -88,10 +96,14 @@ class TreeScorer:
         The tree.
     dtype : {float32, float64}
         The dtype of the scores.
+    exact : ExactKeys
+        The unscaled keys, on which the support edge and the nearest keys
+        are decided (:mod:`._exact`).
     """
 
-    def __init__(self, keys, kernel, algorithm, dtype):
+    def __init__(self, keys, kernel, algorithm, dtype, exact):
         self.kernel = kernel
+        self.exact = exact
         self.dtype = np.dtype(dtype)
         self.n_keys = keys.shape[0]
         self.keys = keys
@@ -122,19 +134,58 @@ class TreeScorer:
             return indptr, np.zeros(0, dtype=np.intp), np.zeros(0)
         return indptr, np.concatenate(indices), np.concatenate(distances)
 
-    def scores(self, Q):
-        """Sparse (n_queries, n_keys) kernel scores ``alpha(u)`` of ``Q``."""
-        indptr, cols, x = self._neighbors(Q, self.kernel.support)
-        x = x.astype(self.dtype, copy=False)
-        alpha = self.kernel.squared_function(x * x)
+    def _slack(self, Q, radius):
+        """Bound on the rounding of the tree's distances of ``Q`` near ``radius``."""
+        coordinates = self.exact.query_coordinates(Q)
+        return distance_slack(coordinates, radius, Q.shape[1])
+
+    def count(self, Q):
+        """An upper bound on the number of keys in each query's support.
+
+        The keys of the widened radius query of :meth:`scores`, counted
+        without listing them.
+        """
+        radius = self.kernel.support + self._slack(Q, self.kernel.support)
+        if isinstance(self.tree, SortedKeys):
+            return self.tree.count(Q, radius)
+        return self.tree.query_radius(Q, r=radius, count_only=True)
+
+    def scores(self, Q, raw):
+        """Sparse (n_queries, n_keys) kernel scores ``alpha(u)`` of ``Q``.
+
+        ``Q`` holds the scaled queries and ``raw`` the unscaled ones. The
+        radius query is widened by the rounding of the tree's distances, and
+        the pairs within it of the edge are decided exactly
+        (:mod:`._exact`): inside means ``u < support``, strictly.
+        """
+        support = self.kernel.support
+        slack = self._slack(Q, support)
+        indptr, cols, x = self._neighbors(Q, support + slack)
+        rows = np.repeat(np.arange(len(Q)), np.diff(indptr))
+        u2 = (x * x).astype(self.dtype, copy=False)
+        # Near the edge, or rounded onto it by float32.
+        edge = np.flatnonzero((x >= support - slack[rows]) | (u2 >= support * support))
+        if len(edge):
+            exact = paired_squared(
+                raw[rows[edge]], self.exact.keys[cols[edge]], self.exact.bandwidth
+            )
+            u2[edge] = edge_values(exact, support, self.dtype)
+            inside = u2 < support * support
+            if not inside.all():
+                rows, cols, u2 = rows[inside], cols[inside], u2[inside]
+                indptr = np.concatenate(
+                    [[0], np.cumsum(np.bincount(rows, minlength=len(Q)))]
+                )
+        alpha = self.kernel.squared_function(u2)
         return csr_array((alpha, cols, indptr), shape=(len(Q), self.n_keys))
 
     def candidates(self, Q):
         """The keys at the smallest distance of each query, and some more.
 
-        Returns (rows, cols): pairs among which the exact nearest keys lie.
+        Returns (rows, cols): pairs among which the exact nearest keys lie,
+        every key within the rounding of the tree's distances of the nearest.
         """
-        nearest, _ = self.tree.query(Q, k=1)
-        radius = nearest[:, 0] * (1 + 1e-9) + 1e-300
+        nearest = self.tree.query(Q, k=1)[0][:, 0]
+        radius = nearest + 2 * self._slack(Q, nearest) + 1e-300
         indptr, cols, _ = self._neighbors(Q, radius)
         return np.repeat(np.arange(len(Q)), np.diff(indptr)), cols

@@ -9,6 +9,7 @@ import os
 import numpy as np
 from scipy.sparse import csr_array
 from scipy.sparse import vstack as sparse_vstack
+from sklearn import get_config
 
 
 def _row_of_each_entry(weights):
@@ -92,7 +93,7 @@ def dense_refusal(n_queries, n_samples, dtype, kernel, on_empty):
     )
 
 
-def sparse_refusal(n_queries, n_samples, kernel, on_empty):
+def sparse_failure(n_queries, n_samples, kernel, on_empty):
     """Why a sparse weight matrix could not be built, with the advice that fits."""
     message = (
         f"The sparse matrix of the attention weights of {n_queries} queries "
@@ -115,6 +116,37 @@ def sparse_refusal(n_queries, n_samples, kernel, on_empty):
         "Every query weighs the keys inside the kernel's support: ask for "
         "fewer queries at a time, or use a smaller bandwidth."
     )
+
+
+def sparse_size(nnz, n_rows, dtype):
+    """Bytes of a CSR array of ``nnz`` entries: data, 64-bit indices, indptr."""
+    return nnz * (np.dtype(dtype).itemsize + 8) + 8 * (n_rows + 1)
+
+
+def sparse_refusal(shape, nnz, size, limit, n_empty, on_empty):
+    """The message of a sparse weight matrix larger than the memory."""
+    message = (
+        f"A sparse {shape} matrix of attention weights would hold {nnz:,} "
+        f"non-zero weights ({size / 2**30:.3g} GiB), more than the "
+        f"{limit / 2**30:.3g} GiB of physical memory."
+    )
+    if n_empty and on_empty in ("mean", "nan"):
+        return message + (
+            f" {n_empty} of the {shape[0]} queries have no key inside the "
+            f"kernel's support, and on_empty={on_empty!r} gives each of them "
+            f"a weight on every one of the {shape[1]} keys. Use "
+            "on_empty='nearest' (the nearest keys only) or 'raise', a larger "
+            "bandwidth, or fewer queries at a time."
+        )
+    return message + (
+        " Ask for fewer queries at a time, or use a compact kernel with a "
+        "smaller bandwidth, whose weights are zero beyond its support."
+    )
+
+
+def working_memory_bytes():
+    """scikit-learn's ``working_memory`` in bytes; ``inf`` stays ``inf``."""
+    return get_config()["working_memory"] * 2**20
 
 
 def physical_memory():

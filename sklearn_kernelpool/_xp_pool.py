@@ -24,19 +24,16 @@ from sklearn.utils.validation import validate_data
 
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._brute import _MAX_DISTANCE_ROUNDING
+from ._exact import edge_values, pairwise_squared, squared_slack, tie_bandwidth
 from ._pooling import report_empty
 from ._validation import coordinate_limit
+from ._weights import working_memory_bytes
 from .kernels import KERNELS
 
 try:  # scikit-learn >= 1.8
     from sklearn.utils._array_api import move_to as _move_to
 except ImportError:  # pragma: no cover - scikit-learn < 1.8
     _move_to = None
-
-# Squared distances by the expansion |q|^2 + |k|^2 - 2 q.k are exact to a few
-# ulps of |q|^2 + |k|^2: keys within this many ulps of the nearest one are
-# its ties in the "nearest" fallback.
-_TIE_ULPS = 64
 
 
 def array_api_namespace(X):
@@ -260,6 +257,10 @@ class ArrayAPIPool:
         )
         self.center = xp.mean(scaled, axis=0)
         centred = scaled - self.center
+        # The support edge and the nearest keys are decided on the unscaled
+        # coordinates, exactly as the NumPy engine does (:mod:`._exact`).
+        self.raw_keys = xp.astype(keys, self.precise)
+        self.key_coordinates = float(xp.max(xp.abs(scaled)))
         key_sq = xp.sum(centred * centred, axis=1)
         ones = xp.ones_like(key_sq)
         # [q, 1, |q|^2] @ [-2 k, |k|^2, 1] = ||q - k||^2
@@ -268,6 +269,7 @@ class ArrayAPIPool:
             dtype,
         )
         self.key_sq = xp.astype(key_sq, dtype)
+        self.key_sq_max = float(xp.max(key_sq))
         # For the distances of queries far from the centre (see _scores).
         self.keys = centred
 
@@ -329,8 +331,8 @@ class ArrayAPIPool:
         ``working_memory``."""
         itemsize = 4 if self.dtype == self.xp.float32 else 8
         row_bytes = n_buffers * itemsize * self.n_samples_fit
-        budget = get_config()["working_memory"] * 2**20
-        return int(max(1, min(max(n_queries, 1), budget // row_bytes)))
+        rows = working_memory_bytes() // row_bytes  # inf for an infinite budget
+        return int(max(1, min(max(n_queries, 1), rows)))
 
     def _chunks(self, X, n_buffers):
         n_queries = X.shape[0]
@@ -338,17 +340,17 @@ class ArrayAPIPool:
             yield X[batch.start : batch.stop, ...]
 
     def _scores(self, X):
-        """Squared distances and attention scores ``w alpha`` of a chunk.
+        """Squared distances, unscaled queries and attention scores ``w alpha``
+        of a chunk.
 
         The scores of each query are defined up to a positive factor: the
         log forms are a softmax with the row maximum subtracted, so that no
         query is all zeros.
         """
         xp = self.xp
-        Q = _checked_coordinates(
-            xp.astype(X, self.precise) / self.bandwidth, self.dtype, xp
-        )
-        Q = Q - self.center
+        raw = xp.astype(X, self.precise)
+        scaled = _checked_coordinates(raw / self.bandwidth, self.dtype, xp)
+        Q = scaled - self.center
         q_sq = xp.sum(Q * Q, axis=1)
         ones = xp.ones_like(q_sq)
         Q1 = xp.astype(xp.concat([Q, ones[:, None], q_sq[:, None]], axis=1), self.dtype)
@@ -362,34 +364,54 @@ class ArrayAPIPool:
                 diff = Q[:, f : f + 1] - self.keys[:, f][None, :]
                 exact += diff * diff
             d2 = xp.where(far[:, None], xp.astype(exact, self.dtype), d2)
+        if self.kernel.is_compact:
+            d2 = self._redecide_edge(d2, raw, scaled, q_sq)
         if self.log_form:
             logits = self.kernel.xp_squared_function(d2, xp) + self.log_weights
             logits = logits - xp.max(logits, axis=1, keepdims=True)
             scores = xp.exp(logits)
         else:
             scores = self.kernel.xp_squared_function(d2, xp) * self.weights
-        return d2, xp.astype(q_sq, self.dtype), scores
+        return d2, raw, scores
 
-    def _nearest(self, d2, q_sq):
+    def _redecide_edge(self, d2, raw, scaled, q_sq):
+        """``d2`` with the pairs near the support edge decided exactly."""
+        xp = self.xp
+        support = self.kernel.support
+        coordinates = xp.max(xp.abs(scaled), axis=1) + self.key_coordinates
+        slack = squared_slack(
+            "float32" if self.dtype == xp.float32 else "float64",
+            q_sq[:, None] + self.key_sq_max,
+            coordinates[:, None],
+            support,
+            scaled.shape[1],
+        )
+        near = xp.abs(d2 - support * support) <= xp.astype(slack, self.dtype)
+        if not bool(xp.any(near)):
+            return d2
+        exact = pairwise_squared(raw, self.raw_keys, self.bandwidth, xp)
+        return xp.where(near, edge_values(exact, support, self.dtype, xp), d2)
+
+    def _nearest(self, raw):
         """Normalised weights of each query's nearest keys of positive weight.
 
-        Keys within rounding of the smallest squared distance are ties, and
+        Keys at the exact smallest distance (:mod:`._exact`) are ties, and
         share the weight in proportion to their sample weights.
         """
         xp = self.xp
+        bandwidth = tie_bandwidth(self.bandwidth)
+        d2 = pairwise_squared(raw, self.raw_keys, bandwidth, xp)
         d2 = xp.where(self.positive, d2, xp.full_like(d2, math.inf))
         nearest = xp.min(d2, axis=1, keepdims=True)
-        eps = float(xp.finfo(self.dtype).eps)
-        slack = _TIE_ULPS * eps * (q_sq[:, None] + self.key_sq)
-        tied = xp.where(d2 <= nearest + slack, self.weights, xp.zeros_like(d2))
+        tied = xp.where(d2 == nearest, self.weights, xp.zeros_like(self.weights))
         return tied / xp.sum(tied, axis=1, keepdims=True)
 
-    def _fallback(self, d2, q_sq):
+    def _fallback(self, d2, raw):
         """The ``on_empty`` weights of a chunk's queries, normalised, or None
         when they are NaN."""
         xp = self.xp
         if self.on_empty == "nearest":
-            return self._nearest(d2, q_sq)
+            return self._nearest(raw)
         if self.on_empty == "mean":
             w = self.weights / xp.sum(self.weights)
             return xp.broadcast_to(w, d2.shape)
@@ -406,7 +428,7 @@ class ArrayAPIPool:
         means, stds, n_empty = [], [], 0
         p = self.n_outputs
         for chunk in self._chunks(X, n_buffers=6):
-            d2, q_sq, scores = self._scores(chunk)
+            d2, raw, scores = self._scores(chunk)
             sums = xp.matmul(scores, self.pool_matrix)
             total = sums[:, p:]
             empty = ~(total > 0)
@@ -418,7 +440,7 @@ class ArrayAPIPool:
             n = self._count_empty(empty)
             if n:
                 n_empty += n
-                mean, std = self._fill(mean, std, empty, d2, q_sq)
+                mean, std = self._fill(mean, std, empty, d2, raw)
             means.append(mean)
             stds.append(std)
         report_empty(self.on_empty, n_empty, X.shape[0], self.kernel, self.bandwidth)
@@ -441,10 +463,10 @@ class ArrayAPIPool:
             columns.append(xp.sum(weights * deviation * deviation, axis=1))
         return xp.sqrt(xp.stack(columns, axis=1))
 
-    def _fill(self, mean, std, empty, d2, q_sq):
+    def _fill(self, mean, std, empty, d2, raw):
         """Put the fallback of the empty rows in ``mean`` and ``std``."""
         xp = self.xp
-        weights = self._fallback(d2, q_sq)
+        weights = self._fallback(d2, raw)
         if weights is None:
             nan = xp.full_like(mean, math.nan)
             fallback_mean = fallback_std = nan
@@ -463,14 +485,14 @@ class ArrayAPIPool:
         xp = self.xp
         rows, n_empty = [], 0
         for chunk in self._chunks(X, n_buffers=6):
-            d2, q_sq, scores = self._scores(chunk)
+            d2, raw, scores = self._scores(chunk)
             total = xp.sum(scores, axis=1, keepdims=True)
             empty = ~(total > 0)
             weights = scores / xp.where(empty, xp.ones_like(total), total)
             n = self._count_empty(empty)
             if n:
                 n_empty += n
-                fallback = self._fallback(d2, q_sq)
+                fallback = self._fallback(d2, raw)
                 if fallback is None:  # NaN over the keys of positive weight
                     nan = xp.full_like(weights, math.nan)
                     fallback = xp.where(self.positive, nan, xp.zeros_like(nan))

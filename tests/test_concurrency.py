@@ -172,7 +172,7 @@ def test_bitwise_identical_across_runs_chunk_sizes_and_n_jobs(name, dtype, monke
     chunk_rows = set()
     for working_memory in (0.02, 1.0, 4.0, 16.0):
         with config_context(working_memory=working_memory):
-            chunk_rows.add(reg._pool._chunk_rows(len(Q)))
+            chunk_rows.add(reg._pool._batches(Q)[0][0].stop)
             for n_jobs in (None, 2, -1):
                 reg.set_params(n_jobs=n_jobs)
                 if n_jobs is None or getattr(reg, "degree", 0) == 0:

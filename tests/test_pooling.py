@@ -149,7 +149,8 @@ def test_chunk_boundaries(data, path, monkeypatch):
     reg = KernelAttentionRegressor(kernel="tricube", bandwidth=0.4, algorithm=path)
     reg.fit(X, Y, sample_weight=w)
     with config_context(working_memory=0.05):
-        n_rows = reg._pool._chunk_rows(10**6)
+        batches, _ = reg._pool._batches(rng.uniform(0.2, 0.8, size=(1000, 3)))
+        n_rows = batches[0].stop
         assert 1 < n_rows < 200
         for m in (1, n_rows - 1, n_rows, n_rows + 1, 2 * n_rows + 1):
             Q = rng.uniform(0.2, 0.8, size=(m, 3))
