@@ -41,7 +41,7 @@ from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.neighbors import KDTree
 
 from . import _local_linear
-from ._pooling import _threadpool_controller
+from ._threads import single_threaded_blas
 
 # Blocks of BLOCK x BLOCK pairs: the float64 distances and the kernel buffer
 # (1 MiB together) stay in the 2 MiB L2 cache of the benchmark machine while
@@ -259,7 +259,7 @@ class HeldOut:
             return sums
 
         # Block rows dealt round-robin: early rows have more pairs (a <= b).
-        with _threadpool_controller().limit(limits=1, user_api="blas"):
+        with single_threaded_blas():
             if n_threads == 1:
                 sums = run(range(len(blocks)))
             else:
@@ -360,7 +360,7 @@ class HeldOut:
         sums = np.zeros((*self._shape, len(test), moments.shape[1]))
         d2 = np.empty((BLOCK, BLOCK))
         buf = np.empty((BLOCK, BLOCK))
-        with _threadpool_controller().limit(limits=1, user_api="blas"):
+        with single_threaded_blas():
             for a in range(0, len(test), BLOCK):
                 rows = slice(a, min(a + BLOCK, len(test)))
                 for b in range(0, len(train), BLOCK):

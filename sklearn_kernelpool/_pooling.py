@@ -17,17 +17,17 @@ import functools
 import warnings
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import Parallel, delayed
 from scipy.sparse import csr_array
 from sklearn import get_config
 from sklearn.utils import gen_batches
-from threadpoolctl import ThreadpoolController
 
 from . import _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._progress import new_bar
+from ._threads import engine_threads, single_threaded_blas
 from ._tree import TreeScorer
 from ._validation import relative_weights, scale_coordinates, scale_values
 from .kernels import KERNELS, Kernel
@@ -41,12 +41,6 @@ CHUNK_BYTES = 2**22
 TREE_CHUNK_ROWS = 2048
 # Below this many query-key pairs, starting threads costs more than it saves.
 MIN_THREADED_PAIRS = 2**22
-
-
-@functools.cache
-def _threadpool_controller():
-    """One controller for the process: finding the BLAS libraries is slow."""
-    return ThreadpoolController()
 
 
 def resolve_kernel(kernel):
@@ -278,7 +272,7 @@ class KernelPool:
         else:
             out = np.empty((n_queries, width), dtype=self.dtype)
         empty = np.zeros(n_queries, dtype=bool)
-        n_threads = min(effective_n_jobs(n_jobs), len(batches))
+        n_threads = min(engine_threads(n_jobs), len(batches))
         pairs = n_queries * (
             self.keys.shape[0] if self.algorithm == "brute" else self.expected_neighbors
         )
@@ -303,11 +297,12 @@ class KernelPool:
                 bar.update(batch.stop - batch.start)
 
         try:
-            if n_threads <= 1:
-                run(range(len(batches)))
-            else:
-                # Threads share the cores: BLAS gets one thread each.
-                with _threadpool_controller().limit(limits=1, user_api="blas"):
+            # BLAS threads cost more than they save on the small products of
+            # the engine: the engine's own threads share the cores instead.
+            with single_threaded_blas():
+                if n_threads <= 1:
+                    run(range(len(batches)))
+                else:
                     Parallel(n_jobs=n_threads, require="sharedmem")(
                         delayed(run)(range(t, len(batches), n_threads))
                         for t in range(n_threads)

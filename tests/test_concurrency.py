@@ -16,12 +16,15 @@ from _memory import peak_predict_memory
 from joblib import hash as joblib_hash
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
+    KernelAttentionRegressorCV,
     _pooling,
 )
+from sklearn_kernelpool._threads import engine_threads, single_threaded_blas
 
 CONFIGURATIONS = {
     "brute-gaussian": lambda: KernelAttentionRegressor(bandwidth=0.05),
@@ -202,6 +205,100 @@ def test_memory_bound_with_queries_of_hundreds_of_mib():
     Q = np.tile(rng.uniform(size=(1000, 16)), (1600, 1))
     reg = KernelAttentionRegressor(bandwidth=0.5).fit(X, X[:, :2])
     output = Q.shape[0] * 2 * 8
-    # Beyond its output, predict holds its 4 MiB of working memory and the
-    # chunk's copies of its queries.
-    assert peak_predict_memory(reg, Q, working_memory=4) < output + 8 * 2**20
+    # Beyond its output, predict holds 4 MiB of working memory and the
+    # chunk's copies of its queries per thread, as scikit-learn's
+    # working_memory is per job.
+    n_threads = engine_threads(reg.n_jobs)
+    bound = output + n_threads * 8 * 2**20
+    assert peak_predict_memory(reg, Q, working_memory=4) < bound
+
+
+# -- BLAS threads -------------------------------------------------------------
+
+
+def blas_threads():
+    return [
+        info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"
+    ]
+
+
+def cv_job(name):
+    """A CV fit and predictions of the search's data: what the threads run."""
+    X, Y, w, Q = make_data("cv", n=300, m=600)
+    estimator = {
+        "loo": lambda: KernelAttentionRegressorCV(bandwidths=4, n_jobs=2),
+        "kfold": lambda: KernelAttentionRegressorCV(
+            kernels=["gaussian", "epanechikov"], bandwidths=3, cv=3, n_jobs=2
+        ),
+        "per_feature": lambda: KernelAttentionRegressorCV(
+            bandwidths=3, per_feature=True, n_jobs=2
+        ),
+        "degree1": lambda: KernelAttentionRegressorCV(bandwidths=3, degree=1, n_jobs=2),
+        "predict": lambda: KernelAttentionRegressor(bandwidth=0.1, n_jobs=2),
+        "tree": lambda: KernelAttentionRegressor(
+            kernel="biweight", bandwidth=0.2, algorithm="kd_tree", n_jobs=-1
+        ),
+        "degree1-predict": lambda: KernelAttentionRegressor(bandwidth=0.2, degree=1),
+    }[name]()
+    estimator.fit(X, Y, sample_weight=w)
+    outputs = [estimator.predict(Q)]
+    if isinstance(estimator, KernelAttentionRegressor):
+        outputs += estimator.predict(Q, return_std=True)
+    else:
+        outputs.append(estimator.cv_results_["mean_test_score"])
+    return outputs
+
+
+CV_JOBS = [
+    "loo",
+    "kfold",
+    "per_feature",
+    "degree1",
+    "predict",
+    "tree",
+    "degree1-predict",
+]
+
+
+@pytest.mark.parametrize("n_threads", [4, 8])
+def test_threads_running_cv_leave_the_blas_threads_as_they_were(n_threads):
+    # threadpoolctl's limits are process-wide: limits entered and left by
+    # several threads at once used to leave BLAS at one thread for good.
+    # BLAS gets two threads where it has one (limits=None changes nothing).
+    limits = None if max(blas_threads()) > 1 else 2
+    with threadpool_limits(limits=limits, user_api="blas"):
+        before = blas_threads()
+        with ThreadPoolExecutor(n_threads) as pool:
+            list(pool.map(cv_job, [*CV_JOBS, *CV_JOBS]))
+        assert blas_threads() == before
+
+
+def test_eight_threads_mixing_fit_predict_and_cv_agree_with_serial_runs():
+    jobs = CV_JOBS
+    before = blas_threads()
+    serial = {name: cv_job(name) for name in jobs}
+    assert blas_threads() == before
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(cv_job, jobs * 3))
+    for name, result in zip(jobs * 3, results, strict=True):
+        for got, expected in zip(result, serial[name], strict=True):
+            assert_array_equal(got, expected, err_msg=name)
+    assert blas_threads() == before
+
+
+def test_single_threaded_blas_nests_and_restores_the_limits():
+    before = blas_threads()
+    with single_threaded_blas():
+        assert set(blas_threads()) == {1}
+        # The default thread count is the BLAS count outside the engine.
+        assert engine_threads(None) == max(before)
+        with single_threaded_blas():
+            assert set(blas_threads()) == {1}
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
+    assert engine_threads(None) == max(before)
+    assert engine_threads(1) == 1
+    # A failure inside still restores them.
+    with pytest.raises(RuntimeError), single_threaded_blas():
+        raise RuntimeError
+    assert blas_threads() == before
