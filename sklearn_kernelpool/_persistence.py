@@ -91,24 +91,27 @@ def skops_trusted_types():
 def check_picklable_kernel(estimator):
     """Refuse to pickle a fitted estimator whose kernel pickle cannot save.
 
-    A user kernel that pickle cannot save (a lambda, a function defined
-    inside another) would otherwise fail deep in the pickler with an error
-    that does not say which object is at fault. Unfitted estimators are left
-    to the pickler: tools that ship them to workers by value (loky,
-    cloudpickle) can carry a lambda.
+    A lambda or a function defined inside another cannot be saved by
+    reference, and would otherwise fail deep in the pickler with an error
+    that does not say which object is at fault. Any other kernel is left to
+    the pickler: pickle saves a function of a module by reference, and
+    cloudpickle (which loky and joblib use to ship estimators to their
+    workers and back) saves by value what it cannot find by reference, such
+    as a function of ``__main__`` in a worker. Unfitted estimators are left
+    to the pickler too: cloudpickle can carry a lambda.
     """
     kernel = estimator.kernel
     if not callable(kernel) or not _is_fitted(estimator):
         return
-    try:
-        pickle.dumps(kernel)
-    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+    qualname = getattr(kernel, "__qualname__", "")
+    if "<lambda>" in qualname or "<locals>" in qualname:
+        what = "a lambda" if "<lambda>" in qualname else "defined inside a function"
         raise pickle.PicklingError(
             f"Cannot pickle this fitted {type(estimator).__name__}: its kernel "
-            f"{kernel!r} cannot be pickled ({exc}). Define the kernel as a "
-            "function at the top level of a module, or use a kernel of "
-            "sklearn_kernelpool.kernels, then fit again."
-        ) from exc
+            f"{kernel!r} is {what}, which pickle cannot save by reference. "
+            "Define the kernel as a function at the top level of a module, or "
+            "use a kernel of sklearn_kernelpool.kernels, then fit again."
+        )
 
 
 def deepcopy_estimator(estimator, memo):

@@ -3,12 +3,16 @@
 import copy
 import io
 import pickle
+import sys
 
 import joblib
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 from sklearn.base import clone
+from sklearn.ensemble import BaggingRegressor
+from sklearn.model_selection import cross_validate
+from sklearn.multioutput import MultiOutputRegressor
 
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
@@ -233,6 +237,47 @@ def test_nested_function_kernel_fitted_pickle_error():
     estimator = KernelAttentionRegressor(kernel=local_kernel, bandwidth=0.5).fit(X, Y)
     with pytest.raises(pickle.PicklingError, match="local_kernel"):
         pickle.dumps(estimator)
+
+
+@pytest.fixture(params=["by_reference", "by_value"])
+def shipped_kernel(request):
+    """``module_kernel``, shipped to workers by reference or by value.
+
+    cloudpickle ships a function of a script's ``__main__`` by value, and in
+    the worker it is no longer found by reference: registering this module
+    does the same to ``module_kernel``.
+    """
+    if request.param == "by_value":
+        module = sys.modules[__name__]
+        cloudpickle.register_pickle_by_value(module)
+        request.addfinalizer(lambda: cloudpickle.unregister_pickle_by_value(module))
+    return module_kernel
+
+
+def test_loky_ships_fitted_estimators_with_a_module_kernel(shipped_kernel):
+    # Workers fit and send the fitted estimators back through cloudpickle.
+    Y2 = np.column_stack([Y, X[:, 0]])
+    reg = KernelAttentionRegressor(kernel=shipped_kernel, bandwidth=0.5)
+    expected = clone(reg).fit(X, Y).predict(QUERIES)
+
+    results = cross_validate(reg, X, Y, cv=2, return_estimator=True, n_jobs=2)
+    for estimator in results["estimator"]:
+        assert estimator.predict(QUERIES).shape == (len(QUERIES),)
+    multi = MultiOutputRegressor(reg, n_jobs=2).fit(X, Y2)
+    assert_array_equal(multi.predict(QUERIES)[:, 0], expected)
+    bagging = BaggingRegressor(reg, n_estimators=2, n_jobs=2, random_state=0)
+    assert bagging.fit(X, Y).predict(QUERIES).shape == (len(QUERIES),)
+    # And round trips in this process.
+    fitted = clone(reg).fit(X, Y)
+    for dumps, loads in [
+        (pickle.dumps, pickle.loads),
+        (cloudpickle.dumps, cloudpickle.loads),
+    ]:
+        assert_array_equal(loads(dumps(fitted)).predict(QUERIES), expected)
+    shipped = multi.estimators_[0]
+    assert_array_equal(
+        cloudpickle.loads(cloudpickle.dumps(shipped)).predict(QUERIES), expected
+    )
 
 
 # -- skops --------------------------------------------------------------------
