@@ -209,9 +209,15 @@ def blas_threads():
     ]
 
 
+# The data every thread shares, read-only: nothing may write into it.
+SHARED = make_data("cv", n=300, m=600)
+for _array in SHARED:
+    _array.setflags(write=False)
+
+
 def cv_job(name):
-    """A CV fit and predictions of the search's data: what the threads run."""
-    X, Y, w, Q = make_data("cv", n=300, m=600)
+    """A fit, a CV search or predictions on the shared data: what threads run."""
+    X, Y, w, Q = SHARED
     estimator = {
         "loo": lambda: KernelAttentionRegressorCV(bandwidths=4, n_jobs=2),
         "kfold": lambda: KernelAttentionRegressorCV(
