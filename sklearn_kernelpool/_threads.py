@@ -85,8 +85,8 @@ def single_threaded_blas():
         with _LOCK:
             _Hold.users -= 1
             if _Hold.users == 0:
-                _in_own_thread(_Hold.limiter.restore_original_limits)
-                _Hold.limiter = None
+                limiter, _Hold.limiter = _Hold.limiter, None
+                _in_own_thread(limiter.restore_original_limits)
 
 
 def engine_threads(n_jobs):
