@@ -2,8 +2,11 @@
 
 import copy
 import io
+import os
 import pickle
+import subprocess
 import sys
+from pathlib import Path
 
 import joblib
 import numpy as np
@@ -14,6 +17,7 @@ from sklearn.ensemble import BaggingRegressor
 from sklearn.model_selection import cross_validate
 from sklearn.multioutput import MultiOutputRegressor
 
+import sklearn_kernelpool
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
@@ -325,3 +329,46 @@ def test_skops_trusted_types_is_a_sorted_list_of_names():
     assert all(isinstance(name, str) for name in trusted)
     for kernel in KERNELS.values():
         assert f"sklearn_kernelpool.kernels.{kernel.function.__name__}" in trusted
+
+
+MAIN_KERNEL_SCRIPT = """
+import numpy as np
+from sklearn.ensemble import BaggingRegressor
+from sklearn.model_selection import cross_validate
+from sklearn.multioutput import MultiOutputRegressor
+from sklearn_kernelpool import KernelAttentionRegressor
+
+
+def kernel(x):
+    return 1.0 / (1.0 + np.asarray(x) ** 4)
+
+
+if __name__ == "__main__":
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    Y = np.column_stack([X.sum(axis=1), X[:, 0]])
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.5)
+    cross_validate(reg, X, Y[:, 0], cv=2, return_estimator=True, n_jobs=2)
+    MultiOutputRegressor(reg, n_jobs=2).fit(X, Y).predict(X)
+    BaggingRegressor(reg, n_estimators=2, n_jobs=2).fit(X, Y[:, 0]).predict(X)
+    print("shipped")
+"""
+
+
+def test_a_script_kernel_ships_to_loky_workers_and_back(tmp_path):
+    # The kernel of a script lives in its __main__, which cloudpickle ships
+    # by value: in the workers it is not found by reference.
+    script = tmp_path / "script.py"
+    script.write_text(MAIN_KERNEL_SCRIPT)
+    # The script imports the package under test, wherever it is.
+    root = str(Path(sklearn_kernelpool.__file__).parents[1])
+    path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "shipped"

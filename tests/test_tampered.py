@@ -11,17 +11,20 @@ subprocess, so that a crash fails the test instead of ending pytest.
 
 import io
 import json
+import os
 import pickle
 import subprocess
 import sys
 import textwrap
 import zipfile
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
+import sklearn_kernelpool
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
@@ -259,12 +262,27 @@ else:
     ["indices-out-of-range", "indices-negative", "node-bounds", "counts-negative"],
 )
 def test_altered_tree_internals_are_refused_without_a_crash(alteration):
+    # The script imports the package under test, wherever it is.
+    root = str(Path(sklearn_kernelpool.__file__).parents[1])
+    path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(CRASH_SCRIPT), alteration],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "PYTHONPATH": path},
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("refused:"), result.stdout + result.stderr
     assert REFUSED in result.stdout
+
+
+def test_estimator_attributes_that_disagree_with_the_engine_are_refused():
+    classifier = KernelAttentionClassifier(bandwidth=0.5).fit(X, Y > 0)
+    classifier.classes_ = np.array([False])  # two classes in the engine
+    with pytest.raises(ValueError, match="classes_"):
+        pickle.loads(pickle.dumps(classifier))
+    regressor = fitted()
+    regressor.n_features_in_ = 3
+    with pytest.raises(ValueError, match="n_features_in_"):
+        pickle.loads(pickle.dumps(regressor))
