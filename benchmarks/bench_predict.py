@@ -209,7 +209,7 @@ def bench_case(n, m, d, dtype, kernel, neighbors, args):
     row["algorithm"] = reg.algorithm_
     pred = reg.predict(Q)
     row["ours"] = median_time(lambda: reg.predict(Q), reps)
-    reg1 = ours(X, y, kernel, h, n_jobs=None)
+    reg1 = ours(X, y, kernel, h, n_jobs=1)
     row["ours_1thread"] = None if big else median_time(lambda: reg1.predict(Q), reps)
     if reg.algorithm_ != "brute":
         brute = ours(X, y, kernel, h, algorithm="brute", n_jobs=-1)
@@ -281,7 +281,7 @@ def print_table(rows):
             f"{gap:>8}"
         )
     print(
-        "\nours: n_jobs=-1; 1thr: n_jobs=None; /floor: ours over the GEMM + exp "
+        "\nours: n_jobs=-1; 1thr: n_jobs=1; /floor: ours over the GEMM + exp "
         "floor with as many threads;\nX/: the peer's time over ours (larger is "
         "better for us). bcast: full-broadcast NumPy; sm: statsmodels\nKernelReg "
         "and rnn: RadiusNeighborsRegressor with a callable weight, both timed on "

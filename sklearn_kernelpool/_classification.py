@@ -13,7 +13,11 @@ from ._base import (
     validate_fit_data,
     validate_queries,
 )
-from ._persistence import check_picklable_kernel, deepcopy_estimator
+from ._persistence import (
+    check_loaded_estimator,
+    check_picklable_kernel,
+    deepcopy_estimator,
+)
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
 ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")
@@ -75,8 +79,11 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
 
     n_jobs : int, default=None
         Number of threads over chunks of queries in ``predict_proba``.
-        ``None`` means 1 unless in a :obj:`joblib.parallel_backend` context;
-        ``-1`` means all processors. The probabilities do not depend on it.
+        ``None`` runs as many threads as BLAS would use (all the cores,
+        unless limited by threadpoolctl or by a variable such as
+        ``OMP_NUM_THREADS``), ``-1`` all processors; BLAS runs one thread
+        meanwhile, as in :class:`KernelAttentionRegressor`. The
+        probabilities do not depend on it.
 
     Attributes
     ----------
@@ -287,6 +294,10 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
     def __getstate__(self):
         check_picklable_kernel(self)
         return super().__getstate__()
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        check_loaded_estimator(self)
 
     def __deepcopy__(self, memo):
         return deepcopy_estimator(self, memo)

@@ -292,8 +292,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         :class:`KernelAttentionRegressor`). Scoring always pools every pair.
 
     n_jobs : int, default=None
-        Threads over blocks of points while scoring, and the ``n_jobs`` of
-        ``best_estimator_``. The scores do not depend on it beyond rounding.
+        Threads over blocks of points while scoring (``None`` means 1 unless
+        in a :func:`joblib.parallel_config` context), and the ``n_jobs`` of
+        ``best_estimator_`` (whose ``None`` runs as many threads as BLAS
+        would use: see :class:`KernelAttentionRegressor`). BLAS runs one
+        thread while scoring. The scores do not depend on it beyond rounding.
 
     verbose : int, default=0
         How much ``fit`` prints: 0 nothing; 1 the size of the search

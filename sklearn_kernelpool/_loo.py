@@ -47,7 +47,7 @@ from sklearn.utils import gen_batches
 from . import _local_linear
 from ._brute import _MAX_DISTANCE_ROUNDING
 from ._exact import EdgeBlock, nearest_ties, squared_slack
-from ._pooling import _threadpool_controller
+from ._threads import single_threaded_blas
 
 # Blocks of BLOCK x BLOCK pairs: the float64 distances and the kernel buffer
 # (1 MiB together) stay in the 2 MiB L2 cache of the benchmark machine while
@@ -325,7 +325,7 @@ class HeldOut:
             return sums
 
         # Block rows dealt round-robin: early rows have more pairs (a <= b).
-        with _threadpool_controller().limit(limits=1, user_api="blas"):
+        with single_threaded_blas():
             if n_threads == 1:
                 sums = run(range(len(blocks)))
             else:
@@ -437,7 +437,7 @@ class HeldOut:
         sums = np.zeros((*self._shape, len(test), moments.shape[1]))
         d2 = np.empty((BLOCK, BLOCK))
         buf = np.empty((BLOCK, BLOCK))
-        with _threadpool_controller().limit(limits=1, user_api="blas"):
+        with single_threaded_blas():
             for a in range(0, len(test), BLOCK):
                 rows = slice(a, min(a + BLOCK, len(test)))
                 for b in range(0, len(train), BLOCK):

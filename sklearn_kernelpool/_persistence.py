@@ -3,30 +3,23 @@
 import copy
 import pickle
 
+import numpy as np
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from .kernels import _REGISTRY
+from ._algorithm import ALGORITHMS
+from .kernels import _REGISTRY, KERNELS, Kernel
 
-# The classes a fitted estimator of the package holds, by qualified name.
+# The classes a fitted estimator of the package holds, by qualified name. Its
+# engine saves only what rebuilds it (see KernelPool.__getstate__): no tree,
+# and no type of another package.
 _PACKAGE_TYPES = (
-    "sklearn_kernelpool._brute.BruteScorer",
     "sklearn_kernelpool._classification.KernelAttentionClassifier",
     "sklearn_kernelpool._cv.KernelAttentionRegressorCV",
     "sklearn_kernelpool._exact.ExactKeys",
     "sklearn_kernelpool._pooling.KernelPool",
     "sklearn_kernelpool._regression.KernelAttentionRegressor",
-    "sklearn_kernelpool._tree.SortedKeys",
-    "sklearn_kernelpool._tree.TreeScorer",
     "sklearn_kernelpool.kernels.Kernel",
-)
-# The trees of the tree paths and the metric they hold, and the dtype of the
-# engine's work.
-_DEPENDENCY_TYPES = (
-    "numpy.dtype",
-    "sklearn.metrics._dist_metrics.EuclideanDistance64",
-    "sklearn.neighbors._ball_tree.BallTree",
-    "sklearn.neighbors._kd_tree.KDTree",
 )
 
 
@@ -50,9 +43,11 @@ def skops_trusted_types():
     :func:`skops.io.load` refuses any type it does not know to be safe unless
     it is listed in ``trusted``. This list names every type a fitted
     estimator of the package may hold, whatever its kernel, path or degree:
-    the estimators, the engine, the registered kernels and their functions,
-    and the scikit-learn trees of the tree paths. A user-defined kernel is
-    not in it: trust it by name after checking it with
+    the estimators, the engine, the registered kernels and their functions.
+    The engine saves only its training data and parameters, which loading
+    checks (shapes, dtypes, finiteness, the kernel) before it rebuilds the
+    engine, trees included, as ``fit`` built it. A user-defined kernel is
+    not in the list: trust it by name after checking it with
     :func:`skops.io.get_untrusted_types`.
 
     Returns
@@ -86,30 +81,33 @@ def skops_trusted_types():
             "estimator.skops", trusted=skops_trusted_types()
         )
     """
-    return sorted({*_PACKAGE_TYPES, *_DEPENDENCY_TYPES, *_kernel_functions()})
+    return sorted({*_PACKAGE_TYPES, *_kernel_functions()})
 
 
 def check_picklable_kernel(estimator):
     """Refuse to pickle a fitted estimator whose kernel pickle cannot save.
 
-    A user kernel that pickle cannot save (a lambda, a function defined
-    inside another) would otherwise fail deep in the pickler with an error
-    that does not say which object is at fault. Unfitted estimators are left
-    to the pickler: tools that ship them to workers by value (loky,
-    cloudpickle) can carry a lambda.
+    A lambda or a function defined inside another cannot be saved by
+    reference, and would otherwise fail deep in the pickler with an error
+    that does not say which object is at fault. Any other kernel is left to
+    the pickler: pickle saves a function of a module by reference, and
+    cloudpickle (which loky and joblib use to ship estimators to their
+    workers and back) saves by value what it cannot find by reference, such
+    as a function of ``__main__`` in a worker. Unfitted estimators are left
+    to the pickler too: cloudpickle can carry a lambda.
     """
     kernel = estimator.kernel
     if not callable(kernel) or not _is_fitted(estimator):
         return
-    try:
-        pickle.dumps(kernel)
-    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+    qualname = getattr(kernel, "__qualname__", "")
+    if "<lambda>" in qualname or "<locals>" in qualname:
+        what = "a lambda" if "<lambda>" in qualname else "defined inside a function"
         raise pickle.PicklingError(
             f"Cannot pickle this fitted {type(estimator).__name__}: its kernel "
-            f"{kernel!r} cannot be pickled ({exc}). Define the kernel as a "
-            "function at the top level of a module, or use a kernel of "
-            "sklearn_kernelpool.kernels, then fit again."
-        ) from exc
+            f"{kernel!r} is {what}, which pickle cannot save by reference. "
+            "Define the kernel as a function at the top level of a module, or "
+            "use a kernel of sklearn_kernelpool.kernels, then fit again."
+        )
 
 
 def deepcopy_estimator(estimator, memo):
@@ -130,3 +128,104 @@ def _is_fitted(estimator):
     except NotFittedError:
         return False
     return True
+
+
+def _refuse(what, problem):
+    raise ValueError(
+        f"Cannot load this fitted estimator: {what} {problem}. The file is "
+        "damaged or was altered; fit the estimator again, and load files only "
+        "from sources you trust."
+    )
+
+
+def _check_array(arguments, name, shape, kinds="f"):
+    """The saved array ``arguments[name]``: finite, of that shape and kind.
+
+    ``None`` in ``shape`` accepts any length.
+    """
+    array = arguments.get(name)
+    if not isinstance(array, np.ndarray):
+        _refuse(name, f"is a {type(array).__name__}, not an ndarray")
+    if array.dtype.kind not in kinds or array.dtype.itemsize > 8:
+        _refuse(name, f"has dtype {array.dtype}")
+    if len(array.shape) != len(shape) or any(
+        n is not None and n != m for n, m in zip(shape, array.shape, strict=True)
+    ):
+        expected = tuple("any" if n is None else n for n in shape)
+        _refuse(name, f"has shape {array.shape}, not {expected}")
+    if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+        _refuse(name, "holds non-finite numbers")
+    return array
+
+
+def check_pool_arguments(arguments, on_empty_options):
+    """Validate the saved arguments that rebuild a :class:`KernelPool`.
+
+    A loaded engine is rebuilt from them as ``fit`` built it, its trees
+    included, so nothing derived from them is ever read from a file: these
+    arguments are all there is to check.
+
+    Raises
+    ------
+    ValueError
+        If any argument is not what ``fit`` could have passed.
+    """
+    if not isinstance(arguments, dict):
+        _refuse("the engine", "lacks the saved arguments that rebuild it")
+    keys = _check_array(arguments, "keys", (None, None))
+    n_samples, n_features = keys.shape
+    if keys.dtype not in (np.float32, np.float64):
+        _refuse("keys", f"have dtype {keys.dtype}, not float32 or float64")
+    if keys.size == 0:
+        _refuse("keys", f"have shape {keys.shape}")
+    _check_array(arguments, "values", (n_samples, None), kinds="biuf")
+    weights = _check_array(arguments, "sample_weight", (n_samples,))
+    if np.any(weights < 0) or not np.any(weights > 0):
+        _refuse("sample_weight", "is negative or all zero")
+    bandwidth = arguments.get("bandwidth")
+    shape = np.shape(bandwidth)[:1] if np.ndim(bandwidth) == 1 else ()
+    bandwidth = _check_array(arguments, "bandwidth", shape)
+    if bandwidth.shape not in ((), (n_features,)) or np.any(bandwidth <= 0):
+        _refuse("bandwidth", f"{bandwidth!r} is not positive, of shape () or (d,)")
+    for name, options in [
+        ("on_empty", on_empty_options),
+        ("algorithm", ALGORITHMS),
+        ("degree", (0, 1)),
+        ("user_kernel", (False, True)),
+    ]:
+        value = arguments.get(name)
+        if type(value) not in (str, int, bool) or value not in options:
+            _refuse(name, f"{value!r} is not one of {options}")
+    kernel = arguments.get("kernel")
+    if not isinstance(kernel, Kernel):
+        _refuse("kernel", f"is a {type(kernel).__name__}, not a Kernel")
+    if arguments["user_kernel"]:
+        expected = Kernel(kernel.name, kernel.function, np.inf)
+        if not callable(kernel.function) or kernel != expected:
+            _refuse("kernel", f"{kernel!r} is not the wrap of a user function")
+    elif KERNELS.get(kernel.name) != kernel:
+        _refuse("kernel", f"{kernel.name!r} is not the registered kernel of its name")
+    return arguments
+
+
+def check_loaded_estimator(estimator):
+    """Refuse a loaded estimator whose engine does not match its attributes.
+
+    Its engine has checked itself (:func:`check_pool_arguments`); this checks
+    that the estimator's own fitted attributes describe the same data.
+    """
+    state = vars(estimator)
+    pool = state.get("_pool")
+    arguments = getattr(pool, "_arguments", None)
+    if arguments is None:
+        return  # unfitted, or fitted on the array API path
+    n_samples, n_features = arguments["keys"].shape
+    if state.get("n_features_in_") != n_features:
+        _refuse(
+            "its keys",
+            f"have {n_features} features, and n_features_in_ is "
+            f"{state.get('n_features_in_')!r}",
+        )
+    classes = state.get("classes_")
+    if classes is not None and np.shape(classes) != (pool.n_outputs,):
+        _refuse("classes_", f"has shape {np.shape(classes)}, not ({pool.n_outputs},)")

@@ -16,10 +16,9 @@ each bounded by scikit-learn's ``working_memory``, on one of two paths:
 import functools
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import Parallel, delayed
 from scipy.sparse import csr_array
 from sklearn.utils import gen_batches
-from threadpoolctl import ThreadpoolController
 
 from . import _local_linear, _weights
 from ._algorithm import choose_algorithm
@@ -31,7 +30,9 @@ from ._exceptions import (
     describe,
     warn,
 )
+from ._persistence import check_pool_arguments
 from ._progress import new_bar
+from ._threads import engine_threads, single_threaded_blas
 from ._tree import TreeScorer
 from ._validation import relative_weights, scale_coordinates, scale_values
 from .kernels import KERNELS, Kernel
@@ -50,12 +51,10 @@ TREE_PAIR_BYTES = 64
 TREE_ROW_BYTES = 64
 # Below this many query-key pairs, starting threads costs more than it saves.
 MIN_THREADED_PAIRS = 2**22
-
-
-@functools.cache
-def _threadpool_controller():
-    """One controller for the process: finding the BLAS libraries is slow."""
-    return ThreadpoolController()
+# Below this many query-key pairs the products are too small for BLAS to
+# split (OpenBLAS splits none under 2**18 multiply-adds): the engine leaves
+# the BLAS threads alone, which takes time.
+BLAS_THREADED_PAIRS = 2**16
 
 
 def resolve_kernel(kernel):
@@ -162,6 +161,18 @@ class KernelPool:
         algorithm="auto",
         degree=0,
     ):
+        # All that pickles save: a loaded engine is rebuilt from them.
+        self._arguments = {
+            "keys": keys,
+            "values": values,
+            "sample_weight": sample_weight,
+            "kernel": kernel,
+            "bandwidth": np.asarray(bandwidth, dtype=np.float64),
+            "on_empty": on_empty,
+            "user_kernel": user_kernel,
+            "algorithm": algorithm,
+            "degree": degree,
+        }
         self.dtype = keys.dtype
         self.degree = degree
         self.on_empty = on_empty
@@ -208,14 +219,17 @@ class KernelPool:
             self.pool_matrix = unfolded
 
     def __getstate__(self):
-        # The matrices built on first use are derived from the fitted state:
-        # pickles (and so joblib.hash) leave them out, so a fitted estimator
-        # pickles the same before and after its first prediction.
-        state = self.__dict__.copy()
-        for name, attribute in vars(type(self)).items():
-            if isinstance(attribute, functools.cached_property):
-                state.pop(name, None)
-        return state
+        # Only the arguments of the constructor are saved: a loaded engine is
+        # rebuilt from them, after checking them, so no array derived from
+        # them (a tree's indices, above all) is ever read from a file, and
+        # the rebuilt engine predicts the same to the last bit. Nothing built
+        # on first use is saved either, so a fitted estimator pickles (and
+        # hashes) the same before and after its predictions.
+        return {"arguments": self._arguments}
+
+    def __setstate__(self, state):
+        arguments = state.get("arguments") if isinstance(state, dict) else None
+        self.__init__(**check_pool_arguments(arguments, ON_EMPTY))
 
     @property
     def kernel(self):
@@ -335,10 +349,6 @@ class KernelPool:
         else:
             out = np.empty((n_queries, width), dtype=self.dtype)
         empty = np.zeros(n_queries, dtype=bool)
-        n_threads = min(effective_n_jobs(n_jobs), len(batches))
-        if pairs < MIN_THREADED_PAIRS:
-            n_threads = 1
-
         bar = new_bar(n_queries)
 
         def run(group):
@@ -356,16 +366,26 @@ class KernelPool:
                 out[batch if width is not None else i] = rows
                 bar.update(batch.stop - batch.start)
 
-        try:
+        def run_all():
+            n_threads = 1
+            if pairs >= MIN_THREADED_PAIRS:
+                n_threads = min(engine_threads(n_jobs), len(batches))
             if n_threads <= 1:
                 run(range(len(batches)))
             else:
-                # Threads share the cores: BLAS gets one thread each.
-                with _threadpool_controller().limit(limits=1, user_api="blas"):
-                    Parallel(n_jobs=n_threads, require="sharedmem")(
-                        delayed(run)(range(t, len(batches), n_threads))
-                        for t in range(n_threads)
-                    )
+                Parallel(n_jobs=n_threads, require="sharedmem")(
+                    delayed(run)(range(t, len(batches), n_threads))
+                    for t in range(n_threads)
+                )
+
+        try:
+            if pairs < BLAS_THREADED_PAIRS:
+                run_all()
+            else:
+                # BLAS threads cost more than they save on the small products
+                # of the engine: the engine's own threads share the cores.
+                with single_threaded_blas():
+                    run_all()
         finally:
             bar.close()
         self._report_empty(int(empty.sum()), n_queries)

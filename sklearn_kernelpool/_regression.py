@@ -14,7 +14,11 @@ from ._base import (
     validate_fit_data,
     validate_queries,
 )
-from ._persistence import check_picklable_kernel, deepcopy_estimator
+from ._persistence import (
+    check_loaded_estimator,
+    check_picklable_kernel,
+    deepcopy_estimator,
+)
 from ._pooling import ON_EMPTY
 from ._xp_pool import (
     array_api_namespace,
@@ -120,10 +124,15 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         predictions up to rounding.
 
     n_jobs : int, default=None
-        Number of threads over chunks of queries in ``predict``. ``None``
-        means 1 unless in a :obj:`joblib.parallel_backend` context; ``-1``
-        means all processors. With more than one thread BLAS runs one thread
-        per chunk. The predictions do not depend on it.
+        Number of threads over chunks of queries in ``predict`` and
+        ``attention_weights``. ``None`` runs as many threads as BLAS would
+        use (all the cores, unless limited by threadpoolctl or by a variable
+        such as ``OMP_NUM_THREADS``, as in a joblib worker), or the
+        ``n_jobs`` of an enclosing :func:`joblib.parallel_config` if that is
+        more; ``-1`` means all processors. While they run, BLAS runs one
+        thread: the engine's products are small blocks, on which BLAS threads
+        cost more than they save. ``working_memory`` applies per thread. The
+        predictions do not depend on it.
 
     Attributes
     ----------
@@ -169,10 +178,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     inputs and output is bounded by ``working_memory`` (see
     :func:`sklearn.config_context`), or by one block of rows of the brute
     path (1 MiB of scores) if that is larger, and does not grow with the
-    number of queries. The predictions are the same to the last bit for
-    every ``working_memory`` and ``n_jobs`` (for ``degree=1``, across
-    ``n_jobs`` to about 1e-12 relative: BLAS rounds its products of moments
-    by its number of threads).
+    number of queries (per thread: see ``n_jobs``). The predictions are the
+    same to the last bit for every ``working_memory`` and ``n_jobs``.
 
     An integer sample weight ``k`` is equivalent to ``k`` copies of the row,
     and rows of weight zero never influence a prediction.
@@ -410,6 +417,10 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     def __getstate__(self):
         check_picklable_kernel(self)
         return super().__getstate__()
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        check_loaded_estimator(self)
 
     def __deepcopy__(self, memo):
         return deepcopy_estimator(self, memo)

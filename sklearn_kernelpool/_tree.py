@@ -8,30 +8,6 @@ from ._exact import distance_slack, edge_values, paired_squared
 
 TREES = {"kd_tree": KDTree, "ball_tree": BallTree}
 
-# scikit-learn's trees count their work (n_trims, n_leaves, n_splits,
-# n_calls: items 7 to 10 of their pickled state) on every query.
-_COUNTERS = slice(7, 11)
-
-
-def _frozen_state(tree):
-    """The pickled state of a scikit-learn tree, with its counters at zero.
-
-    A fitted estimator then pickles (and hashes) the same before and after
-    any number of predictions. Should a scikit-learn release lay out the
-    state otherwise, it is kept as is.
-    """
-    state = list(tree.__getstate__())
-    counters = (*tree.get_tree_stats(), tree.get_n_calls())
-    if tuple(state[_COUNTERS]) == counters:
-        state[_COUNTERS] = (0,) * len(counters)
-    return tuple(state)
-
-
-def _thawed(cls, state):
-    tree = cls.__new__(cls)
-    tree.__setstate__(state)
-    return tree
-
 
 class SortedKeys:
     """The k-d tree of one feature: the sorted keys, searched by bisection.
@@ -111,17 +87,6 @@ class TreeScorer:
             self.tree = SortedKeys(keys)
         else:
             self.tree = TREES[algorithm](keys)
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        if not isinstance(self.tree, SortedKeys):
-            state["tree"] = (type(self.tree), _frozen_state(self.tree))
-        return state
-
-    def __setstate__(self, state):
-        if isinstance(state["tree"], tuple):
-            state["tree"] = _thawed(*state["tree"])
-        self.__dict__.update(state)
 
     def _neighbors(self, Q, r):
         """(indptr, cols, distances) of the keys within ``r`` of each query."""

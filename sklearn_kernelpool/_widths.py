@@ -6,7 +6,7 @@ from sklearn import get_config
 
 from ._bandwidth import _weighted_spread
 from ._loo import _LOGIT_FLOOR, _augment, exact_if_far, squared_distances
-from ._pooling import _threadpool_controller
+from ._threads import single_threaded_blas
 
 # Rows per chunk: a chunk holds a few (rows, n) float64 arrays, of at most
 # this many bytes each, and all of them within ``working_memory``.
@@ -217,7 +217,7 @@ def learn_widths(X, Y, weights, kernel, bandwidth):
         # One width: the grid has scanned the curve, refine its minimum.
         starts = starts[:1]
     best = None
-    with _threadpool_controller().limit(limits=1, user_api="blas"):
+    with single_threaded_blas():
         for start in _unique(starts):
             result = minimize(
                 fun,

@@ -16,12 +16,15 @@ from _memory import peak_predict_memory
 from joblib import hash as joblib_hash
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
+    KernelAttentionRegressorCV,
     _pooling,
 )
+from sklearn_kernelpool._threads import engine_threads, single_threaded_blas
 
 CONFIGURATIONS = {
     "brute-gaussian": lambda: KernelAttentionRegressor(bandwidth=0.05),
@@ -126,12 +129,8 @@ def test_pickle_round_trip_after_predictions(name):
     restored = pickle.loads(pickle.dumps(reg))
     assert joblib_hash(reg) == before
     assert_array_equal(predict_of(restored, Q), expected)
-    tree = getattr(restored._pool.scorer, "tree", None)
-    if hasattr(tree, "get_n_calls"):
-        # Pickled with the counters of scikit-learn's tree at zero.
-        fresh = pickle.loads(pickle.dumps(reg))._pool.scorer.tree
-        assert fresh.get_n_calls() == 0
-        assert fresh.get_tree_stats() == (0, 0, 0)
+    # The trees, and the counters of their work, are not saved: rebuilt.
+    assert "scorer" not in restored._pool.__getstate__()["arguments"]
     # And the original keeps predicting after being pickled.
     assert_array_equal(predict_of(reg, Q), expected)
 
@@ -147,13 +146,6 @@ def test_threads_predicting_first_agree(name):
         results = list(pool.map(lambda _: predict_of(cold, Q[:300]), range(8)))
     for result in results:
         assert_array_equal(result, expected)
-
-
-# Local-linear predictions are bitwise identical across chunk sizes, but on
-# the brute path BLAS rounds their wide products of moments differently with
-# its number of threads, which n_jobs changes (8e-12 on these data in
-# float64, 0 in float32): they agree to this tolerance across n_jobs.
-LOCAL_LINEAR_N_JOBS_ATOL = {np.float64: 1e-10, np.float32: 1e-3}
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -173,13 +165,11 @@ def test_bitwise_identical_across_runs_chunk_sizes_and_n_jobs(name, dtype, monke
     for working_memory in (0.02, 1.0, 4.0, 16.0):
         with config_context(working_memory=working_memory):
             chunk_rows.add(reg._pool._batches(Q)[0][0].stop)
-            for n_jobs in (None, 2, -1):
+            # BLAS runs one thread in the engine: local-linear products of
+            # moments are rounded the same whatever n_jobs too.
+            for n_jobs in (None, 1, 2, -1):
                 reg.set_params(n_jobs=n_jobs)
-                if n_jobs is None or getattr(reg, "degree", 0) == 0:
-                    assert_array_equal(predict_of(reg, Q), base)
-                else:
-                    atol = LOCAL_LINEAR_N_JOBS_ATOL[dtype]
-                    assert_allclose(predict_of(reg, Q), base, rtol=0, atol=atol)
+                assert_array_equal(predict_of(reg, Q), base)
     assert len(chunk_rows) > 1  # the chunk size did change
 
 
@@ -202,6 +192,130 @@ def test_memory_bound_with_queries_of_hundreds_of_mib():
     Q = np.tile(rng.uniform(size=(1000, 16)), (1600, 1))
     reg = KernelAttentionRegressor(bandwidth=0.5).fit(X, X[:, :2])
     output = Q.shape[0] * 2 * 8
-    # Beyond its output, predict holds its 4 MiB of working memory and the
-    # chunk's copies of its queries.
-    assert peak_predict_memory(reg, Q, working_memory=4) < output + 8 * 2**20
+    # Beyond its output, predict holds 4 MiB of working memory and the
+    # chunk's copies of its queries per thread, as scikit-learn's
+    # working_memory is per job.
+    n_threads = engine_threads(reg.n_jobs)
+    bound = output + n_threads * 8 * 2**20
+    assert peak_predict_memory(reg, Q, working_memory=4) < bound
+
+
+# -- BLAS threads -------------------------------------------------------------
+
+
+def blas_threads():
+    return [
+        info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"
+    ]
+
+
+# The data every thread shares, read-only: nothing may write into it.
+SHARED = make_data("cv", n=300, m=600)
+for _array in SHARED:
+    _array.setflags(write=False)
+
+
+def cv_job(name):
+    """A fit, a CV search or predictions on the shared data: what threads run."""
+    X, Y, w, Q = SHARED
+    estimator = {
+        "loo": lambda: KernelAttentionRegressorCV(bandwidths=4, n_jobs=2),
+        "kfold": lambda: KernelAttentionRegressorCV(
+            kernels=["gaussian", "epanechikov"], bandwidths=3, cv=3, n_jobs=2
+        ),
+        "per_feature": lambda: KernelAttentionRegressorCV(
+            bandwidths=3, per_feature=True, n_jobs=2
+        ),
+        "degree1": lambda: KernelAttentionRegressorCV(bandwidths=3, degree=1, n_jobs=2),
+        "predict": lambda: KernelAttentionRegressor(bandwidth=0.1, n_jobs=2),
+        "tree": lambda: KernelAttentionRegressor(
+            kernel="biweight", bandwidth=0.2, algorithm="kd_tree", n_jobs=-1
+        ),
+        "degree1-predict": lambda: KernelAttentionRegressor(bandwidth=0.2, degree=1),
+    }[name]()
+    estimator.fit(X, Y, sample_weight=w)
+    outputs = [estimator.predict(Q)]
+    if isinstance(estimator, KernelAttentionRegressor):
+        outputs += estimator.predict(Q, return_std=True)
+    else:
+        outputs.append(estimator.cv_results_["mean_test_score"])
+    return outputs
+
+
+CV_JOBS = [
+    "loo",
+    "kfold",
+    "per_feature",
+    "degree1",
+    "predict",
+    "tree",
+    "degree1-predict",
+]
+
+
+@pytest.mark.parametrize("n_threads", [4, 8])
+def test_threads_running_cv_leave_the_blas_threads_as_they_were(n_threads):
+    # threadpoolctl's limits are process-wide: limits entered and left by
+    # several threads at once used to leave BLAS at one thread for good.
+    # BLAS gets two threads where it has one (limits=None changes nothing).
+    limits = None if max(blas_threads()) > 1 else 2
+    with threadpool_limits(limits=limits, user_api="blas"):
+        before = blas_threads()
+        with ThreadPoolExecutor(n_threads) as pool:
+            list(pool.map(cv_job, [*CV_JOBS, *CV_JOBS]))
+        assert blas_threads() == before
+
+
+def test_eight_threads_mixing_fit_predict_and_cv_agree_with_serial_runs():
+    jobs = CV_JOBS
+    before = blas_threads()
+    serial = {name: cv_job(name) for name in jobs}
+    assert blas_threads() == before
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(cv_job, jobs * 3))
+    for name, result in zip(jobs * 3, results, strict=True):
+        for got, expected in zip(result, serial[name], strict=True):
+            assert_array_equal(got, expected, err_msg=name)
+    assert blas_threads() == before
+
+
+def test_single_threaded_blas_nests_and_restores_the_limits():
+    before = blas_threads()
+    with single_threaded_blas():
+        assert set(blas_threads()) == {1}
+        # The default thread count is the BLAS count outside the engine.
+        assert engine_threads(None) == max(before)
+        with single_threaded_blas():
+            assert set(blas_threads()) == {1}
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
+    assert engine_threads(None) == max(before)
+    assert engine_threads(1) == 1
+    # A failure inside still restores them.
+    with pytest.raises(RuntimeError), single_threaded_blas():
+        raise RuntimeError
+    assert blas_threads() == before
+
+
+@pytest.mark.parametrize("n_jobs", [None, 1, 2, -1])
+def test_blas_runs_one_thread_inside_predict_whatever_n_jobs(n_jobs, monkeypatch):
+    # BLAS threads on the engine's small blocks cost more than they save:
+    # the engine holds BLAS to one thread and uses its own threads instead.
+    monkeypatch.setattr(_pooling, "MIN_THREADED_PAIRS", 0)
+    seen = []
+
+    def kernel(x):
+        seen.append(max(blas_threads()))
+        return np.exp(-(np.asarray(x) ** 2))
+
+    X, Y, _, Q = make_data("brute", n=200, m=600)
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.2, n_jobs=n_jobs)
+    before = blas_threads()
+    with config_context(working_memory=0.02):
+        reg.fit(X, Y)
+        seen.clear()
+        reg.predict(Q)
+    assert seen and set(seen) == {1}
+    assert blas_threads() == before
+    if n_jobs is None:
+        assert engine_threads(n_jobs) == max(before)

@@ -2,14 +2,22 @@
 
 import copy
 import io
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import joblib
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 from sklearn.base import clone
+from sklearn.ensemble import BaggingRegressor
+from sklearn.model_selection import cross_validate
+from sklearn.multioutput import MultiOutputRegressor
 
+import sklearn_kernelpool
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
@@ -235,6 +243,47 @@ def test_nested_function_kernel_fitted_pickle_error():
         pickle.dumps(estimator)
 
 
+@pytest.fixture(params=["by_reference", "by_value"])
+def shipped_kernel(request):
+    """``module_kernel``, shipped to workers by reference or by value.
+
+    cloudpickle ships a function of a script's ``__main__`` by value, and in
+    the worker it is no longer found by reference: registering this module
+    does the same to ``module_kernel``.
+    """
+    if request.param == "by_value":
+        module = sys.modules[__name__]
+        cloudpickle.register_pickle_by_value(module)
+        request.addfinalizer(lambda: cloudpickle.unregister_pickle_by_value(module))
+    return module_kernel
+
+
+def test_loky_ships_fitted_estimators_with_a_module_kernel(shipped_kernel):
+    # Workers fit and send the fitted estimators back through cloudpickle.
+    Y2 = np.column_stack([Y, X[:, 0]])
+    reg = KernelAttentionRegressor(kernel=shipped_kernel, bandwidth=0.5)
+    expected = clone(reg).fit(X, Y).predict(QUERIES)
+
+    results = cross_validate(reg, X, Y, cv=2, return_estimator=True, n_jobs=2)
+    for estimator in results["estimator"]:
+        assert estimator.predict(QUERIES).shape == (len(QUERIES),)
+    multi = MultiOutputRegressor(reg, n_jobs=2).fit(X, Y2)
+    assert_array_equal(multi.predict(QUERIES)[:, 0], expected)
+    bagging = BaggingRegressor(reg, n_estimators=2, n_jobs=2, random_state=0)
+    assert bagging.fit(X, Y).predict(QUERIES).shape == (len(QUERIES),)
+    # And round trips in this process.
+    fitted = clone(reg).fit(X, Y)
+    for dumps, loads in [
+        (pickle.dumps, pickle.loads),
+        (cloudpickle.dumps, cloudpickle.loads),
+    ]:
+        assert_array_equal(loads(dumps(fitted)).predict(QUERIES), expected)
+    shipped = multi.estimators_[0]
+    assert_array_equal(
+        cloudpickle.loads(cloudpickle.dumps(shipped)).predict(QUERIES), expected
+    )
+
+
 # -- skops --------------------------------------------------------------------
 
 
@@ -280,3 +329,46 @@ def test_skops_trusted_types_is_a_sorted_list_of_names():
     assert all(isinstance(name, str) for name in trusted)
     for kernel in KERNELS.values():
         assert f"sklearn_kernelpool.kernels.{kernel.function.__name__}" in trusted
+
+
+MAIN_KERNEL_SCRIPT = """
+import numpy as np
+from sklearn.ensemble import BaggingRegressor
+from sklearn.model_selection import cross_validate
+from sklearn.multioutput import MultiOutputRegressor
+from sklearn_kernelpool import KernelAttentionRegressor
+
+
+def kernel(x):
+    return 1.0 / (1.0 + np.asarray(x) ** 4)
+
+
+if __name__ == "__main__":
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    Y = np.column_stack([X.sum(axis=1), X[:, 0]])
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.5)
+    cross_validate(reg, X, Y[:, 0], cv=2, return_estimator=True, n_jobs=2)
+    MultiOutputRegressor(reg, n_jobs=2).fit(X, Y).predict(X)
+    BaggingRegressor(reg, n_estimators=2, n_jobs=2).fit(X, Y[:, 0]).predict(X)
+    print("shipped")
+"""
+
+
+def test_a_script_kernel_ships_to_loky_workers_and_back(tmp_path):
+    # The kernel of a script lives in its __main__, which cloudpickle ships
+    # by value: in the workers it is not found by reference.
+    script = tmp_path / "script.py"
+    script.write_text(MAIN_KERNEL_SCRIPT)
+    # The script imports the package under test, wherever it is.
+    root = str(Path(sklearn_kernelpool.__file__).parents[1])
+    path = os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "shipped"
