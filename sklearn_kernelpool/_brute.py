@@ -300,14 +300,16 @@ class BruteScorer:
         queries ``Q1``, whose scaled (uncentred) coordinates are ``scaled``.
 
         Every key within the rounding of the BLAS distances
-        (:func:`._exact.squared_slack`) of the smallest one is a candidate.
+        (:func:`._exact.squared_slack`, bounded per query with the largest
+        key, so that no temporary has the size of the chunk) of the smallest
+        one is a candidate.
         """
         n = len(scaled)
         d2 = self.squared_distances(Q1, out, wide)[:n]
         nearest = d2.min(axis=1, keepdims=True)
         slack = squared_slack(
             self.dtype,
-            Q1[:n, -1][:, None] + self.key_sq,
+            Q1[:n, -1][:, None] + self.key_sq_max,
             self.exact.query_coordinates(scaled)[:, None],
             np.sqrt(nearest),
             self.n_features,

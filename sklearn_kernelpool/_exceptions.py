@@ -115,8 +115,12 @@ class LocalLinearFallbackWarning(UserWarning):
     array([0. , 0.5])
     >>> caught[0].category is LocalLinearFallbackWarning
     True
+
+    Only the key at 0 weighs on the query at 0.1, which so gets the local
+    mean; the keys at 0 and 1 determine the line at 0.5:
+
     >>> caught[0].message.n_singular, caught[0].message.n_queries
-    (2, 2)
+    (1, 2)
     """
 
     def __init__(self, message, n_singular=None, n_queries=None):

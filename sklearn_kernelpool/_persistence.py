@@ -16,7 +16,6 @@ from .kernels import _REGISTRY, KERNELS, Kernel
 _PACKAGE_TYPES = (
     "sklearn_kernelpool._classification.KernelAttentionClassifier",
     "sklearn_kernelpool._cv.KernelAttentionRegressorCV",
-    "sklearn_kernelpool._exact.ExactKeys",
     "sklearn_kernelpool._pooling.KernelPool",
     "sklearn_kernelpool._regression.KernelAttentionRegressor",
     "sklearn_kernelpool.kernels.Kernel",

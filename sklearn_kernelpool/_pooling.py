@@ -283,14 +283,15 @@ class KernelPool:
         return _local_linear.moment_matrix(self.keys)
 
     # -- chunks --------------------------------------------------------------
-    def _chunk_rows(self, n_queries, extra_row_bytes=0):
-        """Queries per chunk of the brute path: whole blocks within budget."""
+    def _chunk_rows(self, n_queries, extra_row_bytes=0, n_threads=1):
+        """Queries per chunk of the brute path: whole blocks within the
+        budget of each of ``n_threads`` threads."""
         itemsize = np.dtype(self.dtype).itemsize
         if self.dtype != np.float64:
             itemsize += 8  # the float64 buffer of widened products
         row_bytes = itemsize * self.keys.shape[0] + 8 * (self.keys.shape[1] + 2)
         row_bytes += extra_row_bytes
-        budget = min(_weights.working_memory_bytes(), CHUNK_BYTES)
+        budget = min(_weights.working_memory_bytes() / n_threads, CHUNK_BYTES)
         # Whole blocks, so that every chunk starts a block.
         block = self.scorer.block_rows
         rows = max(budget // row_bytes // block, 1) * block
@@ -304,20 +305,21 @@ class KernelPool:
             counts[batch] = self.scorer.count(scaled)
         return counts
 
-    def _batches(self, X, extra_row_bytes=0):
+    def _batches(self, X, extra_row_bytes=0, n_threads=1):
         """The chunks of queries, as slices, and the number of pairs they hold.
 
         Brute chunks have a fixed number of rows. Tree chunks are cut from
         the neighbours actually counted in each query's support, so that a
         chunk's pairs fit ``working_memory`` whatever the spread of the
         neighbourhood sizes; a query whose neighbours alone exceed it makes
-        a chunk of its own, the least that can be computed.
+        a chunk of its own, the least that can be computed. ``working_memory``
+        is shared by the ``n_threads`` threads that hold a chunk each.
         """
         n_queries = X.shape[0]
         if self.algorithm == "brute":
-            n_rows = self._chunk_rows(n_queries, extra_row_bytes)
+            n_rows = self._chunk_rows(n_queries, extra_row_bytes, n_threads)
             return list(gen_batches(n_queries, n_rows)), n_queries * self.keys.shape[0]
-        budget = _weights.working_memory_bytes()
+        budget = _weights.working_memory_bytes() / n_threads
         row_bytes = TREE_ROW_BYTES + extra_row_bytes
         worst = self.keys.shape[0] * TREE_PAIR_BYTES + row_bytes
         if min(n_queries, TREE_CHUNK_ROWS) * worst <= budget:
@@ -342,7 +344,9 @@ class KernelPool:
         for ``width=None``, a list of each chunk's rows in order.
         """
         n_queries = X.shape[0]
-        batches, pairs = self._batches(X, extra_row_bytes)
+        # Each thread holds a chunk: the chunks share working_memory.
+        max_threads = engine_threads(n_jobs)
+        batches, pairs = self._batches(X, extra_row_bytes, max_threads)
         n_rows = max((b.stop - b.start for b in batches), default=1)
         if width is None:
             out = [None] * len(batches)
@@ -369,7 +373,7 @@ class KernelPool:
         def run_all():
             n_threads = 1
             if pairs >= MIN_THREADED_PAIRS:
-                n_threads = min(engine_threads(n_jobs), len(batches))
+                n_threads = min(max_threads, len(batches))
             if n_threads <= 1:
                 run(range(len(batches)))
             else:
@@ -714,8 +718,14 @@ class KernelPool:
                 ) from exc
             self._report_singular(sum(n_singular), n_queries)
             return out
+        # A chunk's dense rows: the weights (the trees' scores made dense, or
+        # brute scores weighted), and for degree 1 the factors that turn
+        # them into the equivalent kernel.
+        dense_row = (3 if self.degree == 1 else 1) * 8 * self.keys.shape[0]
         try:
-            out = self._run_chunks(X, self.keys.shape[0], work, n_jobs)
+            out = self._run_chunks(
+                X, self.keys.shape[0], work, n_jobs, extra_row_bytes=dense_row
+            )
             if out.shape[1] != self.n_samples_fit:
                 full = np.zeros(shape, dtype=self.dtype)
                 full[:, self.support] = out
@@ -807,8 +817,7 @@ class KernelPool:
             fallback = self._nearest_weights(chosen, workspace)
         else:
             fill = self.mean_weights if self.on_empty == "mean" else np.nan
-            fallback = np.broadcast_to(fill, (int(empty.sum()), scores.shape[1]))
-            fallback = csr_array(np.array(fallback, dtype=self.dtype))
+            fallback = _weights.repeated_rows(fill, int(empty.sum()), scores.shape[1])
         return _weights.place_rows(scores, fallback, empty)
 
     def _equivalent_kernel(self, weights, queries, empty):

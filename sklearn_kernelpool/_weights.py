@@ -27,12 +27,24 @@ def normalize_sparse_rows(scores, total, empty):
     return scores
 
 
+def repeated_rows(fill, n_rows, n_cols):
+    """CSR of ``n_rows`` rows equal to ``fill`` (a row or a number), built
+    without a dense intermediate."""
+    data = np.tile(np.broadcast_to(fill, (n_cols,)), n_rows)
+    indices = np.tile(np.arange(n_cols, dtype=np.int32), n_rows)
+    indptr = np.arange(0, (n_rows + 1) * n_cols, n_cols, dtype=np.int64)
+    return csr_array((data, indices, indptr), shape=(n_rows, n_cols))
+
+
 def place_rows(weights, rows, empty):
-    """Add the CSR ``rows`` into the ``empty`` rows of CSR ``weights``."""
-    rows = rows.tocoo()
-    placed = csr_array(
-        (rows.data, (np.flatnonzero(empty)[rows.row], rows.col)), shape=weights.shape
-    )
+    """Add the CSR ``rows`` into the ``empty`` rows of CSR ``weights``.
+
+    ``rows`` is laid out over the empty rows directly, without a COO copy.
+    """
+    counts = np.zeros(weights.shape[0], dtype=np.int64)
+    counts[empty] = np.diff(rows.indptr)
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    placed = csr_array((rows.data, rows.indices, indptr), shape=weights.shape)
     return weights + placed
 
 
@@ -51,7 +63,10 @@ def scale_rows(weights, offset, g, keys, dtype):
 def assemble_sparse(chunks, columns, shape, dtype):
     """Stack CSR chunks over the keys ``columns`` into a canonical CSR array."""
     stacked = sparse_vstack(chunks, format="csr", dtype=dtype)
-    indices = columns[stacked.indices]
+    if len(columns) == shape[1]:
+        indices = stacked.indices  # every key has positive weight
+    else:
+        indices = columns[stacked.indices]
     out = csr_array((stacked.data, indices, stacked.indptr), shape=shape)
     out.sort_indices()  # tree neighbours come unsorted
     return out
