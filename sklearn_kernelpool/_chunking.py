@@ -4,6 +4,11 @@ from sklearn import get_config
 from sklearn.utils import gen_batches
 
 
+def working_memory_bytes():
+    """scikit-learn's ``working_memory`` in bytes; ``inf`` stays ``inf``."""
+    return get_config()["working_memory"] * 2**20
+
+
 def row_batches(n_rows, row_bytes):
     """Slices of at most ``n_rows`` rows of ``row_bytes`` each that fit in
     scikit-learn's ``working_memory``, one row at least.
@@ -13,6 +18,6 @@ def row_batches(n_rows, row_bytes):
     budget (a row is O(n), within the bound) and finite for an infinite
     ``working_memory``.
     """
-    budget = get_config()["working_memory"] * 2**20
+    budget = working_memory_bytes()
     rows = max(1, int(min(n_rows, budget // max(row_bytes, 1))))
     return gen_batches(n_rows, rows)

@@ -21,7 +21,8 @@ from ._base import (
     validate_queries,
     validate_sample_weight,
 )
-from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut, row_batches
+from ._chunking import row_batches
+from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut
 from ._pooling import ON_EMPTY
 from ._regression import KernelAttentionRegressor
 from ._validation import (

@@ -40,12 +40,11 @@ key: they are taken in batches within scikit-learn's ``working_memory``
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
-from sklearn import get_config
 from sklearn.neighbors import KDTree
-from sklearn.utils import gen_batches
 
 from . import _local_linear
 from ._brute import _MAX_DISTANCE_ROUNDING
+from ._chunking import row_batches
 from ._exact import EdgeBlock, nearest_ties, squared_slack
 from ._threads import single_threaded_blas
 
@@ -65,20 +64,6 @@ SHIFT_BYTES_PER_KEY = 32
 # Bytes per key of a row that falls back to ``on_empty`` (its squared
 # distances, tie tolerances and masks).
 FALLBACK_BYTES_PER_KEY = 48
-
-
-def row_batches(n_rows, row_bytes):
-    """Slices of at most ``n_rows`` rows of ``row_bytes`` each that fit in
-    scikit-learn's ``working_memory``, one row at least.
-
-    Like :func:`sklearn.utils.get_chunk_n_rows` with
-    :func:`sklearn.utils.gen_batches`, but silent when one row exceeds the
-    budget (a row is O(n), within the bound) and finite for an infinite
-    ``working_memory``.
-    """
-    budget = get_config()["working_memory"] * 2**20
-    rows = max(1, int(min(n_rows, budget // max(row_bytes, 1))))
-    return gen_batches(n_rows, rows)
 
 
 def pooled_moments(X, Y, weights, degree=0):

@@ -23,6 +23,7 @@ from sklearn.utils import gen_batches
 from . import _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
+from ._chunking import working_memory_bytes
 from ._exact import ExactKeys
 from ._exceptions import (
     EmptyNeighborhoodWarning,
@@ -291,7 +292,7 @@ class KernelPool:
             itemsize += 8  # the float64 buffer of widened products
         row_bytes = itemsize * self.keys.shape[0] + 8 * (self.keys.shape[1] + 2)
         row_bytes += extra_row_bytes
-        budget = min(_weights.working_memory_bytes() / n_threads, CHUNK_BYTES)
+        budget = min(working_memory_bytes() / n_threads, CHUNK_BYTES)
         # Whole blocks, so that every chunk starts a block.
         block = self.scorer.block_rows
         rows = max(budget // row_bytes // block, 1) * block
@@ -319,7 +320,7 @@ class KernelPool:
         if self.algorithm == "brute":
             n_rows = self._chunk_rows(n_queries, extra_row_bytes, n_threads)
             return list(gen_batches(n_queries, n_rows)), n_queries * self.keys.shape[0]
-        budget = _weights.working_memory_bytes() / n_threads
+        budget = working_memory_bytes() / n_threads
         row_bytes = TREE_ROW_BYTES + extra_row_bytes
         worst = self.keys.shape[0] * TREE_PAIR_BYTES + row_bytes
         if min(n_queries, TREE_CHUNK_ROWS) * worst <= budget:

@@ -131,7 +131,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         ``n_jobs`` of an enclosing :func:`joblib.parallel_config` if that is
         more; ``-1`` means all processors. While they run, BLAS runs one
         thread: the engine's products are small blocks, on which BLAS threads
-        cost more than they save. ``working_memory`` applies per thread. The
+        cost more than they save. The threads share ``working_memory``. The
         predictions do not depend on it.
 
     Attributes
@@ -177,8 +177,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     Prediction works in chunks of queries: the memory it needs beyond its
     inputs and output is bounded by ``working_memory`` (see
     :func:`sklearn.config_context`), or by one block of rows of the brute
-    path (1 MiB of scores) if that is larger, and does not grow with the
-    number of queries (per thread: see ``n_jobs``). The predictions are the
+    path (1 MiB of scores per thread) if that is larger, and does not grow
+    with the number of queries. The predictions are the
     same to the last bit for every ``working_memory`` and ``n_jobs``.
 
     An integer sample weight ``k`` is equivalent to ``k`` copies of the row,

@@ -9,7 +9,6 @@ import os
 import numpy as np
 from scipy.sparse import csr_array
 from scipy.sparse import vstack as sparse_vstack
-from sklearn import get_config
 
 
 def _row_of_each_entry(weights):
@@ -157,11 +156,6 @@ def sparse_refusal(shape, nnz, size, limit, n_empty, on_empty):
         " Ask for fewer queries at a time, or use a compact kernel with a "
         "smaller bandwidth, whose weights are zero beyond its support."
     )
-
-
-def working_memory_bytes():
-    """scikit-learn's ``working_memory`` in bytes; ``inf`` stays ``inf``."""
-    return get_config()["working_memory"] * 2**20
 
 
 def physical_memory():

@@ -2,9 +2,9 @@
 
 import numpy as np
 from scipy.optimize import minimize
-from sklearn import get_config
 
 from ._bandwidth import _weighted_spread
+from ._chunking import working_memory_bytes
 from ._loo import _LOGIT_FLOOR, _augment, exact_if_far, squared_distances
 from ._threads import single_threaded_blas
 
@@ -81,9 +81,7 @@ def loo_loss(log_widths, X, Y, weights, kernel, gradient=True):
     loss = 0.0
     grad = np.zeros(X.shape[1])
     predictions = np.empty_like(Y)
-    budget = min(
-        _CHUNK_BYTES * _BYTES_PER_KEY // 8, get_config()["working_memory"] * 2**20
-    )
+    budget = min(_CHUNK_BYTES * _BYTES_PER_KEY // 8, working_memory_bytes())
     rows_per_chunk = max(1, int(min(n, budget // (_BYTES_PER_KEY * n))))
     buffer = np.empty((min(rows_per_chunk, n), n))
     d = Z.shape[1]

@@ -24,10 +24,10 @@ from sklearn.utils.validation import validate_data
 
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._brute import _MAX_DISTANCE_ROUNDING
+from ._chunking import working_memory_bytes
 from ._exact import edge_values, pairwise_squared, squared_slack, tie_bandwidth
 from ._pooling import report_empty
 from ._validation import coordinate_limit
-from ._weights import working_memory_bytes
 from .kernels import KERNELS
 
 try:  # scikit-learn >= 1.8

@@ -73,6 +73,11 @@ def slow_fit(X, y, Q, kernel, h, sample_weight=None, degree=0):
     """Local fits at each query by a loop: (mean, std), shaped like ``y``."""
     X, Q = np.asarray(X, dtype=float), np.asarray(Q, dtype=float)
     Y = np.asarray(y, dtype=float).reshape(len(X), -1)
+    # Values about their mean, so that residuals do not carry the rounding
+    # of a fitted intercept of the offset's magnitude (1e12 has an ulp of
+    # 1e-4, whose square would bias the spread).
+    center = Y.mean(axis=0)
+    Y = Y - center
     w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight)
     w = w / w.max()  # exact ratios of subnormal weights, which are exact
     mean = np.empty((len(Q), Y.shape[1]))
@@ -93,7 +98,7 @@ def slow_fit(X, y, Q, kernel, h, sample_weight=None, degree=0):
         root = np.sqrt(p)[:, None]
         coef = np.linalg.lstsq(design * root, Y * root, rcond=None)[0]
         residuals = Y - design @ coef
-        mean[j] = coef[0]
+        mean[j] = coef[0] + center
         std[j] = np.sqrt(p @ (residuals * residuals))
     if np.ndim(y) == 1:
         return mean[:, 0], std[:, 0]
