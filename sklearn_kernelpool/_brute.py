@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ._exact import squared_slack
+from ._exact import pairwise_squared, squared_slack
 
 # float32 products lose about eps * (|q|^2 + |k|^2) of a squared distance to
 # cancellation; past this share of a unit logit (about 34 eps, which keeps
@@ -232,11 +232,7 @@ class BruteScorer:
 
     def exact_squared_distances(self, Q):
         """``||q - k||^2`` of the rows ``Q`` from exact differences (float64)."""
-        out = np.zeros((len(Q), len(self.keys)))
-        for f in range(self.n_features):
-            diff = np.subtract.outer(Q[:, f], self.keys[:, f])
-            out += np.square(diff, out=diff)
-        return out
+        return pairwise_squared(Q, self.keys, None)
 
     def _fix_far_rows(self, Q1, out, scale=1.0, shift=None):
         """Overwrite the far rows of a product with exact distances.

@@ -45,7 +45,7 @@ from sklearn.neighbors import KDTree
 from . import _local_linear
 from ._brute import _MAX_DISTANCE_ROUNDING
 from ._chunking import row_batches
-from ._exact import EdgeBlock, nearest_ties, squared_slack
+from ._exact import EdgeBlock, nearest_ties, pairwise_squared, squared_slack
 from ._threads import single_threaded_blas
 
 # Blocks of BLOCK x BLOCK pairs: the float64 distances and the kernel buffer
@@ -142,11 +142,8 @@ def exact_if_far(d2, left, right, bandwidth):
     eps = float(np.finfo(np.float64).eps)
     if 3.0 * eps * reach <= _MAX_DISTANCE_ROUNDING * bandwidth**2:
         return d2
-    d2[...] = 0.0
-    for f in range(left.shape[1] - 2):
-        # right holds -2 x^T: halving it is exact.
-        diff = np.subtract.outer(left[:, f], -0.5 * right[f])
-        d2 += diff * diff
+    # right holds -2 x^T: halving it is exact.
+    d2[...] = pairwise_squared(left[:, :-2], -0.5 * right[:-2].T, None)
     return d2
 
 

@@ -359,10 +359,7 @@ class ArrayAPIPool:
         # the centre of the keys get exact differences, as on the NumPy path.
         far = 3.0 * float(np.finfo(np.float64).eps) * q_sq > _MAX_DISTANCE_ROUNDING
         if bool(xp.any(far)):
-            exact = xp.zeros(d2.shape, dtype=Q.dtype, device=self.device)
-            for f in range(Q.shape[1]):
-                diff = Q[:, f : f + 1] - self.keys[:, f][None, :]
-                exact += diff * diff
+            exact = pairwise_squared(Q, self.keys, None, xp)
             d2 = xp.where(far[:, None], xp.astype(exact, self.dtype), d2)
         if self.kernel.is_compact:
             d2 = self._redecide_edge(d2, raw, scaled, q_sq)
