@@ -8,7 +8,6 @@ import os
 
 import numpy as np
 from scipy.sparse import csr_array
-from scipy.sparse import vstack as sparse_vstack
 
 
 def _row_of_each_entry(weights):
@@ -60,13 +59,32 @@ def scale_rows(weights, offset, g, keys, dtype):
 
 
 def assemble_sparse(chunks, columns, shape, dtype):
-    """Stack CSR chunks over the keys ``columns`` into a canonical CSR array."""
-    stacked = sparse_vstack(chunks, format="csr", dtype=dtype)
-    if len(columns) == shape[1]:
-        indices = stacked.indices  # every key has positive weight
-    else:
-        indices = columns[stacked.indices]
-    out = csr_array((stacked.data, indices, stacked.indptr), shape=shape)
+    """Stack CSR chunks over the keys ``columns`` into a canonical CSR array.
+
+    The chunks' arrays are joined directly, with 32-bit indices where they
+    fit: older SciPy stacks CSR arrays through COO copies of several times
+    their size.
+    """
+    ends = np.cumsum([chunk.indptr[-1] for chunk in chunks])
+    nnz = int(ends[-1]) if len(ends) else 0
+    index = np.int32 if max(nnz, shape[1]) < np.iinfo(np.int32).max else np.int64
+    data = np.concatenate([chunk.data for chunk in chunks]).astype(dtype, copy=False)
+    indices = np.concatenate(
+        [chunk.indices for chunk in chunks], dtype=index, casting="same_kind"
+    )
+    if len(columns) != shape[1]:  # keys of zero weight are not columns
+        indices = columns[indices].astype(index)
+    starts = ends - [chunk.indptr[-1] for chunk in chunks]
+    indptr = np.concatenate(
+        [np.zeros(1, dtype=index)]
+        + [
+            chunk.indptr[1:] + start
+            for chunk, start in zip(chunks, starts, strict=True)
+        ],
+        dtype=index,
+        casting="same_kind",
+    )
+    out = csr_array((data, indices, indptr), shape=shape)
     out.sort_indices()  # tree neighbours come unsorted
     return out
 

@@ -27,6 +27,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _array_api import strict_namespace
 from numpy.testing import assert_allclose
 from sklearn import config_context
 from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut
@@ -220,8 +221,7 @@ def test_numpy_paths_match_the_reference(
 
 @pytest.mark.parametrize(("name", "kernel", "h", "weighted", "on_empty"), CASES)
 def test_array_api_path_matches_the_reference(name, kernel, h, weighted, on_empty):
-    xp = pytest.importorskip("array_api_strict")
-    pytest.importorskip("array_api_compat")
+    xp = strict_namespace()
     X, Q, _ = DATASETS[name]
     y, w = _values(len(X), weighted)
     expected = reference_case(name, kernel, h, weighted, on_empty)
@@ -346,8 +346,7 @@ def _predict_on(path, est, X, y, Q):
     if path != "array_api":
         est.set_params(algorithm=path).fit(X, y)
         return getattr(est, method)(Q)
-    xp = pytest.importorskip("array_api_strict")
-    pytest.importorskip("array_api_compat")
+    xp = strict_namespace()
     with config_context(array_api_dispatch=True):
         est.fit(xp.asarray(X), xp.asarray(y))
         return np.asarray(getattr(est, method)(xp.asarray(Q))._array)

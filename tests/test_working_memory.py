@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _array_api import strict_namespace
 from _memory import traced_peak
 from numpy.testing import assert_allclose
 from scipy.sparse import csr_array
@@ -138,8 +139,7 @@ def test_infinite_working_memory_classifier_and_cv():
 
 
 def test_infinite_working_memory_on_the_array_api_path():
-    xp = pytest.importorskip("array_api_strict")
-    pytest.importorskip("array_api_compat")
+    xp = strict_namespace()
     X, y, w = _sample_weight_data()
     reg = KernelAttentionRegressor(kernel="epanechnikov", bandwidth=0.8)
     expected = reg.fit(X, y, sample_weight=w).predict(X)
