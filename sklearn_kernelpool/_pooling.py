@@ -44,8 +44,9 @@ ON_EMPTY = ("nearest", "mean", "nan", "raise")
 # it run from cache; benchmarks/bench_predict.py --chunks measures the choice.
 CHUNK_BYTES = 2**22
 # Tree chunks hold at most this many queries, so that threads share the work;
-# under the default working_memory, chunks of up to 32768 keys need no count.
-TREE_CHUNK_ROWS = 512
+# under the default working_memory, up to 8192 keys need no count of the
+# neighbours (larger chunks cost less, above all in one dimension).
+TREE_CHUNK_ROWS = 2048
 # Bytes of a tree chunk's work per neighbour (indices, distances, scores and
 # their copies) and per query; tests/test_working_memory.py measures the peak.
 TREE_PAIR_BYTES = 64
@@ -306,7 +307,7 @@ class KernelPool:
             counts[batch] = self.scorer.count(scaled)
         return counts
 
-    def _batches(self, X, extra_row_bytes=0, n_threads=1):
+    def _batches(self, X, extra_row_bytes=0, n_threads=1, empty_row_pairs=0):
         """The chunks of queries, as slices, and the number of pairs they hold.
 
         Brute chunks have a fixed number of rows. Tree chunks are cut from
@@ -314,7 +315,9 @@ class KernelPool:
         chunk's pairs fit ``working_memory`` whatever the spread of the
         neighbourhood sizes; a query whose neighbours alone exceed it makes
         a chunk of its own, the least that can be computed. ``working_memory``
-        is shared by the ``n_threads`` threads that hold a chunk each.
+        is shared by the ``n_threads`` threads that hold a chunk each. A
+        query with no neighbour counts as ``empty_row_pairs`` pairs (its
+        fallback row of sparse weights).
         """
         n_queries = X.shape[0]
         if self.algorithm == "brute":
@@ -328,7 +331,8 @@ class KernelPool:
             pairs = n_queries * self.expected_neighbors
             return list(gen_batches(n_queries, TREE_CHUNK_ROWS)), pairs
         counts = self._neighbor_counts(X)
-        cost = np.cumsum(counts * TREE_PAIR_BYTES + row_bytes)
+        pairs = np.where(counts == 0, empty_row_pairs, counts)
+        cost = np.cumsum(pairs * TREE_PAIR_BYTES + row_bytes)
         batches, start = [], 0
         while start < n_queries:
             spent = cost[start - 1] if start else 0
@@ -338,7 +342,7 @@ class KernelPool:
             start = stop
         return batches, int(counts.sum())
 
-    def _run_chunks(self, X, width, work, n_jobs, extra_row_bytes=0):
+    def _run_chunks(self, X, width, work, n_jobs, extra_row_bytes=0, empty_row_pairs=0):
         """Apply ``work(chunk, workspace) -> (rows, empty)`` over the chunks.
 
         The rows fill an (n_queries, width) array of the work's dtype, or,
@@ -347,7 +351,7 @@ class KernelPool:
         n_queries = X.shape[0]
         # Each thread holds a chunk: the chunks share working_memory.
         max_threads = engine_threads(n_jobs)
-        batches, pairs = self._batches(X, extra_row_bytes, max_threads)
+        batches, pairs = self._batches(X, extra_row_bytes, max_threads, empty_row_pairs)
         n_rows = max((b.stop - b.start for b in batches), default=1)
         if width is None:
             out = [None] * len(batches)
@@ -711,7 +715,9 @@ class KernelPool:
         shape = (n_queries, self.n_samples_fit)
         if sparse:
             try:
-                chunks = self._run_chunks(X, None, work, n_jobs)
+                # Under "mean" and "nan" an empty query weighs every key.
+                fill = self.keys.shape[0] if self.on_empty in ("mean", "nan") else 1
+                chunks = self._run_chunks(X, None, work, n_jobs, empty_row_pairs=fill)
                 out = _weights.assemble_sparse(chunks, self.support, shape, self.dtype)
             except MemoryError as exc:
                 raise MemoryError(
