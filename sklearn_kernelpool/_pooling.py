@@ -325,9 +325,12 @@ class KernelPool:
             return list(gen_batches(n_queries, n_rows)), n_queries * self.keys.shape[0]
         budget = working_memory_bytes() / n_threads
         row_bytes = TREE_ROW_BYTES + extra_row_bytes
-        worst = self.keys.shape[0] * TREE_PAIR_BYTES + row_bytes
+        most = self.scorer.max_neighbors
+        most = self.keys.shape[0] if most is None else max(most, empty_row_pairs)
+        worst = most * TREE_PAIR_BYTES + row_bytes
         if min(n_queries, TREE_CHUNK_ROWS) * worst <= budget:
-            # Chunks fit even if every key were a neighbour of every query.
+            # Chunks fit even if every query had the most neighbours any
+            # query can have (every key, where no bound is known).
             pairs = n_queries * self.expected_neighbors
             return list(gen_batches(n_queries, TREE_CHUNK_ROWS)), pairs
         counts = self._neighbor_counts(X)

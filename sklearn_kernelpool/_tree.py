@@ -40,6 +40,15 @@ class SortedKeys:
             cols, distances = cols[inside], distances[inside]
         return indptr, cols, distances
 
+    def max_count(self, width):
+        """The most keys that any closed interval of length ``width`` holds.
+
+        Such an interval holds no more keys than the one of the same length
+        that starts at its smallest key.
+        """
+        ends = np.searchsorted(self.sorted, self.sorted + width, side="right")
+        return int(np.max(ends - np.arange(len(self.sorted)), initial=0))
+
     def count(self, Q, r):
         """How many keys lie within ``r`` (inclusive) of each query."""
         q = Q[:, 0]
@@ -83,8 +92,17 @@ class TreeScorer:
         self.dtype = np.dtype(dtype)
         self.n_keys = keys.shape[0]
         self.keys = keys
+        # A bound on count() of every query, where one is cheap: in one
+        # dimension, the most keys in an interval as long as the widened
+        # support of any query that reaches a key (whose coordinates are at
+        # most twice those of the keys, plus the support).
+        self.max_neighbors = None
         if algorithm == "kd_tree" and keys.shape[1] == 1:
             self.tree = SortedKeys(keys)
+            support = kernel.support
+            reach = 2.0 * (exact.coordinates + support)
+            width = 2.0 * (support + distance_slack(reach, support, 1))
+            self.max_neighbors = self.tree.max_count(width)
         else:
             self.tree = TREES[algorithm](keys)
 

@@ -199,3 +199,20 @@ def test_sparse_weights_that_fit_are_given(algorithm, monkeypatch):
         got = reg.attention_weights(Q, sparse=True)
     assert isinstance(got, csr_array)
     assert_allclose(got.toarray(), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_one_dimensional_bound_on_neighbours_holds_for_every_query(seed):
+    # The bound that lets one-dimensional chunks skip the count: no query,
+    # inside, between or beyond the keys, has more keys in its widened
+    # support than the fitted bound, which itself is met by some window.
+    rng = np.random.default_rng(seed)
+    keys = np.concatenate([np.zeros(300), rng.normal(size=700), np.arange(50.0)])
+    reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=0.3)
+    reg.set_params(algorithm="kd_tree").fit(keys[:, None], keys)
+    scorer = reg._pool.scorer
+    queries = np.concatenate([keys, rng.uniform(-5, 55, size=2000), [0.0]])
+    scaled = queries[:, None] / 0.3
+    counts = scorer.count(scaled)
+    assert counts.max() <= scorer.max_neighbors
+    assert scorer.max_neighbors <= counts.max() + 1  # the bound is tight
