@@ -713,6 +713,8 @@ class KernelPool:
             if self.degree == 1:
                 weights, singular = self._equivalent_kernel(weights, queries[1], empty)
                 n_singular.append(int((singular & ~empty).sum()))
+            if sparse:
+                weights = _weights.compact_indices(weights)
             return weights, empty
 
         shape = (n_queries, self.n_samples_fit)

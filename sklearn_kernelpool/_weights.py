@@ -58,6 +58,16 @@ def scale_rows(weights, offset, g, keys, dtype):
     return weights
 
 
+def compact_indices(weights):
+    """CSR ``weights`` with 32-bit indices where they fit (the trees give
+    64-bit ones), so that the chunks held until they are joined take no
+    more memory than the joined matrix."""
+    if max(weights.nnz, weights.shape[1]) < np.iinfo(np.int32).max:
+        weights.indices = weights.indices.astype(np.int32, copy=False)
+        weights.indptr = weights.indptr.astype(np.int32, copy=False)
+    return weights
+
+
 def assemble_sparse(chunks, columns, shape, dtype):
     """Stack CSR chunks over the keys ``columns`` into a canonical CSR array.
 
