@@ -3,7 +3,11 @@
 from . import kernels
 from ._classification import KernelAttentionClassifier
 from ._cv import KernelAttentionRegressorCV
-from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._exceptions import (
+    EmptyNeighborhoodWarning,
+    LocalLinearFallbackWarning,
+    LocalLinearMemoryWarning,
+)
 from ._persistence import skops_trusted_types
 from ._progress import progress_bar
 from ._regression import KernelAttentionRegressor
@@ -16,6 +20,7 @@ __all__ = [
     "KernelAttentionRegressor",
     "KernelAttentionRegressorCV",
     "LocalLinearFallbackWarning",
+    "LocalLinearMemoryWarning",
     "__version__",
     "kernels",
     "progress_bar",

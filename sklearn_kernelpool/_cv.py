@@ -785,12 +785,14 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     def _flat(self, held_out, sums, rows, groups=None, train=None):
         """Predictions, empty and singular rows of every candidate, in
         ``params`` order (see :meth:`HeldOut.predictions`)."""
-        predictions, empty, singular = held_out.predictions(sums, rows, groups, train)
+        predictions, empty, *flags = held_out.predictions(sums, rows, groups, train)
         # (kernels, bandwidths, ...) -> ParameterGrid's bandwidth-major order.
         predictions = predictions.swapaxes(0, 1).reshape(-1, *predictions.shape[2:])
         empty = empty.swapaxes(0, 1).reshape(-1, empty.shape[-1])
-        singular = singular.swapaxes(0, 1).reshape(-1, singular.shape[-1])
-        return predictions, empty, singular
+        # The singular and the rank-deficient rows, stacked on the last axis.
+        flags = np.stack(flags, axis=-1).swapaxes(0, 1)
+        flags = flags.reshape(-1, *flags.shape[2:])
+        return predictions, empty, flags
 
     def _loo(self, held_out, X, y, weights, scorer, weighted):
         n = X.shape[0]
@@ -823,7 +825,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             "empty_fraction": empty.mean(axis=1),
         }
         if self.degree == 1:
-            results["singular_fraction"] = singular.mean(axis=1)
+            results["singular_fraction"] = singular[..., 0].mean(axis=1)
+            results["rank_deficient_fraction"] = singular[..., 1].mean(axis=1)
         return results
 
     def _score(self, scorer, predictions, X, y, weights, invalid, weighted):
@@ -847,7 +850,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         n_candidates = len(params)
         split_scores = np.empty((n_candidates, len(splits)))
         n_empty = np.zeros(n_candidates)
-        n_singular = np.zeros(n_candidates)
+        n_singular = np.zeros((n_candidates, 2))
         n_held_out = 0
         if groups is not None:
             predictions, empty, singular = self._flat(
@@ -911,7 +914,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         results["std_test_score"] = split_scores.std(axis=1)
         results["empty_fraction"] = n_empty / n_held_out
         if self.degree == 1:
-            results["singular_fraction"] = n_singular / n_held_out
+            results["singular_fraction"] = n_singular[:, 0] / n_held_out
+            results["rank_deficient_fraction"] = n_singular[:, 1] / n_held_out
         return results
 
     def _learn_widths(self, X, X64, y, Y, weights, scorer, weighted):

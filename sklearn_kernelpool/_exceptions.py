@@ -71,13 +71,23 @@ class EmptyNeighborhoodWarning(UserWarning):
 class LocalLinearFallbackWarning(UserWarning):
     """Warn that local-linear fits fell back to the local mean.
 
-    With ``degree=1`` a query's local design is singular when fewer than
-    ``n_features + 1`` keys in general position carry its attention weight
-    (numerically: the smallest eigenvalue of the weighted covariance of the
-    keys is within rounding error of zero). The slope is then undetermined,
-    and such queries get the local-constant (``degree=0``) prediction, as do
-    their attention weights and standard deviations. A larger bandwidth
-    avoids the fallback.
+    With ``degree=1`` each query's slope is the minimum-norm solution of its
+    local normal equations, over the directions its keys determine
+    (numerically: the eigenvalues of the weighted covariance of the keys
+    above the rounding error of its computation). A query whose local design
+    determines no direction at all (rank 0: its attention weight is carried
+    by a single key, or by keys at one point) gets the local-constant
+    (``degree=0``) prediction, as do its attention weights and standard
+    deviations; this warning counts such queries. A larger bandwidth avoids
+    the fallback.
+
+    Rank-deficient designs (collinear features such as a full one-hot
+    encoding, or fewer than ``n_features + 1`` keys in general position) get
+    a slope along the directions they determine and none along the others:
+    they do not fall back and are not warned of, but a warning issued for
+    the call counts them in ``n_rank_deficient``, and
+    :class:`KernelAttentionRegressorCV` reports their share as
+    ``cv_results_["rank_deficient_fraction"]``.
 
     One call issues at most one such warning. Its text names the kernel and
     the bandwidth only (see :class:`EmptyNeighborhoodWarning`); the counts
@@ -89,18 +99,28 @@ class LocalLinearFallbackWarning(UserWarning):
         The text of the warning.
 
     n_singular : int, default=None
-        The number of queries of the call whose local design is singular.
+        The number of queries of the call whose local design determines no
+        slope.
 
     n_queries : int, default=None
         The number of queries of the call.
 
+    n_rank_deficient : int, default=None
+        The number of queries of the call whose local design is
+        rank-deficient but determines a slope (not counted in
+        ``n_singular``).
+
     Attributes
     ----------
     n_singular : int
-        The number of queries of the call whose local design is singular.
+        The number of queries of the call whose local design determines no
+        slope.
 
     n_queries : int
         The number of queries of the call.
+
+    n_rank_deficient : int
+        The number of rank-deficient queries of the call that kept a slope.
 
     Examples
     --------
@@ -123,10 +143,67 @@ class LocalLinearFallbackWarning(UserWarning):
     (1, 2)
     """
 
-    def __init__(self, message, n_singular=None, n_queries=None):
+    def __init__(self, message, n_singular=None, n_queries=None, n_rank_deficient=None):
         super().__init__(message)
         self.n_singular = n_singular
         self.n_queries = n_queries
+        self.n_rank_deficient = n_rank_deficient
+
+
+class LocalLinearMemoryWarning(UserWarning):
+    """Warn that one local-linear query needs more than ``working_memory``.
+
+    With ``degree=1`` and many features, each query's local normal
+    equations (a ``n_features x n_features`` matrix, its eigendecomposition,
+    and the query's weighted keys) are formed one query at a time within
+    scikit-learn's ``working_memory``. When a single query's system exceeds
+    it, the queries are solved one at a time and the memory used exceeds
+    ``working_memory`` by that much; one call issues at most one such
+    warning. Where a single query's system would exceed the physical memory,
+    the call raises a ``MemoryError`` instead.
+
+    Parameters
+    ----------
+    message : str
+        The text of the warning.
+
+    row_bytes : int, default=None
+        The bytes of one query's local system.
+
+    working_memory_bytes : float, default=None
+        The ``working_memory`` of a thread, in bytes.
+
+    Attributes
+    ----------
+    row_bytes : int
+        The bytes of one query's local system.
+
+    working_memory_bytes : float
+        The ``working_memory`` of a thread, in bytes.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from sklearn import config_context
+    >>> from sklearn_kernelpool import KernelAttentionRegressor
+    >>> from sklearn_kernelpool import LocalLinearMemoryWarning
+    >>> X = np.random.default_rng(0).normal(size=(50, 300))
+    >>> reg = KernelAttentionRegressor(bandwidth=30.0, degree=1)
+    >>> reg = reg.fit(X, X[:, 0])
+    >>> with config_context(working_memory=1), warnings.catch_warnings(
+    ...     record=True
+    ... ) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = reg.predict(X[:2])
+    >>> [w.category for w in caught] == [LocalLinearMemoryWarning]
+    True
+    """
+
+    def __init__(self, message, row_bytes=None, working_memory_bytes=None):
+        super().__init__(message)
+        self.row_bytes = row_bytes
+        self.working_memory_bytes = working_memory_bytes
 
 
 def describe(kernel, bandwidth):

@@ -99,48 +99,104 @@ def _symmetric(upper_values, layout, n_rows):
     return full
 
 
+def rank_counts(rank, n_features, rows=None):
+    """``(n_singular, n_rank_deficient)`` of an array of local ranks.
+
+    ``rows``, a boolean mask, restricts the count (e.g. to non-empty rows).
+    """
+    if rows is not None:
+        rank = rank[rows]
+    singular = int(np.count_nonzero(rank == 0))
+    return singular, int(np.count_nonzero(rank < n_features)) - singular
+
+
+def _pseudo_inverse(cov, scale, layout):
+    """Eigendecomposition and pseudo-inverse of local covariances.
+
+    ``cov`` (n, d, d) is overwritten. The numerical rank of a row is the
+    number of eigenvalues of ``cov`` above the rounding error of its
+    computation, ``layout.rank_tolerance * scale``; the pseudo-inverse
+    inverts those and sets the others to zero (the Moore--Penrose inverse of
+    the matrix with its rounding-level eigenvalues set to zero). Rows whose
+    ``scale`` is not finite (no weight) get the identity, and rank ``d``.
+
+    Returns ``(vectors, inverse, rank)``: the eigenvectors, the inverted
+    eigenvalues (zero off the rank) and the rank of each row.
+    """
+    cov[~np.isfinite(scale)] = np.eye(layout.n_features)
+    eigenvalues, vectors = np.linalg.eigh(cov)
+    tol = layout.rank_tolerance * np.where(np.isfinite(scale), scale, 0.0)
+    kept = eigenvalues > tol[:, None]  # NaN eigenvalues are not kept
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        inverse = np.where(kept, 1.0 / eigenvalues, 0.0)
+    return vectors, inverse, np.count_nonzero(kept, axis=1)
+
+
 def _local_geometry(means, queries, layout, centers=None, scale=None):
-    """Local key means, covariances and the singular rows.
+    """Local key means, the pseudo-inverse of the covariances, and ranks.
 
     ``means`` holds the normalised moments (the sums divided by the total).
-    A covariance is singular when its smallest eigenvalue is within the
-    rounding error of its computation from the moments,
+    An eigenvalue of a covariance is zero when it is within the rounding
+    error of its computation from the moments,
     ``10 d sqrt(n) eps trace(E[(k - c)(k - c)^T])`` in squared bandwidths for
-    ``n`` keys centred on their mean ``c``: fewer than ``d + 1`` keys in
-    general position carry the weight, or the others weigh too little to
-    tell their spread from rounding. The slope of such a fit would be made of
-    rounding errors. ``centers`` holds ``c`` per row when it is not the
+    ``n`` keys centred on their mean ``c``: the keys that carry the weight
+    do not spread along its eigenvector (collinear columns, such as a full
+    one-hot block; fewer than ``d + 1`` keys in general position), or the
+    others weigh too little to tell their spread from rounding. A slope along
+    such a direction would be made of rounding errors; the fit takes none
+    (:func:`solve`). ``centers`` holds ``c`` per row when it is not the
     origin of the moments (None: it is). ``scale``, if given, replaces the
     trace (see :func:`centred_fit`).
     """
     n = len(queries)
     m = means[:, layout.keys]
-    second = _symmetric(means[:, layout.squares], layout, n)
-    cov = second - m[:, :, None] * m[:, None, :]
+    cov = _symmetric(means[:, layout.squares], layout, n)
     if scale is None:
-        scale = np.trace(second, axis1=1, axis2=2)
+        scale = np.trace(cov, axis1=1, axis2=2)
         if centers is not None:
             # trace E[(k - c)(k - c)^T] = trace E[k k^T] - 2 c . m + |c|^2
             scale = scale - 2.0 * np.einsum("nf,nf->n", centers, m)
             scale += np.einsum("nf,nf->n", centers, centers)
-    # NaN rows (no weight at all) are handled by the caller's fallbacks.
-    cov[~np.isfinite(scale)] = np.eye(layout.n_features)
-    eigenvalues, vectors = np.linalg.eigh(cov)
-    tol = layout.rank_tolerance * np.where(np.isfinite(scale), scale, 0.0)
-    singular = ~(eigenvalues[:, 0] > tol)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        inverse = np.where(singular[:, None], 0.0, 1.0 / eigenvalues)
-    return m, vectors, inverse, singular
+    cov -= m[:, :, None] * m[:, None, :]
+    vectors, inverse, rank = _pseudo_inverse(cov, scale, layout)
+    return m, vectors, inverse, rank
 
 
 def _apply_inverse(vectors, inverse, rhs):
-    """``C^{-1} rhs`` per row from the eigendecomposition; rhs (n, d, k)."""
+    """``C^+ rhs`` per row from the eigendecomposition; rhs (n, d, k)."""
     projected = np.einsum("nfe,nfk->nek", vectors, rhs)
     return np.einsum("nfe,nek->nfk", vectors, inverse[:, :, None] * projected)
 
 
+def _fit(m, vectors, inverse, ybar, cross, variance, queries):
+    """The minimum-norm local-linear fit from the local moments.
+
+    ``beta = C^+ c`` and ``b = ybar - beta . (m - q)``, and the residual
+    variance ``variance - beta . c`` (None: not asked).
+    """
+    beta = _apply_inverse(vectors, inverse, cross)  # zero where rank 0
+    mean = ybar - np.einsum("nfk,nf->nk", beta, m - queries)
+    std = None
+    if variance is not None:
+        variance = variance - np.einsum("nfk,nfk->nk", beta, cross)
+        std = np.sqrt(np.maximum(variance, 0.0))
+    return mean, std
+
+
 def solve(sums, queries, layout, return_std, centers=None, scale=None):
     """Local-linear predictions from a chunk's weighted moments.
+
+    The slope is the minimum-norm solution ``beta = C^+ c`` of the local
+    normal equations ``C beta = c``, with ``C^+`` the pseudo-inverse over
+    the numerically determined rank of ``C`` (:func:`_local_geometry`), and
+    the prediction ``b = ybar - beta . (m - q)``. This is the Moore--Penrose
+    (minimum-norm) least-squares solution of the weighted design
+    ``[1, k_i - m]`` evaluated at ``q``: the ordinary local-linear fit where
+    ``C`` has full rank; where it does not, the slope along the directions
+    the keys determine and none along the others, so that a rank-deficient
+    design (collinear features, too few keys) still gets a slope. A design
+    of rank 0 (the weight on one key, or on identical keys) gets the local
+    mean.
 
     Parameters
     ----------
@@ -155,39 +211,37 @@ def solve(sums, queries, layout, return_std, centers=None, scale=None):
     centers : ndarray of shape (n_queries, n_features) or None
         The mean of the keys of each query's fit, in the frame of the
         moments, when it is not the origin (held-out fits pool subsets of the
-        keys). It only sets the singular threshold.
+        keys). It only sets the rank threshold.
     scale : ndarray of shape (n_queries,) or None
-        The scale of the singular threshold, when it is not the trace of
+        The scale of the rank threshold, when it is not the trace of
         the second moments about ``centers`` (see :func:`centred_fit`).
 
     Returns
     -------
     mean : ndarray of shape (n_queries, n_outputs)
         The local-linear predictions of the centred values; the local mean
-        (degree 0) on singular rows, NaN on rows without weight.
+        (degree 0) on rows of rank 0, NaN on rows without weight.
     std : ndarray of shape (n_queries, n_outputs) or None
         ``sqrt(sum_i p_i r_i**2)`` of the residuals ``r_i`` of the local fit
-        (of the local mean on singular rows), negative variances clipped.
-    singular : ndarray of shape (n_queries,) of bool
-        The rows of positive weight that fell back to the local mean.
+        (of the local mean on rows of rank 0), negative variances clipped.
+    rank : ndarray of shape (n_queries,) of int
+        The numerical rank of each row's local covariance: 0 for the rows
+        that fell back to the local mean, below ``n_features`` for
+        rank-deficient ones, ``n_features`` on rows without weight.
     """
     total = sums[:, -1]
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums[:, :-1] / total[:, None]
-    m, vectors, inverse, singular = _local_geometry(
-        means, queries, layout, centers, scale
-    )
+    m, vectors, inverse, rank = _local_geometry(means, queries, layout, centers, scale)
     d, p = layout.n_features, layout.n_outputs
     ybar = means[:, layout.values]
     cross = means[:, layout.cross].reshape(-1, d, p) - m[:, :, None] * ybar[:, None]
-    beta = _apply_inverse(vectors, inverse, cross)  # zero on singular rows
-    mean = ybar - np.einsum("nfk,nf->nk", beta, m - queries)
-    std = None
+    variance = None
     if return_std:
         variance = means[:, layout.values_sq] - ybar * ybar
-        variance -= np.einsum("nfk,nfk->nk", beta, cross)
-        std = np.sqrt(np.maximum(variance, 0.0))
-    return mean, std, singular & (total > 0)
+    mean, std = _fit(m, vectors, inverse, ybar, cross, variance, queries)
+    rank[~(total > 0)] = d
+    return mean, std, rank
 
 
 def equivalent_kernel(means, queries, layout, scale=None):
@@ -202,23 +256,23 @@ def equivalent_kernel(means, queries, layout, scale=None):
     layout : MomentLayout
         The column positions.
     scale : ndarray of shape (n_queries,) or None
-        The scale of the singular threshold, as in :func:`solve`.
+        The scale of the rank threshold, as in :func:`solve`.
 
     Returns
     -------
     offset : ndarray of shape (n_queries,)
         ``1 + g . m``.
     g : ndarray of shape (n_queries, n_features)
-        ``C^{-1} (m - q)``, so that ``l_i = p_i (offset - g . k_i)``; zero on
-        singular rows, whose weights stay the local-constant ones.
-    singular : ndarray of shape (n_queries,) of bool
-        The singular rows.
+        ``C^+ (m - q)``, so that ``l_i = p_i (offset - g . k_i)``; zero on
+        rows of rank 0, whose weights stay the local-constant ones.
+    rank : ndarray of shape (n_queries,) of int
+        The ranks, as in :func:`solve`.
     """
-    m, vectors, inverse, singular = _local_geometry(means, queries, layout, scale=scale)
+    m, vectors, inverse, rank = _local_geometry(means, queries, layout, scale=scale)
     g = _apply_inverse(vectors, inverse, (m - queries)[:, :, None])[:, :, 0]
     g[~np.isfinite(g)] = 0.0
     offset = 1.0 + np.einsum("nf,nf->n", g, np.nan_to_num(m))
-    return offset, g, singular
+    return offset, g, rank
 
 
 def cancelled(sums, layout):
@@ -247,24 +301,73 @@ def keys_cancelled(means, layout):
     return second > MAX_MOMENT_RATIO * spread
 
 
-def centred_geometry(p, keys, layout, centers=None):
-    """Local key means, centred moments and singular scales of rows of ``p``.
+def fit_bytes(n_keys, n_features, n_outputs=1):
+    """Bytes of the work of one row of :func:`centred_fit`.
 
-    Returns ``(m, means, scale, D)``: the local means of the keys, the
-    normalised moments ``[0, upper(C), ...]`` about them (zeros past the
-    key columns, 1 last), the singular scale of :func:`centred_fit` and the
-    centred keys ``D`` of every row, shape (n_rows, n_keys, n_features).
+    The row's keys, their centred and weighted copies (``3 n d``), its
+    covariance, the copy LAPACK's ``syevd`` factorises, its eigenvectors and
+    workspace (about ``6 d**2``), and the vectors of the row.
     """
-    m = np.einsum("rn,nf->rf", p, keys)
-    D = keys[None] - m[:, None]
-    means = np.zeros((len(p), layout.values_sq.stop + 1))
-    means[:, -1] = 1.0
-    i, j = layout.upper
-    means[:, layout.squares] = np.einsum("rn,rnf,rnf->rf", p, D[:, :, i], D[:, :, j])
-    trace = means[:, layout.squares][:, i == j].sum(axis=1)
+    d = n_features
+    return 8 * (3 * n_keys * d + 6 * d * d + 2 * n_keys * (n_outputs + 1) + 8 * d)
+
+
+def _centred_row(p, keys, values):
+    """The local moments of one row of normalised weights, about its means.
+
+    Returns ``(m, cov, ybar, cross, variance)``: the local means of the keys
+    and values, the key covariance, the key-value cross-covariance and the
+    value variance, from the keys and values centred on the local means
+    before any product. Only the keys of positive weight enter, and nothing
+    of size ``n_keys x n_features**2`` is formed.
+    """
+    nz = np.flatnonzero(p)
+    w = p[nz]
+    K = np.asarray(keys[nz], dtype=np.float64)
+    m = w @ K
+    K -= m
+    ybar = w @ values[nz]
+    E = values[nz] - ybar
+    wK = K * w[:, None]
+    return m, wK.T @ K, ybar, wK.T @ E, w @ (E * E)
+
+
+def centred_geometry(p, keys, layout, centers=None):
+    """Local key means, covariances and rank scales of rows of ``p``.
+
+    Returns ``(m, cov, scale)``: the local means of the keys, their
+    covariances (shape (n_rows, d, d)) from the keys centred on each row's
+    mean, and the rank scale of :func:`centred_fit`.
+    """
+    d = layout.n_features
+    m = np.empty((len(p), d))
+    cov = np.empty((len(p), d, d))
+    for r in range(len(p)):
+        nz = np.flatnonzero(p[r])
+        w = p[r, nz]
+        K = np.asarray(keys[nz], dtype=np.float64)
+        m[r] = w @ K
+        K -= m[r]
+        cov[r] = (K * w[:, None]).T @ K
+    return m, cov, _centred_scale(m, cov, centers)
+
+
+def _centred_scale(m, cov, centers):
+    trace = np.trace(cov, axis1=1, axis2=2)
     offset = m if centers is None else m - centers
-    scale = np.sqrt((trace + np.einsum("rf,rf->r", offset, offset)) * trace)
-    return m, means, scale, D
+    return np.sqrt((trace + np.einsum("rf,rf->r", offset, offset)) * trace)
+
+
+def centred_kernel(p, keys, queries, layout, centers=None):
+    """:func:`equivalent_kernel` of rows of normalised weights, two-pass.
+
+    Returns ``(offset, g, rank)`` as :func:`equivalent_kernel`, in the
+    frame of ``keys`` and ``queries``, from :func:`centred_geometry`.
+    """
+    m, cov, scale = centred_geometry(p, keys, layout, centers)
+    vectors, inverse, rank = _pseudo_inverse(cov, scale, layout)
+    g = _apply_inverse(vectors, inverse, (m - queries)[:, :, None])[:, :, 0]
+    return 1.0 + np.einsum("rf,rf->r", g, m), g, rank
 
 
 def centred_fit(p, keys, values, queries, layout, return_std, centers=None):
@@ -273,8 +376,9 @@ def centred_fit(p, keys, values, queries, layout, return_std, centers=None):
     The two-pass counterpart of :func:`solve`: the keys and values are
     centred on each row's weighted means before any product, so that no
     moment cancels, whatever the distance of the row's keys and values from
-    the global centres. A row's result does not depend on the other rows
-    (``einsum`` sums each row alone, where BLAS products may not).
+    the global centres. Each row is computed alone, from its keys of positive
+    weight, so that its result does not depend on the other rows and its
+    work (:func:`fit_bytes`) holds no array of ``n_keys x n_features**2``.
 
     Parameters
     ----------
@@ -294,7 +398,7 @@ def centred_fit(p, keys, values, queries, layout, return_std, centers=None):
     centers : ndarray of shape (n_rows, n_features) or None
         The mean of the keys of each row's fit (None: the origin).
 
-    The singular threshold is that of :func:`solve` with the rounding of
+    The rank threshold is that of :func:`solve` with the rounding of
     this computation: the centred keys ``k - m`` round by an ulp of
     ``|k - c|`` (``c`` the mean of the keys), so the covariance by about
     ``eps sqrt(E|k - c|^2 trace(C))``, which takes the place of the trace
@@ -302,18 +406,24 @@ def centred_fit(p, keys, values, queries, layout, return_std, centers=None):
 
     Returns
     -------
-    mean, std, singular
+    mean, std, rank
         As :func:`solve` (std: the two-pass spread of the values around the
-        local mean for degree 0; singular: None for degree 0).
+        local mean for degree 0; rank: None for degree 0).
     """
-    ybar = np.einsum("rn,nk->rk", p, values)
-    E = values[None] - ybar[:, None]
-    variance = np.einsum("rn,rnk,rnk->rk", p, E, E)
     if layout is None:
+        ybar = np.einsum("rn,nk->rk", p, values)
+        E = values[None] - ybar[:, None]
+        variance = np.einsum("rn,rnk,rnk->rk", p, E, E)
         return ybar, np.sqrt(variance), None
-    m, means, scale, D = centred_geometry(p, keys, layout, centers)
-    cross = np.einsum("rn,rnf,rnk->rfk", p, D, E)
-    means[:, layout.cross] = cross.reshape(len(p), -1)
-    means[:, layout.values_sq] = variance
-    mean, std, singular = solve(means, queries - m, layout, return_std, scale=scale)
-    return mean + ybar, std, singular
+    n_rows, d, k = len(p), layout.n_features, layout.n_outputs
+    m, ybar = np.empty((n_rows, d)), np.empty((n_rows, k))
+    cov, cross = np.empty((n_rows, d, d)), np.empty((n_rows, d, k))
+    variance = np.empty((n_rows, k))
+    for r in range(n_rows):
+        m[r], cov[r], ybar[r], cross[r], variance[r] = _centred_row(p[r], keys, values)
+    scale = _centred_scale(m, cov, centers)
+    vectors, inverse, rank = _pseudo_inverse(cov, scale, layout)
+    mean, std = _fit(
+        m, vectors, inverse, ybar, cross, variance if return_std else None, queries
+    )
+    return mean, std, rank

@@ -491,27 +491,32 @@ class HeldOut:
         empty : ndarray of bool of shape (n_kernels, n_bandwidths, n_rows)
             Whether the pooled weight is zero.
         singular : ndarray of bool of shape (n_kernels, n_bandwidths, n_rows)
-            The rows of positive weight whose local-linear design is singular
-            and that got the local mean; all False for degree 0.
+            The rows of positive weight whose local-linear design determines
+            no slope (rank 0) and that got the local mean; all False for
+            degree 0.
+        deficient : ndarray of bool of shape (n_kernels, n_bandwidths, n_rows)
+            The rows of positive weight whose local-linear design is
+            rank-deficient but determines a slope (minimum-norm solve); all
+            False for degree 0.
         """
         if self.degree == 0:
             predictions, empty = solve_moments(sums)
-            return predictions, empty, np.zeros_like(empty)
+            return predictions, empty, np.zeros_like(empty), np.zeros_like(empty)
         n_keys, centers = self._fit_keys(rows, groups, train)
         layout = _local_linear.MomentLayout(self.X.shape[1], self.Y.shape[1], n_keys)
         predictions = np.empty((*sums.shape[:-1], self.Y.shape[1]))
-        singular = np.empty(sums.shape[:-1], dtype=bool)
+        rank = np.empty(sums.shape[:-1], dtype=np.intp)
         queries = self.X[rows]
         for k in range(sums.shape[0]):
             for m in range(sums.shape[1]):
-                predictions[k, m], _, singular[k, m] = _local_linear.solve(
+                predictions[k, m], _, rank[k, m] = _local_linear.solve(
                     sums[k, m], queries, layout, False, centers
                 )
                 redo = sums[k, m, :, -1] > 0
                 redo &= _local_linear.cancelled(sums[k, m], layout)
                 self._refit(
                     predictions[k, m],
-                    singular[k, m],
+                    rank[k, m],
                     redo,
                     (k, m),
                     rows,
@@ -522,15 +527,17 @@ class HeldOut:
         predictions += self.value_center
         empty = ~(sums[..., -1] > 0)
         predictions[empty] = np.nan
-        return predictions, empty, singular
+        singular = ~empty & (rank == 0)
+        deficient = ~empty & (rank > 0) & (rank < self.X.shape[1])
+        return predictions, empty, singular, deficient
 
-    def _refit(self, predictions, singular, redo, candidate, rows, fits, groups, train):
+    def _refit(self, predictions, rank, redo, candidate, rows, fits, groups, train):
         """Held-out local-linear fits of the ``redo`` rows about their own means.
 
         For the rows whose moments about the global centres cancel
         (:func:`._local_linear.cancelled`): their weights over the keys of
         their fit, from exact differences, and the two-pass fit of
-        :func:`._local_linear.centred_fit`. ``predictions`` and ``singular``
+        :func:`._local_linear.centred_fit`. ``predictions`` and ``rank``
         (those of ``candidate``, a (kernel, bandwidth) index pair) are
         updated in place; ``fits`` is the pair of :meth:`_fit_keys`.
         """
@@ -542,10 +549,9 @@ class HeldOut:
         values = self.Y - self.value_center
         n_keys, centers = fits
         n_keys = np.broadcast_to(n_keys, (len(rows),))
-        # Per row: the weights, the centred keys and values, and the pairs of
-        # centred key columns of the covariance.
-        width = (d + 1) * values.shape[1] + d * d + 2
-        step = max(1, 2**22 // (8 * n * width))
+        # Per row: its distances and weights, and the work of its fit.
+        row = 8 * (d + 4) * n + _local_linear.fit_bytes(n, d, values.shape[1])
+        step = max(1, 2**22 // row)
         for start in range(0, len(redo), step):
             at = redo[start : start + step]
             points = rows[at]
@@ -569,10 +575,10 @@ class HeldOut:
                     scores = np.where(allowed, kernel.function(u) * self.weights, 0.0)
             p = scores / scores.sum(axis=1, keepdims=True)
             layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
-            mean, _, flat = _local_linear.centred_fit(
+            mean, _, fitted = _local_linear.centred_fit(
                 p, self.X, values, self.X[points], layout, False, centers[at]
             )
-            predictions[at], singular[at] = mean, flat
+            predictions[at], rank[at] = mean, fitted
 
     def _fit_keys(self, rows, groups, train):
         """Number and mean of the keys of positive weight of each row's fit.

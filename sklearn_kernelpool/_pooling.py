@@ -28,6 +28,7 @@ from ._exact import ExactKeys
 from ._exceptions import (
     EmptyNeighborhoodWarning,
     LocalLinearFallbackWarning,
+    LocalLinearMemoryWarning,
     describe,
     warn,
 )
@@ -57,6 +58,17 @@ MIN_THREADED_PAIRS = 2**22
 # split (OpenBLAS splits none under 2**18 multiply-adds): the engine leaves
 # the BLAS threads alone, which takes time.
 BLAS_THREADED_PAIRS = 2**16
+# Local-linear pooling pools a moment matrix of ``(d + 1)(d + 2) / 2 + (d + 2) p``
+# columns per key when it takes at most a quarter of ``working_memory`` (or
+# this many bytes, whatever the budget): one product then gives every
+# query's local normal equations. Larger ones (many features) are not formed:
+# each query's equations are summed from its weighted keys instead
+# (:func:`._local_linear.centred_fit`), within ``working_memory``.
+MOMENT_MATRIX_SHARE = 4
+MOMENT_MATRIX_FLOOR = 2**22
+# Bytes per query of the eigendecompositions of the local covariances, in
+# units of ``8 d**2`` (the covariance, its copy, eigenvectors, workspace).
+EIGH_SQUARES = 6
 
 
 def resolve_kernel(kernel):
@@ -279,6 +291,56 @@ class KernelPool:
             self.keys, self.centered_values, self._matrix_weights
         )
 
+    @property
+    def moment_columns(self):
+        """The number of local-linear moments pooled per key."""
+        return self.layout.values_sq.stop + 1
+
+    def _uses_moments(self):
+        """Whether local-linear pooling pools the moment matrix (small
+        ``n_keys x n_features**2``) or sums each query's equations alone."""
+        size = 8 * self.keys.shape[0] * self.moment_columns
+        budget = working_memory_bytes() / MOMENT_MATRIX_SHARE
+        return size <= max(budget, MOMENT_MATRIX_FLOOR)
+
+    def _check_fit_memory(self, n_jobs):
+        """Refuse local-linear fits whose single query exceeds the memory;
+        warn when one exceeds ``working_memory`` (queries one at a time)."""
+        n_keys, d = self.keys.shape
+        row = _local_linear.fit_bytes(n_keys, d, self.n_outputs)
+        limit = _weights.physical_memory()
+        if limit is not None and row > limit:
+            raise MemoryError(
+                f"Local-linear pooling (degree=1) with {d} features and {n_keys} "
+                f"keys needs about {row / 2**30:.1f} GiB for the local design of "
+                f"a single query, more than the {limit / 2**30:.1f} GiB of "
+                "physical memory. Reduce the number of features (for example "
+                "with sklearn.decomposition.PCA or feature selection), or use "
+                "degree=0, whose memory does not grow with the features squared."
+            )
+        budget = working_memory_bytes() / engine_threads(n_jobs)
+        if row > budget:
+            warn(
+                LocalLinearMemoryWarning(
+                    f"The local design of one query of local-linear pooling "
+                    f"(degree=1, {d} features, {n_keys} keys) takes about "
+                    f"{row / 2**20:.0f} MiB, more than the working_memory of "
+                    f"{budget / 2**20:.0f} MiB per thread: the queries are "
+                    "solved one at a time, and the memory used exceeds "
+                    "working_memory. Raise it with "
+                    "sklearn.config_context(working_memory=...) or reduce the "
+                    "number of features to stay within it.",
+                    row_bytes=row,
+                    working_memory_bytes=budget,
+                )
+            )
+
+    def _fit_step(self):
+        """Rows of a batch of two-pass local-linear fits."""
+        n_keys, d = self.keys.shape
+        row = _local_linear.fit_bytes(n_keys, d, self.n_outputs) + 8 * n_keys
+        return int(max(1, min(working_memory_bytes(), CHUNK_BYTES) // row))
+
     @functools.cached_property
     def geometry_matrix(self):
         """``[k, upper(k k^T), 1]``, for weights that are already normalised."""
@@ -498,16 +560,23 @@ class KernelPool:
         residuals of the local-linear fit (degree 1).
         """
         if self.degree == 1 or return_std:
-            n_singular = []
+            counts = []
             if self.degree == 1:
-                work = self._local_linear_work(return_std, n_singular)
-                extra = 8 * self.moment_matrix.shape[1]
+                moments = self._uses_moments()
+                if not moments:
+                    self._check_fit_memory(n_jobs)
+                work = self._local_linear_work(return_std, counts, moments)
+                # The chunk's sums, and the eigendecompositions of its rows.
+                d = self.keys.shape[1]
+                extra = 8 * (self.moment_columns + EIGH_SQUARES * d * d)
+                if not moments:
+                    extra = 8 * (self.n_outputs + 1)  # fits one batch at a time
             else:
                 work, extra = self._spread_work, 8 * self.spread_matrix.shape[1]
             p = self.n_outputs
             width = 2 * p if return_std else p
             out = self._run_chunks(X, width, work, n_jobs, extra_row_bytes=extra)
-            self._report_singular(sum(n_singular), X.shape[0])
+            self._report_singular(counts, X.shape[0])
             return (out[:, :p], out[:, p:]) if return_std else out
 
         def work(X_chunk, workspace):
@@ -546,21 +615,36 @@ class KernelPool:
         self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
         return np.hstack([mean * self.value_scale, std * self.value_scale]), empty
 
-    def _local_linear_work(self, return_std, n_singular):
-        """The chunk work of local-linear pooling; counts into ``n_singular``."""
+    def _local_linear_work(self, return_std, counts, moments=True):
+        """The chunk work of local-linear pooling.
+
+        ``moments``: from the pooled moment matrix, with the rows whose
+        moments cancel fitted again in two passes; otherwise every row in two
+        passes, from its weighted keys (:func:`._local_linear.centred_fit`).
+        Appends each chunk's ``(n_singular, n_rank_deficient)`` to ``counts``.
+        """
 
         def work(X_chunk, workspace):
             queries = self._queries(X_chunk)
-            (sums,) = self._weighted_sums(queries, workspace, (self.moment_matrix,))
-            mean, std, singular = _local_linear.solve(
-                sums, queries[1], self.layout, return_std
-            )
-            empty = ~(sums[:, -1] > 0)
-            redo = ~empty & _local_linear.cancelled(sums, self.layout)
-            self._refit_rows(redo, queries, workspace, mean, std, singular)
+            if moments:
+                (sums,) = self._weighted_sums(queries, workspace, (self.moment_matrix,))
+                mean, std, rank = _local_linear.solve(
+                    sums, queries[1], self.layout, return_std
+                )
+                empty = ~(sums[:, -1] > 0)
+                redo = ~empty & _local_linear.cancelled(sums, self.layout)
+            else:
+                (sums,) = self._weighted_sums(queries, workspace, (self.pool_matrix,))
+                empty = ~(sums[:, -1] > 0)
+                n, p = len(X_chunk), self.n_outputs
+                mean = np.full((n, p), np.nan)
+                std = np.full((n, p), np.nan) if return_std else None
+                rank = np.full(n, self.keys.shape[1])
+                redo = ~empty
+            self._refit_rows(redo, queries, workspace, mean, std, rank)
             mean += self.value_center
             self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
-            n_singular.append(int(singular.sum()))
+            counts.append(_local_linear.rank_counts(rank, self.keys.shape[1], ~empty))
             mean *= self.value_scale
             if std is None:
                 return mean, empty
@@ -636,7 +720,7 @@ class KernelPool:
             scores *= self.weights
         return scores
 
-    def _refit_rows(self, redo, queries, workspace, mean, std, singular=None):
+    def _refit_rows(self, redo, queries, workspace, mean, std, rank=None):
         """Recompute the ``redo`` rows of a chunk in two passes.
 
         Their keys and values are centred on the row's own weighted means
@@ -649,8 +733,11 @@ class KernelPool:
         if not len(redo):
             return
         n_keys, d = self.keys.shape
-        width = (d + 1) * self.n_outputs + d * d + 2
-        step = max(1, CHUNK_BYTES // (8 * n_keys * width))
+        if self.degree == 1:
+            step = self._fit_step()
+        else:
+            width = 3 * self.n_outputs + 2
+            step = max(1, CHUNK_BYTES // (8 * n_keys * width))
         # Brute scores are recomputed by whole blocks, once for the chunk
         # (within its buffer); the trees' rows one batch at a time.
         brute = self.algorithm == "brute"
@@ -671,23 +758,30 @@ class KernelPool:
                 std is not None,
             )  # the keys are centred on their mean: centers is the origin
             if self.degree == 1:
-                mean[rows], singular[rows] = fit[0], fit[2]
+                mean[rows], rank[rows] = fit[0], fit[2]
             if std is not None:
                 std[rows] = fit[1]
 
-    def _report_singular(self, n_singular, n_queries):
+    def _report_singular(self, counts, n_queries):
+        """Warn of the queries whose local design determines no slope.
+
+        ``counts`` holds ``(n_singular, n_rank_deficient)`` pairs.
+        """
+        n_singular = sum(c[0] for c in counts)
+        n_deficient = sum(c[1] for c in counts)
         if n_singular:
             warn(
                 LocalLinearFallbackWarning(
-                    "Queries with a singular local design under "
-                    f"{describe(self.kernel, self.bandwidth)} (fewer than "
-                    "n_features + 1 keys in general position carry their "
-                    "attention weight, so the local-linear fit is not "
-                    "determined) get the local mean (degree 0) instead; a "
-                    "larger bandwidth avoids this. The warning's n_singular "
-                    "and n_queries attributes count them in each call.",
+                    "Queries whose local design determines no slope under "
+                    f"{describe(self.kernel, self.bandwidth)} (their attention "
+                    "weight is carried by a single key, or by keys at one "
+                    "point) get the local mean (degree 0) instead; a larger "
+                    "bandwidth avoids this. The warning's n_singular, "
+                    "n_rank_deficient and n_queries attributes count them in "
+                    "each call.",
                     n_singular=n_singular,
                     n_queries=n_queries,
+                    n_rank_deficient=n_deficient,
                 )
             )
 
@@ -705,14 +799,20 @@ class KernelPool:
             _weights.check_dense_size(
                 n_queries, self.n_samples_fit, self.dtype, self.kernel, self.on_empty
             )
-        n_singular = []
+        counts = []
+        moments = self.degree == 1 and self._uses_moments()
+        if self.degree == 1 and not moments:
+            self._check_fit_memory(n_jobs)
 
         def work(X_chunk, workspace):
             queries = self._queries(X_chunk)
             weights, empty = self._normalized_scores(queries, workspace, sparse)
             if self.degree == 1:
-                weights, singular = self._equivalent_kernel(weights, queries[1], empty)
-                n_singular.append(int((singular & ~empty).sum()))
+                weights, rank = self._equivalent_kernel(
+                    weights, queries[1], empty, moments
+                )
+                d = self.keys.shape[1]
+                counts.append(_local_linear.rank_counts(rank, d, ~empty))
             if sparse:
                 weights = _weights.compact_indices(weights)
             return weights, empty
@@ -728,7 +828,7 @@ class KernelPool:
                 raise MemoryError(
                     _weights.sparse_failure(*shape, self.kernel, self.on_empty)
                 ) from exc
-            self._report_singular(sum(n_singular), n_queries)
+            self._report_singular(counts, n_queries)
             return out
         # A chunk's dense rows: the weights (the trees' scores made dense, or
         # brute scores weighted), and for degree 1 the factors that turn
@@ -746,7 +846,7 @@ class KernelPool:
             raise MemoryError(
                 _weights.dense_refusal(*shape, self.dtype, self.kernel, self.on_empty)
             ) from exc
-        self._report_singular(sum(n_singular), n_queries)
+        self._report_singular(counts, n_queries)
         return out
 
     def _check_sparse_size(self, X, n_jobs):
@@ -832,31 +932,34 @@ class KernelPool:
             fallback = _weights.repeated_rows(fill, int(empty.sum()), scores.shape[1])
         return _weights.place_rows(scores, fallback, empty)
 
-    def _equivalent_kernel(self, weights, queries, empty):
+    def _equivalent_kernel(self, weights, queries, empty, moments=True):
         """Local-linear equivalent-kernel weights from local-constant ones.
 
-        The fallback rows of empty queries keep their weights.
+        The fallback rows of empty queries keep their weights. ``moments``:
+        as in :meth:`_local_linear_work`.
         """
-        means = weights @ self.geometry_matrix
-        offset, g, singular = _local_linear.equivalent_kernel(
-            means[:, :-1], queries, self.layout
-        )
-        # Rows whose key moments about the centre cancel: about their own
-        # local means, as in _refit_rows.
-        redo = np.flatnonzero(~empty & _local_linear.keys_cancelled(means, self.layout))
         n_keys, d = self.keys.shape
-        step = max(1, CHUNK_BYTES // (8 * n_keys * (d * d + d + 2)))
+        if moments:
+            means = weights @ self.geometry_matrix
+            offset, g, rank = _local_linear.equivalent_kernel(
+                means[:, :-1], queries, self.layout
+            )
+            # Rows whose key moments about the centre cancel: about their own
+            # local means, as in _refit_rows.
+            redo = ~empty & _local_linear.keys_cancelled(means, self.layout)
+        else:
+            n = len(queries)
+            offset, g, rank = np.ones(n), np.zeros((n, d)), np.full(n, d)
+            redo = ~empty
+        redo = np.flatnonzero(redo)
+        step = self._fit_step()
         for start in range(0, len(redo), step):
             rows = redo[start : start + step]
             p = weights[rows]
             p = np.asarray(p.toarray() if hasattr(p, "toarray") else p, np.float64)
-            m, local, scale, _ = _local_linear.centred_geometry(
-                p, self.keys, self.layout
+            offset[rows], g[rows], rank[rows] = _local_linear.centred_kernel(
+                p, self.keys, queries[rows], self.layout
             )
-            _, g[rows], singular[rows] = _local_linear.equivalent_kernel(
-                local[:, :-1], queries[rows] - m, self.layout, scale
-            )
-            offset[rows] = 1.0 + np.einsum("rf,rf->r", g[rows], m)
         offset[empty] = 1.0
         g[empty] = 0.0
-        return _weights.scale_rows(weights, offset, g, self.keys, self.dtype), singular
+        return _weights.scale_rows(weights, offset, g, self.keys, self.dtype), rank

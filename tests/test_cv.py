@@ -319,16 +319,19 @@ def test_local_linear_loo_matches_refitting(data, kernel, weighted):
 
 def test_local_linear_underflowing_rows_are_recomputed(data):
     # At h = 0.004 the weights of most rows underflow without a shift, and
-    # the shifted ones are carried by the nearest other key alone: every
-    # design is singular and every point gets that key's value.
+    # the shifted ones are carried by the nearest other key (a design of
+    # rank 0, which gets that key's value) or by it and a second key of far
+    # smaller weight (rank 1: the line through the two).
     X, y, w = data
     reg = KernelAttentionRegressorCV("gaussian", [0.004], degree=1)
     reg.fit(X, y, sample_weight=w)
     pred, _, singular = refit_local_linear(
         X, y[:, None], loo_splits(len(X)), "gaussian", 0.004, w, "raise"
     )
-    assert np.all(np.isfinite(pred)) and np.all(singular)
-    assert reg.cv_results_["singular_fraction"][0] == 1.0
+    assert np.all(np.isfinite(pred)) and np.mean(singular) > 0.5
+    assert reg.cv_results_["singular_fraction"][0] == pytest.approx(singular.mean())
+    deficient = reg.cv_results_["rank_deficient_fraction"][0]
+    assert deficient == pytest.approx(1.0 - singular.mean())
     mse = np.average((pred[:, 0] - y) ** 2, weights=w)
     assert_allclose(reg.cv_results_["loo_mse"][0], mse, rtol=1e-10)
 

@@ -163,26 +163,31 @@ def test_every_path_gives_the_same_fit(kernel, on_empty):
         assert_allclose(std, results[0][1], rtol=1e-6, atol=1e-7)
 
 
-def test_singular_designs_fall_back_to_the_local_mean():
+def test_designs_of_rank_zero_fall_back_to_the_local_mean():
     # Two features; the boxcar window of the first query holds three
-    # collinear keys, that of the second a single key, that of the third
-    # three keys in general position.
+    # collinear keys (rank 1), that of the second a single key (rank 0),
+    # that of the third three keys in general position.
     X = np.array([[0, 0], [1, 1], [2, 2], [10, 10], [20, 0], [21, 0], [20, 1]])
     X = X.astype(float)
     y = np.array([0.0, 1.0, 5.0, 7.0, 1.0, 2.0, 4.0])
-    Q = np.array([[1.0, 1.0], [10.0, 10.0], [20.2, 0.2]])
+    Q = np.array([[1.05, 1.05], [10.0, 10.0], [20.2, 0.2]])
     reg = KernelAttentionRegressor("boxcar", bandwidth=1.5, degree=1).fit(X, y)
     with pytest.warns(LocalLinearFallbackWarning) as rec:
         mean, std = reg.predict(Q, return_std=True)
     warning = rec.pop(LocalLinearFallbackWarning).message
-    assert (warning.n_singular, warning.n_queries) == (2, 3)
-    assert_allclose(mean[:2], [2.0, 7.0])
-    assert_allclose(std[:2], [np.sqrt(14 / 3), 0.0])
+    assert (warning.n_singular, warning.n_queries) == (1, 3)
+    assert warning.n_rank_deficient == 1
+    # The line through the three collinear keys, t = 0, 1, 2 along the
+    # diagonal: y = 2 + 2.5 (t - 1), residuals (0.5, -1, 0.5).
+    assert_allclose(mean[:2], [2.0 + 2.5 * 0.05, 7.0])
+    assert_allclose(std[:2], [np.sqrt(0.5), 0.0])
     # y = 1 + x - 2 + 3 y on the three keys of the third window.
     assert_allclose(mean[2], 1.0 + 0.2 + 3 * 0.2)
     weights = quietly(reg.attention_weights, Q)
-    assert_allclose(weights[0], [1 / 3] * 3 + [0] * 4)
+    # l_i = p_i (1 - g . (k_i - m)), g = C^+ (m - q), along the diagonal.
+    assert_allclose(weights[0], [1 / 3 - 0.025, 1 / 3, 1 / 3 + 0.025] + [0] * 4)
     assert_allclose(weights[1], np.eye(7)[3])
+    assert_allclose(weights @ y, mean)
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechikov", "boxcar"])

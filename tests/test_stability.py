@@ -5,8 +5,9 @@ API path on array-api-strict) is compared with :func:`slow_fit`, a loop over
 the queries that takes exact differences ``q - k`` of the coordinates as
 given, applies the defining formula of the kernel (as a shifted softmax for
 the kernels with a log form, which cannot underflow), and solves each
-query's weighted least-squares problem on a design centred at the query
-(``numpy.linalg.lstsq``); the spread is the two-pass
+query's weighted least-squares problem (local-linear: the minimum-norm
+slope of ``numpy.linalg.lstsq`` on the design centred on the local mean of
+the keys, over the engine's numerical rank); the spread is the two-pass
 ``sqrt(sum_i p_i (y_i - fit_i)**2)``.
 
 The data are built to defeat moment-based and expansion-based arithmetic:
@@ -93,13 +94,28 @@ def slow_fit(X, y, Q, kernel, h, sample_weight=None, degree=0):
         else:
             a = w * FORMULAS[kernel](u)
         p = a / a.sum()
-        design = np.ones((len(X), 1))
-        if degree == 1:
-            design = np.hstack([design, diff])
         root = np.sqrt(p)[:, None]
-        coef = np.linalg.lstsq(design * root, Y * root, rcond=None)[0]
-        residuals = Y - design @ coef
-        mean[j] = coef[0] + center
+        ybar = p @ Y
+        fit = np.broadcast_to(ybar, Y.shape)
+        if degree == 1:
+            # The minimum-norm slope on the design centred on the local mean
+            # of the keys, over the directions whose eigenvalue of the local
+            # covariance C exceeds the rounding of its two-pass computation,
+            # 10 d sqrt(n) eps sqrt(E_p|k - c|^2 trace(C)) (keys centred on
+            # their mean c, in bandwidths).
+            local = p @ diff
+            design = (diff - local) * root
+            singular_values = np.linalg.svd(design, compute_uv=False)
+            spread = (X[w > 0] - X[w > 0].mean(axis=0)) / h
+            scale = p[w > 0] @ np.sum(spread * spread, axis=1)
+            scale = np.sqrt(scale * np.sum(singular_values**2))
+            tol = 10.0 * X.shape[1] * np.sqrt(np.sum(w > 0)) * EPS * scale
+            rcond = np.sqrt(tol) / max(singular_values[0], 1e-300)
+            beta = np.linalg.lstsq(design, (Y - ybar) * root, rcond=rcond)[0]
+            fit = ybar + (diff - local) @ beta
+            ybar = ybar - local @ beta
+        residuals = Y - fit
+        mean[j] = ybar + center
         std[j] = np.sqrt(p @ (residuals * residuals))
     if np.ndim(y) == 1:
         return mean[:, 0], std[:, 0]
