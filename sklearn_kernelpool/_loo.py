@@ -47,6 +47,7 @@ from ._brute import _MAX_DISTANCE_ROUNDING
 from ._chunking import row_batches
 from ._exact import EdgeBlock, nearest_ties, pairwise_squared, squared_slack
 from ._threads import single_threaded_blas
+from ._weights import physical_memory
 
 # Blocks of BLOCK x BLOCK pairs: the float64 distances and the kernel buffer
 # (1 MiB together) stay in the 2 MiB L2 cache of the benchmark machine while
@@ -234,6 +235,7 @@ class HeldOut:
         self.bandwidths = np.asarray(bandwidths, dtype=np.float64)
         self.n_jobs = n_jobs
         self.degree = degree
+        self._check_size(X.shape[0], n_jobs)
         # Local-linear moments hold the values centred on their weighted
         # mean, as the engine's do: covariances are then differences of
         # moments of the order of the spread, not of the squared mean.
@@ -255,6 +257,46 @@ class HeldOut:
     @property
     def _shape(self):
         return (len(self.kernels), len(self.bandwidths))
+
+    def sums_bytes(self, n, n_jobs):
+        """Bytes of the pooled sums of every point and candidate.
+
+        The symmetric pass holds one array of sums per thread, their total
+        and its reordering: ``8 n n_columns n_candidates (n_threads + 2)``.
+        """
+        n_threads = max(1, effective_n_jobs(n_jobs))
+        d, p = self.X_raw.shape[1], self.Y.shape[1]
+        columns = p + 1
+        if self.degree == 1:
+            columns = (d + 1) * (d + 2) // 2 + (d + 2) * p
+        n_candidates = len(self.kernels) * len(self.bandwidths)
+        return 8 * n * columns * n_candidates * (n_threads + 2)
+
+    def _check_size(self, n, n_jobs):
+        """Refuse, before any work, pooled sums larger than the physical
+        memory.
+
+        The held-out sums of every point and candidate are the result of the
+        pass (like an output, they are not bounded by ``working_memory``);
+        for ``degree=1`` they grow with the square of the features.
+        """
+        limit = physical_memory()
+        size = self.sums_bytes(n, n_jobs)
+        if limit is None or size <= limit:
+            return
+        d = self.X_raw.shape[1]
+        n_candidates = len(self.kernels) * len(self.bandwidths)
+        what = "the moments of local-linear fits grow with the features squared; "
+        if self.degree == 0:
+            what = ""
+        raise MemoryError(
+            f"The held-out sums of {n} points and {n_candidates} candidates "
+            f"with degree={self.degree} and {d} features need about "
+            f"{size / 2**30:.1f} GiB, more than the {limit / 2**30:.1f} GiB of "
+            f"physical memory ({what}n_jobs threads hold a copy each). Score "
+            "fewer kernels or bandwidths, fewer features or samples, fewer "
+            "n_jobs, or degree=0."
+        )
 
     # -- the symmetric pass ------------------------------------------------
     def sums_excluding_groups(self, groups):

@@ -324,8 +324,8 @@ class KernelPool:
                 LocalLinearMemoryWarning(
                     f"The local design of one query of local-linear pooling "
                     f"(degree=1, {d} features, {n_keys} keys) takes about "
-                    f"{row / 2**20:.0f} MiB, more than the working_memory of "
-                    f"{budget / 2**20:.0f} MiB per thread: the queries are "
+                    f"{row / 2**20:.3g} MiB, more than the working_memory of "
+                    f"{budget / 2**20:.3g} MiB per thread: the queries are "
                     "solved one at a time, and the memory used exceeds "
                     "working_memory. Raise it with "
                     "sklearn.config_context(working_memory=...) or reduce the "
