@@ -264,10 +264,13 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         ``best_estimator_`` (see :class:`KernelAttentionRegressor`): ``0``
         pools the values, ``1`` fits a local-linear model around each query.
         With ``degree=1`` the held-out predictions are those of the
-        local-linear fit without the held-out points, and a held-out point
-        whose fit has a singular local design gets the local mean, as the
-        fitted estimator's queries do; ``cv_results_["singular_fraction"]``
-        reports how many did, and no warning is issued while scoring.
+        local-linear fit without the held-out points, with the fitted
+        estimator's minimum-norm slope on rank-deficient local designs (such
+        as full one-hot encodings), and a held-out point whose local design
+        determines no slope (rank 0) gets the local mean, as the fitted
+        estimator's queries do; ``cv_results_["singular_fraction"]`` and
+        ``cv_results_["rank_deficient_fraction"]`` report how many, and no
+        warning is issued while scoring.
 
     on_empty : {"nearest", "mean", "nan", "raise"}, default="nearest"
         What a point gets when no other point of positive weight lies in the
@@ -336,8 +339,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         the outputs); under K-fold also ``split{k}_test_score`` and
         ``std_test_score``. With ``degree=1`` also ``singular_fraction``,
         the fraction of the held-out predictions of positive pooled weight
-        whose local design was singular and that fell back to the local
-        mean.
+        whose local design determined no slope (rank 0) and that fell back
+        to the local mean, and ``rank_deficient_fraction``, the fraction
+        whose local design was rank-deficient but of positive rank (a
+        minimum-norm slope along the directions it determines).
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
@@ -380,12 +385,16 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     thread), by that over :math:`p + 1`; then one :math:`d \\times d`
     symmetric eigenproblem per held-out point and candidate solves its fit
     around the point, exactly as :class:`KernelAttentionRegressor` does
-    (same singular threshold, for the key count and key mean of the fit
+    (same rank threshold, for the key count and key mean of the fit
     without the point). This suits the few features that local-linear fits
-    are used on. A nearly singular local design (its weight carried by barely more
-    than :math:`d` keys, or by keys whose weights span many orders of
-    magnitude) amplifies rounding in both computations alike, so that
-    their predictions then agree only to the design's conditioning.
+    are used on. The pooled sums are the result of the pass and are not
+    bounded by ``working_memory``: a search whose sums (with a copy per
+    thread) exceed the physical memory is refused with a ``MemoryError``
+    naming their size, before any work. A nearly singular local design
+    (its weight carried by barely more than :math:`d` keys, or by keys whose
+    weights span many orders of magnitude) amplifies rounding in both
+    computations alike, so that their predictions then agree only to the
+    design's conditioning.
 
     Sample weights: under leave-one-out a point's prediction pools the other
     points with their weights, and the scores weigh each point's error by its
@@ -437,6 +446,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     >>> local_linear.bandwidth_, local_linear.best_estimator_.degree
     (0.2, 1)
     >>> local_linear.cv_results_["singular_fraction"]
+    array([0., 0., 0.])
+    >>> local_linear.cv_results_["rank_deficient_fraction"]
     array([0., 0., 0.])
     """
 

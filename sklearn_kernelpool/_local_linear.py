@@ -8,12 +8,21 @@ local mean of the keys, ``C = sum_i p_i (k_i - m)(k_i - m)^T`` their local
 covariance and ``c = sum_i p_i (k_i - m) y_i`` the local cross-covariance,
 the solution is::
 
-    beta = C^{-1} c,    b = ybar - beta . (m - q)
+    beta = C^+ c,    b = ybar - beta . (m - q)
 
-All of it follows from the moments ``sum_i a_i [k_i, k_i k_i^T, y_i,
-k_i y_i, y_i**2, 1]``, which one product of a chunk's scores against the
-matrix of :func:`moment_matrix` gives for every query at once; only the
-batched ``d x d`` eigendecompositions of ``C`` remain. The keys are scaled by
+with ``C^+`` the pseudo-inverse of ``C`` over its numerically determined
+rank (:func:`_local_geometry`): the ordinary local-linear fit where ``C`` has
+full rank, and the minimum-norm (Moore--Penrose) least-squares solution of
+the weighted design ``[1, k_i - m]`` at ``q`` where it does not (collinear
+features, too few keys). Only a design of rank 0 gets the local mean.
+
+For a few features all of it follows from the moments ``sum_i a_i [k_i,
+k_i k_i^T, y_i, k_i y_i, y_i**2, 1]``, which one product of a chunk's scores
+against the matrix of :func:`moment_matrix` gives for every query at once;
+only the batched ``d x d`` eigendecompositions of ``C`` remain. For many
+features, whose moment matrix (``n_keys x d**2 / 2``) would not fit,
+:func:`centred_fit` sums each query's ``C`` and ``c`` from its weighted keys
+instead. The keys are scaled by
 the bandwidth and centred on their mean by the engine, and the values
 centred on their weighted mean, so the covariances are differences of
 moments as large as the squared extent of the data (in bandwidths), never
@@ -21,7 +30,7 @@ of its squared offset from the origin.
 
 The prediction is also a weighted sum of the values,
 ``b = sum_i l_i y_i`` with the equivalent-kernel weights
-``l_i = p_i (1 - g . (k_i - m))``, ``g = C^{-1} (m - q)``: they sum to one and
+``l_i = p_i (1 - g . (k_i - m))``, ``g = C^+ (m - q)``: they sum to one and
 may be negative.
 """
 

@@ -26,8 +26,10 @@ only its width, ``n_outputs + 1`` or ``(d + 1)(d + 2) / 2 + (d + 2) p``
 columns for ``d`` features and ``p`` outputs, changes. Local-linear
 predictions solve each held-out fit around its query with
 :func:`._local_linear.solve`, with the key count and key mean of that fit,
-so that its singular designs fall back to the local mean exactly as the
-fitted estimator's do.
+so that its rank-deficient designs get the same minimum-norm slope, and its
+designs of rank 0 the same local mean, as the fitted estimator's do. The
+pooled sums of every point and candidate are refused up front when they
+exceed the physical memory (:meth:`HeldOut.sums_bytes`).
 
 Kernels with a log form are exponentiated without a per-row shift, which is
 what lets a block serve both of its sides. A row whose pooled weight falls

@@ -84,11 +84,17 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         - ``1``: fit ``y ~ b + beta . (k - q)`` around each query ``q`` by
           least squares weighted with the attention weights and predict
           ``b`` (local-linear). It is exact for linear functions and has no
-          first-order bias at the boundary. A query whose weighted keys do
-          not determine the fit (fewer than ``n_features + 1`` keys in
-          general position carry its weight) gets the ``degree=0``
-          prediction and is counted in a
-          :class:`~sklearn_kernelpool.LocalLinearFallbackWarning`.
+          first-order bias at the boundary. Where the weighted keys do not
+          determine every direction (collinear features such as a full
+          one-hot encoding, or fewer than ``n_features + 1`` keys in general
+          position), the slope is the minimum-norm (Moore-Penrose) solution:
+          along the directions the keys determine, none along the others. A
+          query whose keys determine no direction at all (its weight on one
+          key, or on keys at one point) gets the ``degree=0`` prediction and
+          is counted in a
+          :class:`~sklearn_kernelpool.LocalLinearFallbackWarning`. Memory
+          stays within ``working_memory`` whatever the number of features:
+          see :class:`~sklearn_kernelpool.LocalLinearMemoryWarning`.
 
     on_empty : {"nearest", "mean", "nan", "raise"}, default="nearest"
         What a query gets when no training key of positive weight has a
