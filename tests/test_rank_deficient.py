@@ -200,3 +200,22 @@ def test_full_and_drop_first_one_hot_agree_on_real_data():
         scores[drop_first] = quietly(cross_val_score, reg, X, y, cv=cv).mean()
     assert scores[False] > 0.95
     assert abs(scores[False] - scores[True]) < 0.01
+
+
+def test_off_the_span_the_fit_shifts_with_the_values():
+    # A query with no category at all is off the span of the keys' one-hot
+    # deviations: the design centred on the local mean takes no slope along
+    # the undetermined direction, so that the fit moves with a shift of the
+    # values (the minimum-norm solution on [1, k - q] would shrink the
+    # intercept towards zero instead, and depend on the origin of y).
+    X, y, _ = one_hot_data()
+    Q = one_hot_data(6, seed=3)[0]
+    Q[:, 2:] = 0.0
+    reg = KernelAttentionRegressor("gaussian", 1.0, degree=1)
+    mean = reg.fit(X, y).predict(Q)
+    assert_allclose(reg.fit(X, y + 1000.0).predict(Q), mean + 1000.0, rtol=1e-10)
+    p = attention(X, Q[0], "gaussian", 1.0, np.ones(len(X)))
+    root = np.sqrt(p / p.sum())[:, None]
+    design = np.hstack([np.ones((len(X), 1)), X - Q[0]]) * root
+    shifted = np.linalg.lstsq(design, (y[:, None] + 1000.0) * root, rcond=1e-10)[0]
+    assert abs(shifted[0, 0] - (mean[0] + 1000.0)) > 1.0
