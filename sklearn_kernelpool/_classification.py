@@ -18,6 +18,7 @@ from ._persistence import (
     check_picklable_kernel,
     deepcopy_estimator,
 )
+from ._sparse import TREES
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
 ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")
@@ -305,4 +306,6 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.poor_score = self.kernel == "constant"
+        # SciPy sparse X, on the brute-force path.
+        tags.input_tags.sparse = self.algorithm not in TREES
         return tags

@@ -20,6 +20,7 @@ from ._persistence import (
     deepcopy_estimator,
 )
 from ._pooling import ON_EMPTY
+from ._sparse import TREES
 from ._xp_pool import (
     array_api_namespace,
     check_same_namespace,
@@ -429,6 +430,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.regressor_tags.poor_score = self.kernel == "constant"
+        # SciPy sparse X, on the brute-force path.
+        tags.input_tags.sparse = self.algorithm not in TREES
         # The array API path: degree 0, a named kernel, brute force.
         tags.array_api_support = (
             self.degree == 0
