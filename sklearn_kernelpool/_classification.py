@@ -91,8 +91,8 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
     classes_ : ndarray of shape (n_classes,)
         The class labels, sorted; the columns of ``predict_proba``.
 
-    keys_ : ndarray of shape (n_samples, n_features)
-        The training keys.
+    keys_ : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The training keys; sparse keys stay sparse here (CSR or CSC).
 
     values_ : ndarray of shape (n_samples, n_classes)
         The one-hot encoded training labels: ``values_[i, j]`` is 1 when
@@ -187,8 +187,10 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training keys.
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training keys. SciPy sparse matrices and arrays are made dense
+            once and pooled by brute force: ``algorithm="auto"`` picks it,
+            and ``"kd_tree"`` or ``"ball_tree"`` raise a ``ValueError``.
 
         y : array-like of shape (n_samples,)
             Class labels: strings, integers, booleans or any other labels
@@ -222,7 +224,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         Returns
@@ -243,7 +245,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         Returns
@@ -259,7 +261,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         Returns
@@ -276,7 +278,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         sparse : bool, default=False

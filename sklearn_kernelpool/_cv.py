@@ -608,8 +608,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training keys.
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training keys. SciPy sparse matrices and arrays are made dense
+            once and pooled by brute force: ``algorithm="auto"`` picks it,
+            and ``"kd_tree"`` or ``"ball_tree"`` raise a ``ValueError``.
 
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Training values.
@@ -941,7 +943,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         Returns

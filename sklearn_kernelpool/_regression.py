@@ -119,7 +119,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
           compact kernels the k-d tree when ``fit`` estimates that a query's
           support holds a small enough fraction of the keys for the number
           of features (the rule is measured in ``benchmarks/`` and given in
-          the user guide), brute force otherwise.
+          the user guide), brute force otherwise, and always for SciPy
+          sparse ``X`` (which the trees refuse).
 
         The choice is the fitted ``algorithm_``. Every path gives the same
         predictions up to rounding.
@@ -137,8 +138,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    keys_ : ndarray of shape (n_samples, n_features)
-        The training keys.
+    keys_ : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The training keys; sparse keys stay sparse here (CSR or CSC).
 
     values_ : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         The training values, as validated from ``y``.
@@ -264,8 +265,10 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training keys.
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training keys. SciPy sparse matrices and arrays are made dense
+            once and pooled by brute force: ``algorithm="auto"`` picks it,
+            and ``"kd_tree"`` or ``"ball_tree"`` raise a ``ValueError``.
 
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Training values.
@@ -293,7 +296,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         return_std : bool, default=False
@@ -348,7 +351,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         sparse : bool, default=False
