@@ -227,7 +227,7 @@ def test_auto_picks_brute_for_sparse_keys_and_trees_take_sparse_queries():
     )
 
 
-def test_chunks_threads_and_pickles_keep_the_predictions():
+def test_chunks_and_pickles_keep_the_predictions():
     reg = KernelAttentionRegressor(degree=1).fit(sp.csr_array(X), Y, WEIGHTS)
     queries = sp.csr_array(np.vstack([Q] * 20))
     expected = KernelAttentionRegressor(degree=1).fit(X, Y, WEIGHTS).predict(Q)
@@ -237,6 +237,18 @@ def test_chunks_threads_and_pickles_keep_the_predictions():
     loaded = pickle.loads(pickle.dumps(reg))
     assert sp.issparse(loaded.keys_)
     assert_allclose(loaded.predict(queries), expected, **TIGHT)
+
+
+def test_threads_share_the_sparse_queries():
+    # Enough pairs (2**22) for the engine to start threads over the chunks.
+    X_big, y_big, _ = _data(n=2100, n_queries=0, seed=2)
+    queries = sp.csr_array(_data(n=2048, n_queries=0, seed=3)[0])
+    dense = KernelAttentionRegressor(n_jobs=1).fit(X_big, y_big)
+    sparse = KernelAttentionRegressor(n_jobs=2).fit(sp.csc_array(X_big), y_big)
+    with config_context(working_memory=1):
+        got = sparse.predict(queries, return_std=True)
+    expected = dense.predict(queries.toarray(), return_std=True)
+    assert_allclose(got, expected, **TIGHT)
 
 
 def test_predicting_sparse_queries_keeps_to_working_memory():
