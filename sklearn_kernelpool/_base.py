@@ -80,13 +80,12 @@ def validate_fit_data(estimator, X, y, **options):
     refused.
     """
     check_dense_features(X)
-    check_sparse_algorithm(estimator.algorithm, X)
     if options.get("y_numeric"):
         check_numeric_target(estimator, y)
     # scikit-learn spots non-finite input by a sum, which warns before its
     # clear error when +inf and -inf meet.
     with np.errstate(invalid="ignore", over="ignore"):
-        return validate_data(
+        X, y = validate_data(
             estimator,
             X,
             y,
@@ -94,6 +93,9 @@ def validate_fit_data(estimator, X, y, **options):
             accept_sparse=FIT_FORMATS,
             **options,
         )
+    # After the validation, which makes frames of sparse columns sparse.
+    check_sparse_algorithm(estimator.algorithm, X)
+    return X, y
 
 
 def validate_queries(estimator, X):

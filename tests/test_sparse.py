@@ -339,3 +339,17 @@ def test_one_hot_encoded_categories_in_a_pipeline():
         [np.full(len(y_test), 1 - prior), np.full(len(y_test), prior)]
     )
     assert log_loss(y_test > 0, proba) < log_loss(y_test > 0, constant)
+
+
+def test_frames_of_sparse_columns_are_sparse_keys():
+    pd = pytest.importorskip("pandas")
+    names = [f"f{i}" for i in range(X.shape[1])]
+    frame = pd.DataFrame.sparse.from_spmatrix(sp.csr_matrix(X), columns=names)
+    queries = pd.DataFrame.sparse.from_spmatrix(sp.csr_matrix(Q), columns=names)
+    reg = KernelAttentionRegressor(kernel="epanechnikov", bandwidth=2.5)
+    expected = reg.fit(X, Y).predict(Q)
+    assert_allclose(reg.fit(frame, Y).predict(queries), expected, **TIGHT)
+    assert reg.algorithm_ == "brute"
+    assert list(reg.feature_names_in_) == names
+    with pytest.raises(ValueError, match="algorithm='kd_tree' cannot use sparse X"):
+        reg.set_params(algorithm="kd_tree").fit(frame, Y)
