@@ -15,6 +15,13 @@ from ._algorithm import ALGORITHMS
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._brute import check_kernel_callable
 from ._pooling import KernelPool, resolve_kernel
+from ._sparse import (
+    FIT_FORMATS,
+    QUERY_FORMATS,
+    check_sparse_algorithm,
+    dense_keys,
+    fitted_algorithm,
+)
 from ._validation import check_no_dates, check_no_strings, first_string
 from .kernels import KERNELS
 
@@ -41,16 +48,12 @@ POOL_PARAMETER_CONSTRAINTS = {
 
 
 def check_dense_features(X, name="X"):
-    """Refuse sparse matrices, dates and strings, with what to do instead."""
+    """Refuse dates and strings, with what to do instead.
+
+    SciPy sparse ``X`` holds numbers only, and passes (:mod:`._sparse`).
+    """
     if issparse(X):
-        raise TypeError(
-            f"Sparse data was passed for {name} (a {type(X).__name__} of shape "
-            f"{X.shape}), but dense data is required. In a Pipeline, have the "
-            "step before output dense data, for example "
-            "OneHotEncoder(sparse_output=False) or "
-            "ColumnTransformer(..., sparse_threshold=0); outside one, "
-            f"{name}.toarray() densifies it."
-        )
+        return
     check_no_dates(X, name)
     check_no_strings(X)
 
@@ -67,8 +70,10 @@ def check_numeric_target(estimator, y):
 
 
 def validate_fit_data(estimator, X, y, **options):
-    """``validate_data`` of the training data, sparse input, dates and strings
-    refused.
+    """``validate_data`` of the training data, dates and strings refused.
+
+    SciPy sparse ``X`` is kept as CSR or CSC; a tree ``algorithm`` is
+    refused for it (:mod:`._sparse`).
 
     ``options`` go to :func:`~sklearn.utils.validation.validate_data`; the
     keys are float64 or float32. With ``y_numeric=True``, string targets are
@@ -80,15 +85,31 @@ def validate_fit_data(estimator, X, y, **options):
     # scikit-learn spots non-finite input by a sum, which warns before its
     # clear error when +inf and -inf meet.
     with np.errstate(invalid="ignore", over="ignore"):
-        return validate_data(estimator, X, y, dtype=[np.float64, np.float32], **options)
+        X, y = validate_data(
+            estimator,
+            X,
+            y,
+            dtype=[np.float64, np.float32],
+            accept_sparse=FIT_FORMATS,
+            **options,
+        )
+    # After the validation, which makes frames of sparse columns sparse.
+    check_sparse_algorithm(estimator.algorithm, X)
+    return X, y
 
 
 def validate_queries(estimator, X):
-    """``validate_data`` of the queries of a fitted estimator, sparse input,
-    dates and strings refused."""
+    """``validate_data`` of the queries of a fitted estimator, dates and
+    strings refused; SciPy sparse queries become CSR."""
     check_dense_features(X)
     with np.errstate(invalid="ignore", over="ignore"):
-        return validate_data(estimator, X, reset=False, dtype=[np.float64, np.float32])
+        return validate_data(
+            estimator,
+            X,
+            reset=False,
+            dtype=[np.float64, np.float32],
+            accept_sparse=QUERY_FORMATS,
+        )
 
 
 def validate_sample_weight(sample_weight, X):
@@ -121,8 +142,11 @@ def fit_pool(estimator, X, values, sample_weight, **options):
     :class:`KernelPool` from the estimator's parameters; ``options`` go to
     the engine as they are. Sets the fitted attributes every estimator has:
     ``sample_weight_``, ``bandwidth_``, ``algorithm_`` and the engine
-    ``_pool``.
+    ``_pool``. Sparse keys are made dense here, and ``algorithm="auto"``
+    picks brute force for them (:mod:`._sparse`).
     """
+    algorithm = fitted_algorithm(estimator.algorithm, X)
+    X = dense_keys(X)
     estimator.sample_weight_ = validate_sample_weight(sample_weight, X)
     weights = (
         np.ones(X.shape[0], dtype=X.dtype)
@@ -140,7 +164,7 @@ def fit_pool(estimator, X, values, sample_weight, **options):
         estimator.bandwidth_,
         estimator.on_empty,
         user_kernel=callable(estimator.kernel),
-        algorithm=estimator.algorithm,
+        algorithm=algorithm,
         **options,
     )
     estimator.algorithm_ = estimator._pool.algorithm

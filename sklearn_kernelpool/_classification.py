@@ -18,6 +18,7 @@ from ._persistence import (
     check_picklable_kernel,
     deepcopy_estimator,
 )
+from ._sparse import TREES
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
 ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")
@@ -90,8 +91,8 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
     classes_ : ndarray of shape (n_classes,)
         The class labels, sorted; the columns of ``predict_proba``.
 
-    keys_ : ndarray of shape (n_samples, n_features)
-        The training keys.
+    keys_ : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The training keys; sparse keys stay sparse here (CSR or CSC).
 
     values_ : ndarray of shape (n_samples, n_classes)
         The one-hot encoded training labels: ``values_[i, j]`` is 1 when
@@ -186,8 +187,10 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training keys.
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training keys. SciPy sparse matrices and arrays are made dense
+            once and pooled by brute force: ``algorithm="auto"`` picks it,
+            and ``"kd_tree"`` or ``"ball_tree"`` raise a ``ValueError``.
 
         y : array-like of shape (n_samples,)
             Class labels: strings, integers, booleans or any other labels
@@ -221,7 +224,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         Returns
@@ -242,7 +245,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         Returns
@@ -258,7 +261,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         Returns
@@ -275,7 +278,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         sparse : bool, default=False
@@ -305,4 +308,6 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.poor_score = self.kernel == "constant"
+        # SciPy sparse X, on the brute-force path.
+        tags.input_tags.sparse = self.algorithm not in TREES
         return tags

@@ -25,6 +25,7 @@ from ._chunking import row_batches
 from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut
 from ._pooling import ON_EMPTY
 from ._regression import KernelAttentionRegressor
+from ._sparse import TREES, dense_keys
 from ._validation import (
     check_squares,
     coordinate_limit,
@@ -618,8 +619,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training keys.
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training keys. SciPy sparse matrices and arrays are made dense
+            once and pooled by brute force: ``algorithm="auto"`` picks it,
+            and ``"kd_tree"`` or ``"ball_tree"`` raise a ``ValueError``.
 
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Training values.
@@ -634,6 +637,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             The fitted estimator.
         """
         X, y = validate_fit_data(self, X, y, multi_output=True, y_numeric=True)
+        # The scores need the distances of every pair: sparse keys are made
+        # dense for them; the refit takes them as given.
+        keys, X = X, dense_keys(X)
         # The scores square the distances of the data as it is, and the errors.
         check_squares(X, "X", "squared distances")
         check_squares(y.reshape(X.shape[0], -1), "y", "squared errors")
@@ -720,7 +726,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             on_empty=self.on_empty,
             algorithm=self.algorithm,
             n_jobs=self.n_jobs,
-        ).fit(X, y, sample_weight=given_weight)  # it rescales them itself
+        ).fit(keys, y, sample_weight=given_weight)  # it rescales them itself
         return self
 
     # -- progress ------------------------------------------------------------
@@ -952,7 +958,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         Returns
@@ -967,6 +973,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
+        # SciPy sparse X, on the brute-force path.
+        tags.input_tags.sparse = self.algorithm not in TREES
         # One isotropic width over ten features, one of them informative (the
         # common checks' data), smooths the training fit to R^2 < 0.5 at a
         # cross-validated bandwidth; learned per-feature widths do better.

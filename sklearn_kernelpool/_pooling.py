@@ -34,6 +34,7 @@ from ._exceptions import (
 )
 from ._persistence import check_pool_arguments
 from ._progress import new_bar
+from ._sparse import dense_rows
 from ._threads import engine_threads, single_threaded_blas
 from ._tree import TreeScorer
 from ._validation import relative_weights, scale_coordinates, scale_values
@@ -365,7 +366,8 @@ class KernelPool:
         """An upper bound on the keys in each query's support (tree paths)."""
         counts = np.empty(X.shape[0], dtype=np.intp)
         for batch in gen_batches(X.shape[0], TREE_CHUNK_ROWS):
-            scaled = scale_coordinates(X[batch], self.bandwidth, self.dtype, "X")
+            chunk = dense_rows(X, batch)
+            scaled = scale_coordinates(chunk, self.bandwidth, self.dtype, "X")
             counts[batch] = self.scorer.count(scaled)
         return counts
 
@@ -436,7 +438,8 @@ class KernelPool:
                 )
             for i in group:
                 batch = batches[i]
-                rows, empty[batch] = work(X[batch], workspace)
+                # Sparse queries are made dense a chunk at a time.
+                rows, empty[batch] = work(dense_rows(X, batch), workspace)
                 out[batch if width is not None else i] = rows
                 bar.update(batch.stop - batch.start)
 

@@ -20,6 +20,7 @@ from ._persistence import (
     deepcopy_estimator,
 )
 from ._pooling import ON_EMPTY
+from ._sparse import TREES
 from ._xp_pool import (
     array_api_namespace,
     check_same_namespace,
@@ -124,7 +125,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
           compact kernels the k-d tree when ``fit`` estimates that a query's
           support holds a small enough fraction of the keys for the number
           of features (the rule is measured in ``benchmarks/`` and given in
-          the user guide), brute force otherwise.
+          the user guide), brute force otherwise, and always for SciPy
+          sparse ``X`` (which the trees refuse).
 
         The choice is the fitted ``algorithm_``. Every path gives the same
         predictions up to rounding.
@@ -142,8 +144,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    keys_ : ndarray of shape (n_samples, n_features)
-        The training keys.
+    keys_ : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The training keys; sparse keys stay sparse here (CSR or CSC).
 
     values_ : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         The training values, as validated from ``y``.
@@ -269,8 +271,10 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training keys.
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training keys. SciPy sparse matrices and arrays are made dense
+            once and pooled by brute force: ``algorithm="auto"`` picks it,
+            and ``"kd_tree"`` or ``"ball_tree"`` raise a ``ValueError``.
 
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Training values.
@@ -298,7 +302,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         return_std : bool, default=False
@@ -353,7 +357,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_queries, n_features)
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
         sparse : bool, default=False
@@ -435,6 +439,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.regressor_tags.poor_score = self.kernel == "constant"
+        # SciPy sparse X, on the brute-force path.
+        tags.input_tags.sparse = self.algorithm not in TREES
         # The array API path: degree 0, a named kernel, brute force.
         tags.array_api_support = (
             self.degree == 0

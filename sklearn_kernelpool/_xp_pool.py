@@ -27,6 +27,7 @@ from ._brute import _MAX_DISTANCE_ROUNDING
 from ._chunking import working_memory_bytes
 from ._exact import edge_values, pairwise_squared, squared_slack, tie_bandwidth
 from ._pooling import report_empty
+from ._sparse import check_not_sparse_array_api
 from ._validation import coordinate_limit
 from .kernels import KERNELS
 
@@ -209,6 +210,7 @@ def fit_array_api(estimator, X, y, sample_weight, xp):
 
 def validate_array_api_queries(estimator, X, method):
     """``validate_data`` of the queries, in the dtype of the training keys."""
+    check_not_sparse_array_api(X, method)
     check_same_namespace(estimator, X, method)
     pool = estimator._pool
     X = validate_data(estimator, X, reset=False, dtype=[pool.dtype])

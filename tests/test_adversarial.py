@@ -555,12 +555,12 @@ ROWS = {
     "pandas fit, array queries": Row(
         Returns(lambda row: reference(row, X_=X), warns=UserWarning), X=frame
     ),
-    # -- sparse input (the tags say dense only) ------------------------------
+    # -- sparse input: the predictions of its dense copy ---------------------
     "sparse X": Row(
-        Raises(TypeError, "Sparse data was passed for X"), X=sp.csr_matrix(X)
+        Returns(lambda row: reference(row, X_=X), rtol=0.0), X=sp.csr_matrix(X)
     ),
     "sparse queries": Row(
-        Raises(TypeError, "Sparse data was passed for X", "predict"), Q=sp.csr_array(Q)
+        Returns(lambda row: reference(row, Q_=Q), rtol=0.0), Q=sp.csr_array(Q)
     ),
     # -- parameters ----------------------------------------------------------
     "bandwidth 0": Row(
@@ -748,5 +748,5 @@ def _escaped(fragment):
 
 
 @pytest.mark.parametrize("estimator", FACTORIES)
-def test_the_tags_say_dense_only(estimator):
-    assert not get_tags(FACTORIES[estimator].make({})).input_tags.sparse
+def test_the_tags_say_sparse_is_accepted(estimator):
+    assert get_tags(FACTORIES[estimator].make({})).input_tags.sparse

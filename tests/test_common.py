@@ -47,6 +47,11 @@ def _configurations():
     yield KernelAttentionRegressor(kernel="epanechnikov", bandwidth=3.0, degree=1)
     yield KernelAttentionRegressor(kernel="boxcar", bandwidth=1.0, degree=1)
 
+    # An explicit tree refuses sparse X, and says so in its tags.
+    yield KernelAttentionRegressor(
+        kernel="epanechnikov", bandwidth=3.0, algorithm="kd_tree"
+    )
+
 
 PER_FEATURE_BANDWIDTH = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0]
 
@@ -55,6 +60,9 @@ PER_FEATURE_BANDWIDTH = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0]
 FEATURE_COUNT_CHECKS = (
     "check_dict_unchanged",
     "check_dont_overwrite_parameters",
+    "check_estimator_sparse_array",
+    "check_estimator_sparse_matrix",
+    "check_estimator_sparse_tag",
     "check_estimators_dtypes",
     "check_estimators_fit_returns_self",
     "check_estimators_nan_inf",
@@ -74,6 +82,7 @@ FEATURE_COUNT_CHECKS = (
     "check_readonly_memmap_input",
     "check_regressors_no_decision_function",
     "check_sample_weight_equivalence_on_dense_data",
+    "check_sample_weight_equivalence_on_sparse_data",
     "check_sample_weights_list",
     "check_sample_weights_not_an_array",
     "check_sample_weights_not_overwritten",
@@ -113,7 +122,13 @@ LOO_WEIGHT_REASON = (
 def expected_failed_checks(estimator):
     if isinstance(estimator, KernelAttentionRegressorCV):
         if estimator.cv is None:
-            return {"check_sample_weight_equivalence_on_dense_data": LOO_WEIGHT_REASON}
+            return dict.fromkeys(
+                (
+                    "check_sample_weight_equivalence_on_dense_data",
+                    "check_sample_weight_equivalence_on_sparse_data",
+                ),
+                LOO_WEIGHT_REASON,
+            )
         return {}
     if isinstance(estimator.bandwidth, list):
         reason = (
