@@ -277,7 +277,6 @@ def query_columns(estimator, X, dtype):
 
 def resolve_categorical_bandwidth(value, n_categorical):
     """``categorical_bandwidth`` as an ndarray of one lambda per feature."""
-    lam = np.asarray(value, dtype=object)
     try:
         lam = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
