@@ -337,3 +337,139 @@ def test_errors():
     reg.fit(X.to_numpy(dtype=object), y)
     with pytest.raises(ValueError, match="4 features"):
         reg.predict(Q.to_numpy(dtype=object)[:, :3])
+
+
+# -- selection of lambda by cross-validation ------------------------------------
+def _held_out_by_refitting(X, y, sw, kernel, h, lam, degree, splits, on_empty):
+    """Held-out predictions of a refit without each point / fold."""
+    pred = np.empty(len(y))
+    for train, test in splits:
+        reg = KernelAttentionRegressor(
+            kernel,
+            h,
+            degree=degree,
+            on_empty=on_empty,
+            categorical_features=[1, 3],
+            categorical_bandwidth=lam,
+        )
+        reg.fit(
+            X.iloc[train], y[train], sample_weight=None if sw is None else sw[train]
+        )
+        pred[test] = reg.predict(X.iloc[test])
+    return pred
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "cauchy"])
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_leave_one_out_equals_refitting_without_each_point(kernel, degree, weighted):
+    from sklearn.model_selection import LeaveOneOut
+
+    from sklearn_kernelpool import KernelAttentionRegressorCV
+
+    X, y, _ = mixed_data(n=40)
+    sw = np.random.default_rng(5).uniform(0.5, 2, len(y)) if weighted else None
+    grid, lambdas = [0.8, 2.0], [0.0, 0.3, 1.0]
+    cv = KernelAttentionRegressorCV(
+        kernels=kernel,
+        bandwidths=grid,
+        degree=degree,
+        categorical_features=["colour", "size"],
+        categorical_bandwidths=lambdas,
+    )
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cv.fit(X, y, sample_weight=sw)
+    splits = list(LeaveOneOut().split(X))
+    w = np.ones(len(y)) if sw is None else sw
+    results = cv.cv_results_
+    assert_allclose(results["param_categorical_bandwidth"], np.repeat(lambdas, 2))
+    for c, params in enumerate(results["params"]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pred = _held_out_by_refitting(
+                X,
+                y,
+                sw,
+                kernel,
+                params["bandwidth"],
+                params["categorical_bandwidth"],
+                degree,
+                splits,
+                "nearest",
+            )
+        mse = np.sum(w * (pred - y) ** 2) / w.sum()
+        assert_allclose(results["loo_mse"][c], mse, rtol=1e-8)
+    best = results["params"][cv.best_index_]
+    assert cv.categorical_bandwidth_ == best["categorical_bandwidth"]
+    assert_allclose(
+        cv.best_estimator_.categorical_bandwidth_, [best["categorical_bandwidth"]] * 2
+    )
+    assert_allclose(cv.predict(X), cv.best_estimator_.predict(X))
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("partition", [True, False])
+def test_kfold_equals_refitting_each_fold(degree, partition):
+    from sklearn.metrics import r2_score
+    from sklearn.model_selection import KFold, ShuffleSplit
+
+    from sklearn_kernelpool import KernelAttentionRegressorCV
+
+    X, y, _ = mixed_data(n=50)
+    if partition:
+        splits = list(KFold(4, shuffle=True, random_state=0).split(X))
+    else:
+        splits = list(ShuffleSplit(3, test_size=0.3, random_state=0).split(X))
+    cv = KernelAttentionRegressorCV(
+        kernels=["gaussian", "biweight"],
+        bandwidths=[1.0, 3.0],
+        degree=degree,
+        cv=splits,
+        categorical_features=[1, 3],
+        categorical_bandwidths=[0.1, 0.5],
+    ).fit(X, y)
+    for c, params in enumerate(cv.cv_results_["params"]):
+        for s, (train, test) in enumerate(splits):
+            pred = _held_out_by_refitting(
+                X,
+                y,
+                None,
+                params["kernel"],
+                params["bandwidth"],
+                params["categorical_bandwidth"],
+                degree,
+                [(train, test)],
+                "nearest",
+            )
+            assert_allclose(
+                cv.cv_results_[f"split{s}_test_score"][c],
+                r2_score(y[test], pred[test]),
+                rtol=1e-8,
+            )
+
+
+def test_cv_only_categorical_and_errors():
+    from sklearn_kernelpool import KernelAttentionRegressorCV
+
+    X, y, Q = mixed_data(n=40)
+    cv = KernelAttentionRegressorCV(
+        categorical_features=[0, 1], categorical_bandwidths=[0.0, 0.5, 1.0], degree=1
+    ).fit(X[["colour", "size"]], y)
+    assert cv.best_estimator_.predict(Q[["colour", "size"]]).shape == (len(Q),)
+    assert_allclose(
+        cv.predict(Q[["colour", "size"]]),
+        cv.best_estimator_.predict(Q[["colour", "size"]]),
+    )
+    with pytest.raises(ValueError, match="categorical_bandwidths"):
+        KernelAttentionRegressorCV(
+            categorical_features=[1, 3], categorical_bandwidths=[0.5, 2.0]
+        ).fit(X, y)
+    with pytest.raises(ValueError, match="per_feature"):
+        KernelAttentionRegressorCV(categorical_features=[1, 3], per_feature=True).fit(
+            X, y
+        )
