@@ -16,7 +16,6 @@ import argparse
 import time
 import warnings
 
-import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 from sklearn.compose import ColumnTransformer
