@@ -317,6 +317,9 @@ class KernelPool:
             itemsize += 8  # the float64 buffer of widened products
         row_bytes = itemsize * self.keys.shape[0] + 8 * (self.keys.shape[1] + 2)
         row_bytes += extra_row_bytes
+        if self.categorical is not None:
+            # The masks of the categorical factor (:mod:`._categorical`).
+            row_bytes += 2 * self.keys.shape[0]
         budget = min(working_memory_bytes() / n_threads, CHUNK_BYTES)
         # Whole blocks, so that every chunk starts a block.
         block = self.scorer.block_rows

@@ -473,3 +473,46 @@ def test_cv_only_categorical_and_errors():
         KernelAttentionRegressorCV(categorical_features=[1, 3], per_feature=True).fit(
             X, y
         )
+
+
+def test_altered_categorical_engine_arguments_are_refused():
+    from sklearn_kernelpool._persistence import check_pool_arguments
+    from sklearn_kernelpool._pooling import ON_EMPTY
+
+    X, y, _ = mixed_data()
+    reg = KernelAttentionRegressor(
+        bandwidth=[1.0, 2.0], categorical_features=[1, 3], categorical_bandwidth=0.3
+    ).fit(X, y)
+    arguments = reg._pool._arguments
+    check_pool_arguments(dict(arguments), ON_EMPTY)
+    negative, fraction = arguments["keys"].copy(), arguments["keys"].copy()
+    negative[0, -1] = -1.0
+    fraction[0, -2] = 0.5
+    for change in [
+        {"categorical_bandwidth": np.array([0.3, 1.5])},
+        {"categorical_bandwidth": np.array([0.3, np.nan])},
+        {"categorical_bandwidth": np.full(5, 0.3)},
+        {"keys": negative},
+        {"keys": fraction},
+        {"bandwidth": np.ones(4)},
+    ]:
+        with pytest.raises(ValueError, match="Cannot load"):
+            check_pool_arguments({**arguments, **change}, ON_EMPTY)
+    # An engine saved without categorical features loads as before.
+    plain = KernelAttentionRegressor().fit(X[["u", "v"]], y)
+    saved = dict(plain._pool._arguments)
+    del saved["categorical_bandwidth"]
+    check_pool_arguments(saved, ON_EMPTY)
+
+
+def test_array_api_path_refuses_categorical_features():
+    from _array_api import strict_namespace
+
+    xp = strict_namespace()
+    X = np.arange(12.0).reshape(6, 2)
+    y = np.arange(6.0)
+    with config_context(array_api_dispatch=True):
+        with pytest.raises(ValueError, match="categorical_features"):
+            KernelAttentionRegressor(categorical_features=[1]).fit(
+                xp.asarray(X), xp.asarray(y)
+            )
