@@ -14,6 +14,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from . import _categorical_widths
 from ._algorithm import ALGORITHMS
 from ._base import (
     N_JOBS_CONSTRAINT,
@@ -322,8 +323,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         bandwidth and scored by the same exact leave-one-out or K-fold
         predictions (each held-out point against every allowed key, with the
         categorical factor in its weights). Unused without categorical
-        features. ``per_feature=True`` is not available with categorical
-        features.
+        features. With ``per_feature=True``, one ``lambda_j`` in [1e-3, 1]
+        per categorical feature is then learned together with one width per
+        continuous feature, by L-BFGS-B on the leave-one-out squared error
+        with its analytic gradient, from the selected candidate; they
+        replace it only where they lower its leave-one-out error, and
+        ``categorical_bandwidth_`` is then an array.
 
     Attributes
     ----------
@@ -361,8 +366,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
 
-    categorical_bandwidth_ : float
-        With categorical features, the selected ``lambda``; the candidates'
+    categorical_bandwidth_ : float or ndarray of shape (n_categorical_features,)
+        With categorical features, the selected ``lambda`` (one per feature
+        when learned with ``per_feature=True``); the candidates'
         are ``cv_results_["param_categorical_bandwidth"]`` (the slowest
         varying parameter of ``cv_results_``).
 
@@ -481,7 +487,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         "algorithm": [StrOptions(set(ALGORITHMS))],
         "n_jobs": N_JOBS_CONSTRAINT,
         "verbose": ["verbose"],
-        **CATEGORICAL_CONSTRAINTS,
+        "categorical_features": CATEGORICAL_CONSTRAINTS["categorical_features"],
         "categorical_bandwidths": ["array-like"],
     }
 
@@ -759,19 +765,23 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.best_params_ = dict(params[self.best_index_])
         self.kernel_ = self.best_params_["kernel"]
         self.bandwidth_ = float(self.best_params_["bandwidth"])
-        extra = {}
         if "categorical_bandwidth" in self.best_params_:
             self.categorical_bandwidth_ = self.best_params_["categorical_bandwidth"]
+        self.best_score_ = float(results["mean_test_score"][self.best_index_])
+        self._say_scores(params, names)
+        if self.per_feature and codes is not None:
+            self._say("Learning per-feature widths and lambdas by leave-one-out")
+            self._learn_categorical(X, X64, codes, y, Y, weights, scorer, weighted)
+        elif self.per_feature:
+            self._say("Learning per-feature widths by leave-one-out")
+            self._learn_widths(X, X64, y, Y, weights, scorer, weighted)
+            self._say(f"Per-feature widths: {np.round(self.bandwidth_, 6).tolist()}")
+        extra = {}
+        if codes is not None:
             extra = {
                 "categorical_features": self.categorical_features,
                 "categorical_bandwidth": self.categorical_bandwidth_,
             }
-        self.best_score_ = float(results["mean_test_score"][self.best_index_])
-        self._say_scores(params, names)
-        if self.per_feature:
-            self._say("Learning per-feature widths by leave-one-out")
-            self._learn_widths(X, X64, y, Y, weights, scorer, weighted)
-            self._say(f"Per-feature widths: {np.round(self.bandwidth_, 6).tolist()}")
         self._say(f"Refitting the selected candidate on all {X.shape[0]} samples")
         self.best_estimator_ = KernelAttentionRegressor(
             kernel=self.kernel_,
@@ -784,6 +794,29 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         ).fit(X_given if extra else X, y, sample_weight=given_weight)
         # (it rescales the weights itself)
         return self
+
+    def _learn_categorical(self, X, X64, codes, y, Y, weights, scorer, weighted):
+        """Per-feature widths and lambdas (:mod:`._categorical_widths`), kept
+        where they lower the leave-one-out error of the selected candidate."""
+        kernel = KERNELS[self.kernel_]
+        lambdas = np.full(codes.shape[1], self.categorical_bandwidth_)
+        widths, learned, n_iter, loo_mse = _categorical_widths.learn(
+            X64, codes, Y, weights, kernel, self.bandwidth_, lambdas
+        )
+        self.n_iter_ = n_iter
+        if not loo_mse < self.cv_results_["loo_mse"][self.best_index_]:
+            return
+        self.bandwidth_ = widths[0] if self._placeholder else widths
+        self.categorical_bandwidth_ = learned
+        if scorer is None:
+            self.best_score_ = -float(loo_mse)
+            return
+        predictions = _categorical_widths.loo_predictions(
+            X64, codes, Y, weights, kernel, widths, learned
+        )
+        self.best_score_ = self._score(
+            scorer, predictions, X, y, weights, False, weighted
+        )
 
     def _split_categorical(self, X):
         """The continuous features, the category codes and the lambdas to
@@ -805,12 +838,6 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             raise ValueError(
                 "categorical_bandwidths must be a non-empty 1-D array-like of "
                 f"floats in [0, 1]; got {self.categorical_bandwidths!r}."
-            )
-        if self.per_feature:
-            raise ValueError(
-                "per_feature=True learns the widths of continuous features "
-                "only; with categorical features use per_feature=False (the "
-                "lambda is selected among categorical_bandwidths)."
             )
         n_categorical = int(np.count_nonzero(self.is_categorical_))
         codes = X[:, X.shape[1] - n_categorical :].astype(np.intp)

@@ -470,9 +470,9 @@ def test_cv_only_categorical_and_errors():
             categorical_features=[1, 3], categorical_bandwidths=[0.5, 2.0]
         ).fit(X, y)
     with pytest.raises(ValueError, match="per_feature"):
-        KernelAttentionRegressorCV(categorical_features=[1, 3], per_feature=True).fit(
-            X, y
-        )
+        KernelAttentionRegressorCV(
+            categorical_features=[1, 3], per_feature=True, cv=3
+        ).fit(X, y)
 
 
 def test_altered_categorical_engine_arguments_are_refused():
@@ -516,3 +516,58 @@ def test_array_api_path_refuses_categorical_features():
             KernelAttentionRegressor(categorical_features=[1]).fit(
                 xp.asarray(X), xp.asarray(y)
             )
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "cauchy", "exponential"])
+def test_width_and_lambda_gradient_matches_finite_differences(kernel):
+    from scipy.optimize import approx_fprime
+
+    from sklearn_kernelpool._categorical_widths import loo_objective
+    from sklearn_kernelpool.kernels import KERNELS
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    codes = rng.integers(0, 3, (30, 2))
+    Y = X[:, :1] + codes[:, :1] + rng.normal(scale=0.1, size=(30, 1))
+    w = rng.uniform(0.5, 2, 30)
+    theta = np.log([0.7, 1.3, 0.2, 0.6])
+    value, grad = loo_objective(theta, X, codes, Y, w, KERNELS[kernel])
+    numeric = approx_fprime(
+        theta, lambda t: loo_objective(t, X, codes, Y, w, KERNELS[kernel])[0], 1e-7
+    )
+    assert_allclose(grad, numeric, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_per_feature_learns_a_lambda_per_categorical_feature():
+    from sklearn_kernelpool import KernelAttentionRegressorCV
+
+    rng = np.random.default_rng(2)
+    n = 80
+    x = rng.uniform(-2, 2, n)
+    informative = rng.integers(0, 3, n)
+    noise = rng.integers(0, 3, n)
+    y = np.sin(x) + 1.5 * informative + rng.normal(scale=0.2, size=n)
+    X = np.column_stack([x, informative, noise])
+    cv = KernelAttentionRegressorCV(
+        bandwidths=[0.3, 1.0],
+        categorical_features=[1, 2],
+        categorical_bandwidths=[0.1, 0.5],
+        per_feature=True,
+    ).fit(X, y)
+    lam = cv.categorical_bandwidth_
+    assert lam.shape == (2,) and lam[0] < 0.05 < 0.5 < lam[1]
+    assert cv.best_score_ > np.max(cv.cv_results_["mean_test_score"])
+    # The learned score is the leave-one-out error of refitting without
+    # each point at the learned widths and lambdas.
+    pred = np.empty(n)
+    for i in range(n):
+        keep = np.arange(n) != i
+        reg = KernelAttentionRegressor(
+            bandwidth=cv.bandwidth_,
+            categorical_features=[1, 2],
+            categorical_bandwidth=lam,
+        ).fit(X[keep], y[keep])
+        pred[i] = reg.predict(X[i : i + 1])[0]
+    assert_allclose(cv.best_score_, -np.mean((pred - y) ** 2), rtol=1e-8)
+    assert_allclose(cv.best_estimator_.categorical_bandwidth_, lam)
