@@ -571,3 +571,25 @@ def test_per_feature_learns_a_lambda_per_categorical_feature():
         pred[i] = reg.predict(X[i : i + 1])[0]
     assert_allclose(cv.best_score_, -np.mean((pred - y) ** 2), rtol=1e-8)
     assert_allclose(cv.best_estimator_.categorical_bandwidth_, lam)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # statsmodels' own
+def test_equals_statsmodels_unordered_kernel():
+    # statsmodels' Aitchison-Aitken kernel weighs 1 - l a key of the query's
+    # category and l / (c - 1) one of another: the ratio is our lambda. (Its
+    # local-linear fit also gives the category codes a slope; ours does not.)
+    reg_type = "lc"
+    KernelReg = pytest.importorskip("statsmodels.nonparametric.api").KernelReg
+    rng = np.random.default_rng(4)
+    n, c, h, l_sm = 60, 3, 0.6, 0.3
+    X = np.column_stack([rng.normal(size=n), rng.integers(0, c, n)])
+    y = X[:, 0] ** 2 + X[:, 1] + rng.normal(scale=0.1, size=n)
+    Q = np.column_stack([rng.normal(size=7), rng.integers(0, c, 7)])
+    sm = KernelReg(y, X, var_type="cu", reg_type=reg_type, bw=[h, l_sm])
+    expected = sm.fit(Q)[0]
+    reg = KernelAttentionRegressor(
+        bandwidth=h,
+        categorical_features=[1],
+        categorical_bandwidth=l_sm / ((c - 1) * (1 - l_sm)),
+    ).fit(X, y)
+    assert_allclose(reg.predict(Q), expected, rtol=1e-8)
