@@ -50,6 +50,9 @@ TREE_CHUNK_ROWS = 2048
 # Bytes of a tree chunk's work per neighbour (indices, distances, scores and
 # their copies) and per query; tests/test_working_memory.py measures the peak.
 TREE_PAIR_BYTES = 64
+# And per neighbour of the categorical factor of a tree chunk: the codes of
+# both sides, the mask and the factor (:mod:`._categorical`).
+CATEGORICAL_PAIR_BYTES = 32
 TREE_ROW_BYTES = 64
 # Below this many query-key pairs, starting threads costs more than it saves.
 MIN_THREADED_PAIRS = 2**22
@@ -355,7 +358,10 @@ class KernelPool:
         row_bytes = TREE_ROW_BYTES + extra_row_bytes
         most = self.scorer.max_neighbors
         most = self.keys.shape[0] if most is None else max(most, empty_row_pairs)
-        worst = most * TREE_PAIR_BYTES + row_bytes
+        pair_bytes = TREE_PAIR_BYTES
+        if self.categorical is not None:
+            pair_bytes += CATEGORICAL_PAIR_BYTES
+        worst = most * pair_bytes + row_bytes
         if min(n_queries, TREE_CHUNK_ROWS) * worst <= budget:
             # Chunks fit even if every query had the most neighbours any
             # query can have (every key, where no bound is known).
@@ -363,7 +369,7 @@ class KernelPool:
             return list(gen_batches(n_queries, TREE_CHUNK_ROWS)), pairs
         counts = self._neighbor_counts(X)
         pairs = np.where(counts == 0, empty_row_pairs, counts)
-        cost = np.cumsum(pairs * TREE_PAIR_BYTES + row_bytes)
+        cost = np.cumsum(pairs * pair_bytes + row_bytes)
         batches, start = [], 0
         while start < n_queries:
             spent = cost[start - 1] if start else 0

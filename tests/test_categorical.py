@@ -593,3 +593,24 @@ def test_equals_statsmodels_unordered_kernel():
         categorical_bandwidth=l_sm / ((c - 1) * (1 - l_sm)),
     ).fit(X, y)
     assert_allclose(reg.predict(Q), expected, rtol=1e-8)
+
+
+def test_callable_kernel_gets_the_factor():
+    X, y, Q = mixed_data()
+    Xc, codes = split(X)
+    Qc, qcodes = split(Q)
+    W = product_weights(Xc, codes, Qc, qcodes, "cauchy", 0.5, [0.2, 0.0])
+    reg = KernelAttentionRegressor(
+        lambda u: 1.0 / (1.0 + u**2),
+        0.5,
+        categorical_features=[1, 3],
+        categorical_bandwidth=[0.2, 0.0],
+        on_empty="nan",
+    ).fit(X, y)
+    with np.errstate(invalid="ignore"):
+        expected = W @ y / W.sum(axis=1)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        assert_allclose(reg.predict(Q), expected, rtol=1e-10)
