@@ -40,6 +40,8 @@ from sklearn.utils.validation import (
 # Codes are stored in the float columns of the keys: float32 holds every
 # integer up to 2**24 exactly.
 MAX_CATEGORIES = 2**24
+# The factor of a chunk is computed in blocks of rows of about this size.
+_BLOCK_BYTES = 2**21
 
 CATEGORICAL_CONSTRAINTS = {
     "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
@@ -339,26 +341,46 @@ class _Bound:
     def excludes(self):
         return self.factor.excludes
 
-    def _differ(self, j):
-        return self.codes[:, j, None] != self.factor.keys[None, :, j]
+    def _blocks(self, out):
+        """Row blocks of the first rows of ``out``, with a float and a bool
+        buffer of a block each (at most 2 MiB together)."""
+        n_keys = out.shape[1]
+        step = max(1, _BLOCK_BYTES // (9 * max(n_keys, 1)))
+        values = np.empty((step, n_keys), dtype=out.dtype)
+        differ = np.empty((step, n_keys), dtype=bool)
+        for start in range(0, len(self.codes), step):
+            rows = slice(start, min(start + step, len(self.codes)))
+            size = rows.stop - rows.start
+            yield rows, values[:size], differ[:size]
+
+    def _differ(self, rows, j, out):
+        return np.not_equal(
+            self.codes[rows, j, None], self.factor.keys[None, :, j], out=out
+        )
 
     def add_log(self, out):
         """Add ``sum_j [q_j != k_j] log lambda_j`` to the first rows of ``out``
         (``-inf`` where a feature of lambda 0 differs)."""
-        view = out[: len(self.codes)]
-        for j in self.factor.active:
-            differ = self._differ(j)
-            if self.factor.lambdas[j] == 0:
-                view[differ] = -np.inf
-            else:
-                np.add(view, self.factor.logs[j], out=view, where=differ)
+        for rows, values, differ in self._blocks(out):
+            view = out[rows]
+            for j in self.factor.active:
+                self._differ(rows, j, differ)
+                if self.factor.lambdas[j] == 0:
+                    np.copyto(view, -np.inf, where=differ)
+                else:
+                    np.multiply(differ, self.factor.logs[j], out=values)
+                    view += values
         return out
 
     def multiply(self, out):
         """Multiply the first rows of ``out`` by the factor."""
-        view = out[: len(self.codes)]
-        for j in self.factor.active:
-            np.multiply(view, self.factor.lambdas[j], out=view, where=self._differ(j))
+        for rows, values, differ in self._blocks(out):
+            view = out[rows]
+            for j in self.factor.active:
+                self._differ(rows, j, differ)
+                np.multiply(differ, self.factor.lambdas[j] - 1.0, out=values)
+                values += 1.0
+                view *= values
         return out
 
     def pairs(self, rows, cols):
