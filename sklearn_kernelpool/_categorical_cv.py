@@ -26,7 +26,18 @@ from ._loo import HeldOut
 
 # Bytes per (row, key) pair of a batch: distances, logits or scores, the
 # factor and the masks, in float64.
-PAIR_BYTES = 40
+PAIR_BYTES = 48
+# Each float64 array of a batch is about this size, so that every candidate
+# is pooled from its distances while they are in cache.
+CACHE_BYTES = 2**18
+
+
+def _cached_batches(n_rows, n_keys):
+    """Batches of rows of about CACHE_BYTES per array, within working_memory."""
+    step = max(1, CACHE_BYTES // (8 * max(n_keys, 1)))
+    for batch in row_batches(n_rows, PAIR_BYTES * n_keys):
+        for start in range(batch.start, batch.stop, step):
+            yield slice(start, min(start + step, batch.stop))
 
 
 class CategoricalHeldOut(HeldOut):
@@ -61,31 +72,37 @@ class CategoricalHeldOut(HeldOut):
         return base
 
     @staticmethod
-    def _scores(kernel, h, base, d2):
-        """Scores of a batch from its squared distances and :meth:`_log_base`,
-        up to a positive factor per row."""
-        u2 = d2 / (h * h)
+    def _scores(kernel, h, base, d2, out, factor=None):
+        """Scores of a batch from its squared distances and :meth:`_log_base`
+        (``factor``, its exponential, for kernels without a log form), into
+        ``out``, up to a positive factor per row."""
+        np.multiply(d2, 1.0 / (h * h), out=out)
         if kernel.log_function is None:
-            return kernel.squared_function(u2) * np.exp(base)
-        logits = kernel.squared_log_function(u2)
-        logits += base
-        top = logits.max(axis=1, keepdims=True)
+            out = kernel.squared_function(out)
+            out *= np.exp(base) if factor is None else factor
+            return out
+        out = kernel.squared_log_function(out)
+        out += base
+        top = out.max(axis=1, keepdims=True)
         top[~np.isfinite(top)] = 0.0  # rows that weigh no key: empty
-        logits -= top
-        return np.exp(logits, out=logits)
+        out -= top
+        return np.exp(out, out=out)
 
     def _sums(self, rows, keys, allowed_rows):
         """Sums of ``rows`` over ``keys`` for every candidate;
         ``allowed_rows(batch)`` the keys each row of a batch may pool."""
         sums = np.zeros((*self._shape, len(rows), self.unit_moments.shape[1]))
         moments = self.unit_moments[keys]
-        for batch in row_batches(len(rows), PAIR_BYTES * len(keys)):
+        flat = any(kernel.log_function is None for kernel in self.kernels)
+        for batch in _cached_batches(len(rows), len(keys)):
             at = rows[batch]
             d2 = pairwise_squared(self.X[at], self.X[keys], None)
             base = self._log_base(at, keys, allowed_rows(batch))
+            factor = np.exp(base) if flat else None
+            out = np.empty_like(d2)
             for k, kernel in enumerate(self.kernels):
                 for m, h in enumerate(self.bandwidths):
-                    scores = self._scores(kernel, h, base, d2)
+                    scores = self._scores(kernel, h, base, d2, out, factor)
                     sums[k, m, batch] = scores @ moments
         return sums
 
@@ -138,7 +155,8 @@ class CategoricalHeldOut(HeldOut):
             else:
                 allowed = points[:, None] != keys[None, :]
             d2 = pairwise_squared(self.X[points], self.X, None)
-            scores = self._scores(kernel, h, self._log_base(points, keys, allowed), d2)
+            base = self._log_base(points, keys, allowed)
+            scores = self._scores(kernel, h, base, d2, np.empty_like(d2))
             p = scores / scores.sum(axis=1, keepdims=True)
             layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
             mean, _, flat = _local_linear.centred_fit(
