@@ -7,10 +7,13 @@ from scipy.sparse import issparse
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
     _check_sample_weight,
+    _check_y,
+    check_consistent_length,
     check_is_fitted,
     validate_data,
 )
 
+from . import _categorical
 from ._algorithm import ALGORITHMS
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._brute import check_kernel_callable
@@ -47,15 +50,17 @@ POOL_PARAMETER_CONSTRAINTS = {
 }
 
 
-def check_dense_features(X, name="X"):
-    """Refuse dates and strings, with what to do instead.
+def check_dense_features(X, name="X", strings=True):
+    """Refuse dates and strings (unless not ``strings``), with what to do
+    instead.
 
     SciPy sparse ``X`` holds numbers only, and passes (:mod:`._sparse`).
     """
     if issparse(X):
         return
-    check_no_dates(X, name)
-    check_no_strings(X)
+    if strings:
+        check_no_dates(X, name)
+        check_no_strings(X)
 
 
 def check_numeric_target(estimator, y):
@@ -77,11 +82,25 @@ def validate_fit_data(estimator, X, y, **options):
 
     ``options`` go to :func:`~sklearn.utils.validation.validate_data`; the
     keys are float64 or float32. With ``y_numeric=True``, string targets are
-    refused.
+    refused. For an estimator with categorical features
+    (``categorical_features``), the keys are its continuous columns followed
+    by the integer codes of its categories (:mod:`._categorical`).
     """
-    check_dense_features(X)
     if options.get("y_numeric"):
         check_numeric_target(estimator, y)
+    if hasattr(estimator, "categorical_features"):
+        check_dense_features(X, strings=False)
+        X_split = _categorical.fit_columns(estimator, X)
+        if X_split is not None:
+            y = _check_y(
+                y,
+                multi_output=options.get("multi_output", False),
+                y_numeric=options.get("y_numeric", False),
+                estimator=estimator,
+            )
+            check_consistent_length(X_split, y)
+            return X_split, y
+    check_dense_features(X)
     # scikit-learn spots non-finite input by a sum, which warns before its
     # clear error when +inf and -inf meet.
     with np.errstate(invalid="ignore", over="ignore"):
@@ -101,6 +120,9 @@ def validate_fit_data(estimator, X, y, **options):
 def validate_queries(estimator, X):
     """``validate_data`` of the queries of a fitted estimator, dates and
     strings refused; SciPy sparse queries become CSR."""
+    if getattr(estimator, "is_categorical_", None) is not None:
+        check_dense_features(X, strings=False)
+        return _categorical.query_columns(estimator, X, None)
     check_dense_features(X)
     with np.errstate(invalid="ignore", over="ignore"):
         return validate_data(
@@ -153,7 +175,20 @@ def fit_pool(estimator, X, values, sample_weight, **options):
         if estimator.sample_weight_ is None
         else estimator.sample_weight_
     )
-    estimator.bandwidth_ = resolve_bandwidth(estimator.bandwidth, X, weights)
+    continuous = X
+    mask = getattr(estimator, "is_categorical_", None)
+    if mask is not None:
+        n_categorical = int(np.count_nonzero(mask))
+        lambdas = _categorical.resolve_categorical_bandwidth(
+            estimator.categorical_bandwidth, n_categorical
+        )
+        estimator.categorical_bandwidth_ = lambdas
+        options["categorical_bandwidth"] = lambdas
+        continuous = X[:, : X.shape[1] - n_categorical]
+        if continuous.shape[1] == 0:
+            # No continuous feature: the bandwidth is not used.
+            continuous = np.zeros((X.shape[0], 1), dtype=X.dtype)
+    estimator.bandwidth_ = resolve_bandwidth(estimator.bandwidth, continuous, weights)
     if callable(estimator.kernel):
         check_kernel_callable(estimator.kernel, X.dtype)
     estimator._pool = KernelPool(

@@ -325,7 +325,7 @@ class BruteScorer:
         spread = -self.kernel.log_function(farthest) + self.log_weight_spread
         return spread > -self.logit_floor
 
-    def scores(self, Q1, out, wide=None, stable=False, exact=None):
+    def scores(self, Q1, out, wide=None, stable=False, exact=None, categorical=None):
         """Fill ``out`` (n_queries, n_keys) with the kernel scores.
 
         ``Q1`` holds the augmented queries. For kernels with a log form the
@@ -337,6 +337,11 @@ class BruteScorer:
 
         ``exact``, the unscaled and scaled queries of the chunk, has the
         pairs near the edge of a compact support decided exactly.
+
+        ``categorical``, the factor of the chunk's categorical features
+        (:mod:`._categorical`), multiplies the scores: added to the logits
+        of the log forms before their maximum is taken, so that a row's
+        softmax is over the keys it weighs.
         """
         kernel = self.kernel
         if self.log_weights is None:
@@ -355,6 +360,8 @@ class BruteScorer:
             else:
                 np.sqrt(out, out=out)
                 out[...] = kernel.function(out)
+            if categorical is not None:
+                categorical.multiply(out)
             return out
         if self.logit_matrix is not None:
             self._product(Q1, self.logit_matrix, out, wide)
@@ -372,8 +379,16 @@ class BruteScorer:
             kernel.squared_log_function(out)
             out += self.log_weights
             stable = True
+        finite = True
+        if categorical is not None:
+            categorical.add_log(out)
+            if categorical.excludes:
+                finite = out > -np.inf  # pairs of a differing lambda-0 feature
         if stable:
-            out -= out.max(axis=1, keepdims=True)
+            top = out.max(axis=1, keepdims=True)
+            if finite is not True:
+                top[~np.isfinite(top)] = 0.0  # rows that weigh no key
+            out -= top
         if self._needs_floor(Q1):
-            np.maximum(out, self.logit_floor, out=out)
+            np.maximum(out, self.logit_floor, out=out, where=finite)
         return np.exp(out, out=out)

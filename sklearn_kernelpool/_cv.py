@@ -14,6 +14,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from . import _categorical_widths
 from ._algorithm import ALGORITHMS
 from ._base import (
     N_JOBS_CONSTRAINT,
@@ -21,6 +22,8 @@ from ._base import (
     validate_queries,
     validate_sample_weight,
 )
+from ._categorical import CATEGORICAL_CONSTRAINTS
+from ._categorical_cv import CategoricalHeldOut
 from ._chunking import row_batches
 from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut
 from ._pooling import ON_EMPTY
@@ -310,6 +313,27 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         phases and the selected candidate; 2 also the best bandwidth of each
         kernel; 3 also the score of every candidate.
 
+    categorical_features : array-like of {bool, int, str} or "from_dtype", \
+            default=None
+        The unordered categorical features, as for
+        :class:`KernelAttentionRegressor`: they enter the weights through
+        the Li-Racine kernel of weight ``lambda`` for a key of another
+        category, and the bandwidths apply to the other features.
+
+    categorical_bandwidths : array-like of shape (n_lambdas,), \
+            default=(0.0, 0.02, 0.1, 0.3, 0.6, 1.0)
+        The values of ``lambda`` in [0, 1] to choose from, one shared by
+        every categorical feature: every one is crossed with every kernel and
+        bandwidth and scored by the same exact leave-one-out or K-fold
+        predictions (each held-out point against every allowed key, with the
+        categorical factor in its weights). Unused without categorical
+        features. With ``per_feature=True``, one ``lambda_j`` in [1e-3, 1]
+        per categorical feature is then learned together with one width per
+        continuous feature, by L-BFGS-B on the leave-one-out squared error
+        with its analytic gradient, from the selected candidate; they
+        replace it only where they lower its leave-one-out error, and
+        ``categorical_bandwidth_`` is then an array.
+
     Attributes
     ----------
     kernel_ : str
@@ -347,6 +371,18 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
+
+    categorical_bandwidth_ : float or ndarray of shape (n_categorical_features,)
+        With categorical features, the selected ``lambda`` (one per feature
+        when learned with ``per_feature=True``); the candidates'
+        are ``cv_results_["param_categorical_bandwidth"]`` (the slowest
+        varying parameter of ``cv_results_``).
+
+    is_categorical_ : ndarray of bool of shape (n_features,) or None
+        Which features are categorical; None when none is.
+
+    categories_ : list of ndarray
+        The categories of each categorical feature, sorted.
 
     n_iter_ : int
         With ``per_feature=True``, the L-BFGS-B iterations of the start that
@@ -463,6 +499,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         "algorithm": [StrOptions(set(ALGORITHMS))],
         "n_jobs": N_JOBS_CONSTRAINT,
         "verbose": ["verbose"],
+        "categorical_features": CATEGORICAL_CONSTRAINTS["categorical_features"],
+        "categorical_bandwidths": ["array-like"],
     }
 
     def __init__(
@@ -478,6 +516,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         algorithm="auto",
         n_jobs=None,
         verbose=0,
+        categorical_features=None,
+        categorical_bandwidths=(0.0, 0.02, 0.1, 0.3, 0.6, 1.0),
     ):
         self.kernels = kernels
         self.bandwidths = bandwidths
@@ -489,6 +529,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.categorical_features = categorical_features
+        self.categorical_bandwidths = categorical_bandwidths
 
     # -- parameters ----------------------------------------------------------
     def _kernel_names(self):
@@ -636,10 +678,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
+        X_given = X
         X, y = validate_fit_data(self, X, y, multi_output=True, y_numeric=True)
         # The scores need the distances of every pair: sparse keys are made
         # dense for them; the refit takes them as given.
         keys, X = X, dense_keys(X)
+        X, codes, lambdas = self._split_categorical(X)
         # The scores square the distances of the data as it is, and the errors.
         check_squares(X, "X", "squared distances")
         check_squares(y.reshape(X.shape[0], -1), "y", "squared errors")
@@ -682,20 +726,46 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             self._check_small_folds(splits, scorer, X, y, sample_weight)
 
         params = list(ParameterGrid({"kernel": names, "bandwidth": list(grid)}))
-        held_out = HeldOut(
-            X64,
-            Y,
-            weights,
-            [KERNELS[n] for n in names],
-            grid,
-            self.n_jobs,
-            degree=self.degree,
-        )
         self._say_search(X, names, grid, splits)
-        if self.cv is None:
-            results = self._loo(held_out, X, y, weights, scorer, weighted)
-        else:
-            results = self._kfold(held_out, X, y, sample_weight, scorer, params, splits)
+        degree = 0 if self._placeholder else self.degree
+        every = []
+        for lam in lambdas:
+            if lam is None:
+                held_out = HeldOut(
+                    X64,
+                    Y,
+                    weights,
+                    [KERNELS[n] for n in names],
+                    grid,
+                    self.n_jobs,
+                    degree=degree,
+                )
+            else:
+                held_out = CategoricalHeldOut(
+                    X64,
+                    codes,
+                    np.full(codes.shape[1], lam),
+                    Y,
+                    weights,
+                    [KERNELS[n] for n in names],
+                    grid,
+                    self.n_jobs,
+                    degree=degree,
+                )
+            if self.cv is None:
+                every.append(self._loo(held_out, X, y, weights, scorer, weighted))
+            else:
+                every.append(
+                    self._kfold(held_out, X, y, sample_weight, scorer, params, splits)
+                )
+        results = {key: np.concatenate([r[key] for r in every]) for key in every[0]}
+        if lambdas != [None]:
+            params = [
+                {**p, "categorical_bandwidth": lam} for lam in lambdas for p in params
+            ]
+            results["param_categorical_bandwidth"] = np.repeat(
+                np.asarray(lambdas, dtype=np.float64), len(params) // len(lambdas)
+            )
         results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
         results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
         results["params"] = params
@@ -712,12 +782,23 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.best_params_ = dict(params[self.best_index_])
         self.kernel_ = self.best_params_["kernel"]
         self.bandwidth_ = float(self.best_params_["bandwidth"])
+        if "categorical_bandwidth" in self.best_params_:
+            self.categorical_bandwidth_ = self.best_params_["categorical_bandwidth"]
         self.best_score_ = float(results["mean_test_score"][self.best_index_])
         self._say_scores(params, names)
-        if self.per_feature:
+        if self.per_feature and codes is not None:
+            self._say("Learning per-feature widths and lambdas by leave-one-out")
+            self._learn_categorical(X, X64, codes, y, Y, weights, scorer, weighted)
+        elif self.per_feature:
             self._say("Learning per-feature widths by leave-one-out")
             self._learn_widths(X, X64, y, Y, weights, scorer, weighted)
             self._say(f"Per-feature widths: {np.round(self.bandwidth_, 6).tolist()}")
+        extra = {}
+        if codes is not None:
+            extra = {
+                "categorical_features": self.categorical_features,
+                "categorical_bandwidth": self.categorical_bandwidth_,
+            }
         self._say(f"Refitting the selected candidate on all {X.shape[0]} samples")
         self.best_estimator_ = KernelAttentionRegressor(
             kernel=self.kernel_,
@@ -726,8 +807,64 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             on_empty=self.on_empty,
             algorithm=self.algorithm,
             n_jobs=self.n_jobs,
-        ).fit(keys, y, sample_weight=given_weight)  # it rescales them itself
+            **extra,
+        ).fit(X_given if extra else keys, y, sample_weight=given_weight)
+        # (it rescales the weights itself)
         return self
+
+    def _learn_categorical(self, X, X64, codes, y, Y, weights, scorer, weighted):
+        """Per-feature widths and lambdas (:mod:`._categorical_widths`), kept
+        where they lower the leave-one-out error of the selected candidate."""
+        kernel = KERNELS[self.kernel_]
+        lambdas = np.full(codes.shape[1], self.categorical_bandwidth_)
+        widths, learned, n_iter, loo_mse = _categorical_widths.learn(
+            X64, codes, Y, weights, kernel, self.bandwidth_, lambdas
+        )
+        self.n_iter_ = n_iter
+        if not loo_mse < self.cv_results_["loo_mse"][self.best_index_]:
+            return
+        self.bandwidth_ = widths[0] if self._placeholder else widths
+        self.categorical_bandwidth_ = learned
+        if scorer is None:
+            self.best_score_ = -float(loo_mse)
+            return
+        predictions = _categorical_widths.loo_predictions(
+            X64, codes, Y, weights, kernel, widths, learned
+        )
+        self.best_score_ = self._score(
+            scorer, predictions, X, y, weights, False, weighted
+        )
+
+    def _split_categorical(self, X):
+        """The continuous features, the category codes and the lambdas to
+        score ([None] without categorical features)."""
+        self._placeholder = ()
+        if self.is_categorical_ is None:
+            return X, None, [None]
+        lambdas = np.asarray(self.categorical_bandwidths, dtype=object)
+        try:
+            lambdas = lambdas.astype(np.float64)
+        except (TypeError, ValueError):
+            lambdas = None
+        if (
+            lambdas is None
+            or lambdas.ndim != 1
+            or lambdas.size == 0
+            or not np.all((lambdas >= 0) & (lambdas <= 1))
+        ):
+            raise ValueError(
+                "categorical_bandwidths must be a non-empty 1-D array-like of "
+                f"floats in [0, 1]; got {self.categorical_bandwidths!r}."
+            )
+        n_categorical = int(np.count_nonzero(self.is_categorical_))
+        codes = X[:, X.shape[1] - n_categorical :].astype(np.intp)
+        X = X[:, : X.shape[1] - n_categorical]
+        if X.shape[1] == 0:
+            # No continuous feature: one constant one, whose kernel factor is
+            # the same for every pair; the bandwidth is then unused.
+            X = np.zeros((X.shape[0], 1), dtype=X.dtype)
+            self._placeholder = (0,)
+        return X, codes, [float(lam) for lam in lambdas]
 
     # -- progress ------------------------------------------------------------
     def _say(self, message, level=1):
@@ -967,7 +1104,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             The pooled values.
         """
         check_is_fitted(self)
-        X = validate_queries(self, X)
+        if getattr(self, "is_categorical_", None) is None:
+            X = validate_queries(self, X)
         return self.best_estimator_.predict(X)
 
     def __sklearn_tags__(self):

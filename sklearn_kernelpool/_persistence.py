@@ -181,10 +181,22 @@ def check_pool_arguments(arguments, on_empty_options):
     weights = _check_array(arguments, "sample_weight", (n_samples,))
     if np.any(weights < 0) or not np.any(weights > 0):
         _refuse("sample_weight", "is negative or all zero")
+    n_continuous = n_features
+    if arguments.get("categorical_bandwidth") is not None:
+        lambdas = _check_array(arguments, "categorical_bandwidth", (None,))
+        if not 0 < len(lambdas) <= n_features or not np.all(
+            (lambdas >= 0) & (lambdas <= 1)
+        ):
+            _refuse("categorical_bandwidth", f"{lambdas!r} is not in [0, 1]")
+        codes = keys[:, n_features - len(lambdas) :]
+        if not np.all((codes >= 0) & (codes == np.round(codes))):
+            _refuse("keys", "hold category codes that are not integers >= 0")
+        # Without continuous features the engine has one constant feature.
+        n_continuous = max(n_features - len(lambdas), 1)
     bandwidth = arguments.get("bandwidth")
     shape = np.shape(bandwidth)[:1] if np.ndim(bandwidth) == 1 else ()
     bandwidth = _check_array(arguments, "bandwidth", shape)
-    if bandwidth.shape not in ((), (n_features,)) or np.any(bandwidth <= 0):
+    if bandwidth.shape not in ((), (n_continuous,)) or np.any(bandwidth <= 0):
         _refuse("bandwidth", f"{bandwidth!r} is not positive, of shape () or (d,)")
     for name, options in [
         ("on_empty", on_empty_options),

@@ -20,7 +20,7 @@ from joblib import Parallel, delayed
 from scipy.sparse import csr_array
 from sklearn.utils import gen_batches
 
-from . import _local_linear, _weights
+from . import _categorical, _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
 from ._chunking import working_memory_bytes
@@ -52,6 +52,9 @@ TREE_CHUNK_ROWS = 2048
 # Bytes of a tree chunk's work per neighbour (indices, distances, scores and
 # their copies) and per query; tests/test_working_memory.py measures the peak.
 TREE_PAIR_BYTES = 64
+# And per neighbour of the categorical factor of a tree chunk: the codes of
+# both sides, the mask and the factor (:mod:`._categorical`).
+CATEGORICAL_PAIR_BYTES = 32
 TREE_ROW_BYTES = 64
 # Below this many query-key pairs, starting threads costs more than it saves.
 MIN_THREADED_PAIRS = 2**22
@@ -162,6 +165,12 @@ class KernelPool:
     degree : {0, 1}
         0 pools the values (local-constant); 1 fits a local-linear model
         around each query (:mod:`._local_linear`).
+    categorical_bandwidth : ndarray of shape (n_categorical,) or None
+        With categorical features, the weight ``lambda_j`` in [0, 1] of a key
+        of another category than the query's for each of them; the last
+        ``n_categorical`` columns of ``keys`` (and of every query array) then
+        hold the integer codes of the categories (:mod:`._categorical`), the
+        others the continuous features, to which ``bandwidth`` applies.
     """
 
     def __init__(
@@ -175,6 +184,7 @@ class KernelPool:
         user_kernel,
         algorithm="auto",
         degree=0,
+        categorical_bandwidth=None,
     ):
         # All that pickles save: a loaded engine is rebuilt from them.
         self._arguments = {
@@ -187,12 +197,29 @@ class KernelPool:
             "user_kernel": user_kernel,
             "algorithm": algorithm,
             "degree": degree,
+            "categorical_bandwidth": categorical_bandwidth,
         }
+        codes = None
+        self.n_categorical = 0
+        if categorical_bandwidth is not None:
+            self.n_categorical = len(categorical_bandwidth)
+            keys, codes = _categorical.split_codes(keys, self.n_categorical)
+            if keys.shape[1] == 0:
+                # Categorical features only: one constant continuous feature,
+                # whose kernel factor is the same for every key; no slope.
+                keys = np.zeros((keys.shape[0], 1), dtype=keys.dtype)
+                degree = 0
+                algorithm = "brute" if algorithm == "auto" else algorithm
         self.dtype = keys.dtype
         self.degree = degree
         self.on_empty = on_empty
         self.support = np.flatnonzero(sample_weight > 0)
         self.n_samples_fit = keys.shape[0]
+        self.categorical = None
+        if codes is not None:
+            self.categorical = _categorical.CategoricalFactor(
+                codes[self.support], categorical_bandwidth
+            )
         # Coordinates are scaled and centred in float64, whatever the dtype of
         # the work. Brute-force distances are computed on data centred on the
         # keys, which keeps the BLAS expansion ||q||^2 + ||k||^2 - 2 q.k free
@@ -356,6 +383,9 @@ class KernelPool:
             itemsize += 8  # the float64 buffer of widened products
         row_bytes = itemsize * self.keys.shape[0] + 8 * (self.keys.shape[1] + 2)
         row_bytes += extra_row_bytes
+        if self.categorical is not None:
+            # The masks of the categorical factor (:mod:`._categorical`).
+            row_bytes += 2 * self.keys.shape[0]
         budget = min(working_memory_bytes() / n_threads, CHUNK_BYTES)
         # Whole blocks, so that every chunk starts a block.
         block = self.scorer.block_rows
@@ -365,6 +395,7 @@ class KernelPool:
     def _neighbor_counts(self, X):
         """An upper bound on the keys in each query's support (tree paths)."""
         counts = np.empty(X.shape[0], dtype=np.intp)
+        X = self._continuous(X)
         for batch in gen_batches(X.shape[0], TREE_CHUNK_ROWS):
             chunk = dense_rows(X, batch)
             scaled = scale_coordinates(chunk, self.bandwidth, self.dtype, "X")
@@ -391,7 +422,10 @@ class KernelPool:
         row_bytes = TREE_ROW_BYTES + extra_row_bytes
         most = self.scorer.max_neighbors
         most = self.keys.shape[0] if most is None else max(most, empty_row_pairs)
-        worst = most * TREE_PAIR_BYTES + row_bytes
+        pair_bytes = TREE_PAIR_BYTES
+        if self.categorical is not None:
+            pair_bytes += CATEGORICAL_PAIR_BYTES
+        worst = most * pair_bytes + row_bytes
         if min(n_queries, TREE_CHUNK_ROWS) * worst <= budget:
             # Chunks fit even if every query had the most neighbours any
             # query can have (every key, where no bound is known).
@@ -399,7 +433,7 @@ class KernelPool:
             return list(gen_batches(n_queries, TREE_CHUNK_ROWS)), pairs
         counts = self._neighbor_counts(X)
         pairs = np.where(counts == 0, empty_row_pairs, counts)
-        cost = np.cumsum(pairs * TREE_PAIR_BYTES + row_bytes)
+        cost = np.cumsum(pairs * pair_bytes + row_bytes)
         batches, start = [], 0
         while start < n_queries:
             spent = cost[start - 1] if start else 0
@@ -468,11 +502,28 @@ class KernelPool:
         self._report_empty(int(empty.sum()), n_queries)
         return out
 
+    def _continuous(self, X):
+        """The continuous columns of queries (all, without categorical ones)."""
+        if self.categorical is None:
+            return X
+        X, _ = _categorical.split_codes(X, self.n_categorical)
+        if X.shape[1] == 0:
+            return np.zeros((X.shape[0], 1), dtype=X.dtype)
+        return X
+
     def _queries(self, X):
         """The queries scaled by the bandwidth, uncentred and centred, and
-        unscaled (float64)."""
+        unscaled (float64); with categorical features, a tuple whose
+        ``categorical`` attribute is their factor (:mod:`._categorical`)."""
+        codes = None
+        if self.categorical is not None:
+            codes = _categorical.split_codes(X, self.n_categorical)[1]
+            X = self._continuous(X)
         scaled = scale_coordinates(X, self.bandwidth, self.dtype, "X")
-        return scaled, scaled - self.center, X.astype(np.float64, copy=False)
+        queries = scaled, scaled - self.center, X.astype(np.float64, copy=False)
+        if codes is None:
+            return queries
+        return _categorical.Queries(queries, self.categorical.for_queries(codes))
 
     def _raw_scores(self, queries, workspace, rows=None):
         """Scores of a chunk, dense for brute and sparse for the trees.
@@ -481,16 +532,24 @@ class KernelPool:
         Brute scores have rows past the chunk's, up to a whole block.
         """
         scaled, Q, raw = queries
+        categorical = getattr(queries, "categorical", None)
         if self.algorithm != "brute":
-            return self.scorer.scores(scaled, raw)
+            scores = self.scorer.scores(scaled, raw)
+            return scores if categorical is None else categorical.scale_sparse(scores)
         exact = (raw, scaled)
         if rows is not None:
             # Whole blocks: see _underflowed and _row_scores.
             Q, exact = Q[rows], (raw[rows], scaled[rows])
+            categorical = None if categorical is None else categorical[rows]
         augmented, out, wide = workspace.rows(len(Q))
         augmented = self.scorer.augment(Q, augmented)
         return self.scorer.scores(
-            augmented, out, wide, stable=rows is not None, exact=exact
+            augmented,
+            out,
+            wide,
+            stable=rows is not None,
+            exact=exact,
+            categorical=categorical,
         )
 
     def _underflowed(self, total):
@@ -713,6 +772,9 @@ class KernelPool:
         dense, up to a factor per row."""
         if self.algorithm != "brute":
             scores = self.scorer.scores(queries[0][rows], queries[2][rows])
+            categorical = getattr(queries, "categorical", None)
+            if categorical is not None:
+                scores = categorical[rows].scale_sparse(scores)
             scores.data *= self.weights[scores.indices]
             return scores.toarray().astype(np.float64, copy=False)
         blocks = self.scorer.whole_blocks(rows, len(queries[0]))

@@ -14,6 +14,7 @@ from ._base import (
     validate_fit_data,
     validate_queries,
 )
+from ._categorical import CATEGORICAL_CONSTRAINTS, check_no_categorical
 from ._persistence import (
     check_loaded_estimator,
     check_picklable_kernel,
@@ -142,10 +143,55 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         cost more than they save. The threads share ``working_memory``. The
         predictions do not depend on it.
 
+    categorical_features : array-like of {bool, int, str} or "from_dtype", \
+            default=None
+        The unordered categorical features, as in
+        :class:`~sklearn.ensemble.HistGradientBoostingRegressor`:
+
+        - None: no feature is categorical;
+        - ``"from_dtype"``: the columns of a pandas DataFrame of dtype
+          category, object or string (no feature for other input);
+        - an array-like of int: the indices of the categorical features;
+        - an array-like of bool of shape (n_features,): a mask;
+        - an array-like of str: feature names (``X`` must have string
+          column names, as a DataFrame has).
+
+        A categorical feature's values may be any hashable values (strings,
+        numbers, the values of a pandas categorical); its categories are
+        learned in ``fit`` (``categories_``), and a missing value (None,
+        NaN) in it raises a ``ValueError``. It enters the attention weight
+        through the unordered kernel of Li and Racine (see
+        ``categorical_bandwidth``), never through ``bandwidth``, and gets no
+        slope under ``degree=1``. A category not seen in ``fit`` differs
+        from every key. ``bandwidth`` (a per-feature array, the rules of
+        thumb with ``d`` the number of continuous features) applies to the
+        other, continuous, features; without any, it is unused.
+        Strings in continuous features are refused.
+
+    categorical_bandwidth : float or array-like of shape \
+            (n_categorical_features,), default=0.1
+        The weight ``lambda_j`` in [0, 1] of a key whose category differs
+        from the query's, per categorical feature (one float for all); the
+        attention weight of key ``i`` is::
+
+            w_i * alpha(||(q_c - k_c) / h||) * prod_j lambda_j ** [q_j != k_j]
+
+        with ``q_c``, ``k_c`` the continuous features (Aitchison and Aitken's
+        unordered kernel in the form of Li and Racine, Nonparametric
+        Econometrics, 2007). 1 ignores the feature; 0 pools only keys of the
+        query's category, which can leave a query with no key of positive
+        weight: it then gets ``on_empty``, where "nearest" is the nearest key
+        in the continuous features, whatever its categories. The default
+        prefers the query's category strongly while still borrowing from
+        the others; :class:`KernelAttentionRegressorCV` selects it. Unused
+        without categorical features.
+
     Attributes
     ----------
     keys_ : {ndarray, sparse matrix} of shape (n_samples, n_features)
-        The training keys; sparse keys stay sparse here (CSR or CSC).
+        The training keys; sparse keys stay sparse here (CSR or CSC). With
+        categorical features, the continuous features followed by the codes
+        of the categories (indices into ``categories_``).
 
     values_ : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         The training values, as validated from ``y``.
@@ -166,6 +212,16 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during ``fit``. Defined only when ``X`` has
         feature names that are all strings.
+
+    is_categorical_ : ndarray of bool of shape (n_features,) or None
+        Which features are categorical; None when none is.
+
+    categories_ : list of ndarray
+        The categories of each categorical feature, sorted, in the order of
+        the features; empty without categorical features.
+
+    categorical_bandwidth_ : ndarray of shape (n_categorical_features,)
+        The ``lambda_j`` used. Only with categorical features.
 
     See Also
     --------
@@ -244,6 +300,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         **POOL_PARAMETER_CONSTRAINTS,
+        **CATEGORICAL_CONSTRAINTS,
         "degree": [Interval(Integral, 0, 1, closed="both")],
         "on_empty": [StrOptions(set(ON_EMPTY))],
     }
@@ -257,6 +314,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         on_empty="nearest",
         algorithm="auto",
         n_jobs=None,
+        categorical_features=None,
+        categorical_bandwidth=0.1,
     ):
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -264,6 +323,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         self.on_empty = on_empty
         self.algorithm = algorithm
         self.n_jobs = n_jobs
+        self.categorical_features = categorical_features
+        self.categorical_bandwidth = categorical_bandwidth
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -290,6 +351,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         """
         xp = array_api_namespace(X)
         if xp is not None:
+            check_no_categorical(self)
             return fit_array_api(self, X, y, sample_weight, xp)
         X, y = validate_fit_data(self, X, y, multi_output=True, y_numeric=True)
         fit_pool(self, X, y.reshape(X.shape[0], -1), sample_weight, degree=self.degree)

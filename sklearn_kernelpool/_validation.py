@@ -108,7 +108,9 @@ def check_no_strings(X):
         f"X holds strings, for example {value!r}{where}; X must be numeric. "
         "Encode such columns first, for example in a Pipeline with a "
         "ColumnTransformer that applies a OneHotEncoder or an OrdinalEncoder "
-        "to them."
+        "to them, or declare them categorical with the estimator's "
+        "categorical_features parameter (for example "
+        "categorical_features='from_dtype' for a DataFrame)."
     )
 
 

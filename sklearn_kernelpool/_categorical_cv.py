@@ -1,0 +1,165 @@
+"""Held-out predictions with categorical features, for the CV estimators.
+
+:class:`CategoricalHeldOut` is :class:`._loo.HeldOut` with the unordered
+kernel of :mod:`._categorical` in every weight: for one vector of
+``lambda_j``, the held-out sums of every candidate (kernel, bandwidth) over
+the continuous features, each held-out point against every allowed key (not
+itself under leave-one-out, not its fold under K-fold), in batches of rows
+within scikit-learn's ``working_memory``. Kernels with a log form are pooled
+as a softmax over the allowed keys with the row's largest logit subtracted
+(the factor added to the logits), so that no row underflows; the sums are
+then the true sums times a positive factor per row, which leaves the
+predictions unchanged. The symmetric, block-skipping pass of
+:class:`._loo.HeldOut` does not apply: a pair's weight depends on the
+categories of both of its points, and the factor would have to be computed
+for every block and candidate anyway. The predictions, fallbacks and
+local-linear solves are those of :class:`._loo.HeldOut`.
+"""
+
+import numpy as np
+
+from . import _local_linear
+from ._categorical import CategoricalFactor
+from ._chunking import row_batches
+from ._exact import pairwise_squared
+from ._loo import HeldOut
+
+# Bytes per (row, key) pair of a batch: distances, logits or scores, the
+# factor and the masks, in float64.
+PAIR_BYTES = 48
+# Each float64 array of a batch is about this size, so that every candidate
+# is pooled from its distances while they are in cache.
+CACHE_BYTES = 2**18
+
+
+def _cached_batches(n_rows, n_keys):
+    """Batches of rows of about CACHE_BYTES per array, within working_memory."""
+    step = max(1, CACHE_BYTES // (8 * max(n_keys, 1)))
+    for batch in row_batches(n_rows, PAIR_BYTES * n_keys):
+        for start in range(batch.start, batch.stop, step):
+            yield slice(start, min(start + step, batch.stop))
+
+
+class CategoricalHeldOut(HeldOut):
+    """Held-out sums with the categorical factor of ``lambdas``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, n_continuous)
+        The continuous features, float64 (one constant column when there is
+        none).
+    codes : ndarray of int of shape (n, n_categorical)
+        The category codes.
+    lambdas : ndarray of shape (n_categorical,)
+        The weight of a different category, per feature.
+    *args, **kwargs
+        As for :class:`._loo.HeldOut`.
+    """
+
+    def __init__(self, X, codes, lambdas, *args, **kwargs):
+        super().__init__(X, *args, **kwargs)
+        self.codes = np.asarray(codes, dtype=np.intp)
+        self.factor = CategoricalFactor(self.codes, lambdas)
+
+    def _log_base(self, rows, keys, allowed):
+        """``log w_i + sum_j [q_j != k_j] log lambda_j`` of the pairs, ``-inf``
+        where the key is not allowed (or weighs nothing)."""
+        factor = CategoricalFactor(self.codes[keys], self.factor.lambdas)
+        with np.errstate(divide="ignore"):
+            base = np.broadcast_to(np.log(self.weights[keys]), allowed.shape).copy()
+        factor.for_queries(self.codes[rows]).add_log(base)
+        base[~allowed] = -np.inf
+        return base
+
+    @staticmethod
+    def _scores(kernel, h, base, d2, out, factor=None):
+        """Scores of a batch from its squared distances and :meth:`_log_base`
+        (``factor``, its exponential, for kernels without a log form), into
+        ``out``, up to a positive factor per row."""
+        np.multiply(d2, 1.0 / (h * h), out=out)
+        if kernel.log_function is None:
+            out = kernel.squared_function(out)
+            out *= np.exp(base) if factor is None else factor
+            return out
+        out = kernel.squared_log_function(out)
+        out += base
+        top = out.max(axis=1, keepdims=True)
+        top[~np.isfinite(top)] = 0.0  # rows that weigh no key: empty
+        out -= top
+        return np.exp(out, out=out)
+
+    def _sums(self, rows, keys, allowed_rows):
+        """Sums of ``rows`` over ``keys`` for every candidate;
+        ``allowed_rows(batch)`` the keys each row of a batch may pool."""
+        sums = np.zeros((*self._shape, len(rows), self.unit_moments.shape[1]))
+        moments = self.unit_moments[keys]
+        flat = any(kernel.log_function is None for kernel in self.kernels)
+        for batch in _cached_batches(len(rows), len(keys)):
+            at = rows[batch]
+            d2 = pairwise_squared(self.X[at], self.X[keys], None)
+            base = self._log_base(at, keys, allowed_rows(batch))
+            factor = np.exp(base) if flat else None
+            out = np.empty_like(d2)
+            for k, kernel in enumerate(self.kernels):
+                for m, h in enumerate(self.bandwidths):
+                    scores = self._scores(kernel, h, base, d2, out, factor)
+                    sums[k, m, batch] = scores @ moments
+        return sums
+
+    def sums_excluding_groups(self, groups):
+        n = len(self.X)
+        points = np.arange(n)
+        if groups is None:
+
+            def allowed(batch):
+                return points[batch][:, None] != points[None, :]
+
+        else:
+
+            def allowed(batch):
+                return groups[batch][:, None] != groups[None, :]
+
+        return self._sums(points, points, allowed)
+
+    def sums_split(self, test, train):
+        train = train[self.weights[train] > 0]
+        if len(train) == 0:
+            raise ValueError(
+                "A cross-validation split has no training point of positive weight."
+            )
+
+        def allowed(batch):
+            return np.ones((batch.stop - batch.start, len(train)), dtype=bool)
+
+        return self._sums(np.asarray(test), train, allowed)
+
+    def _refit(self, predictions, singular, redo, candidate, rows, fits, groups, train):
+        """:meth:`._loo.HeldOut._refit` with the categorical factor."""
+        redo = np.flatnonzero(redo)
+        if not len(redo):
+            return
+        kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
+        n, d = self.X.shape
+        values = self.Y - self.value_center
+        n_keys, centers = fits
+        n_keys = np.broadcast_to(n_keys, (len(rows),))
+        keys = np.arange(n)
+        for batch in row_batches(len(redo), 8 * n * (d * d + d + 8)):
+            at = redo[batch]
+            points = rows[at]
+            if train is not None:
+                allowed = np.zeros((len(at), n), dtype=bool)
+                allowed[:, train] = True
+            elif groups is not None:
+                allowed = groups[points][:, None] != groups[None, :]
+            else:
+                allowed = points[:, None] != keys[None, :]
+            d2 = pairwise_squared(self.X[points], self.X, None)
+            base = self._log_base(points, keys, allowed)
+            scores = self._scores(kernel, h, base, d2, np.empty_like(d2))
+            p = scores / scores.sum(axis=1, keepdims=True)
+            layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
+            mean, _, flat = _local_linear.centred_fit(
+                p, self.X, values, self.X[points], layout, False, centers[at]
+            )
+            predictions[at], singular[at] = mean, flat
