@@ -2,6 +2,7 @@
 
 from . import kernels
 from ._classification import KernelAttentionClassifier
+from ._classification_cv import KernelAttentionClassifierCV
 from ._cv import KernelAttentionRegressorCV
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._persistence import skops_trusted_types
@@ -13,6 +14,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "EmptyNeighborhoodWarning",
     "KernelAttentionClassifier",
+    "KernelAttentionClassifierCV",
     "KernelAttentionRegressor",
     "KernelAttentionRegressorCV",
     "LocalLinearFallbackWarning",
