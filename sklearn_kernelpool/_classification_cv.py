@@ -189,8 +189,7 @@ class _ProbabilityCV(KernelAttentionRegressorCV):
 
 
 class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
-    """Attention pooling of class labels with its kernel and bandwidth chosen
-    by cross-validation.
+    """Attention pooling of class labels, kernel and bandwidth by cross-validation.
 
     Like :class:`~sklearn.linear_model.LogisticRegressionCV` for
     :class:`~sklearn.linear_model.LogisticRegression`: every candidate
