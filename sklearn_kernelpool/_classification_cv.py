@@ -355,6 +355,10 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
     for it; the default K-fold score treats a class absent from a split's
     training part in the same way.
 
+    The pass pools ``n_classes + 1`` columns per candidate: its pooled sums
+    take ``8 n (n_classes + 1)`` bytes per candidate (per thread), as those
+    of a regressor with ``n_classes`` outputs.
+
     Sample weights weigh the keys in the pools and the points in the scores,
     as for :class:`KernelAttentionRegressorCV` (a scorer is called with the
     held-out weights; a callable ``scoring`` must then accept
@@ -497,6 +501,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         ):
             if hasattr(search, name):
                 setattr(self, name, getattr(search, name))
+            else:  # n_iter_ of an earlier fit with per_feature=True
+                self.__dict__.pop(name, None)
         self.best_estimator_ = KernelAttentionClassifier(
             kernel=self.kernel_,
             bandwidth=self.bandwidth_,

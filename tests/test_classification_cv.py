@@ -8,7 +8,14 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import clone, config_context
 from sklearn.datasets import load_breast_cancer
-from sklearn.metrics import accuracy_score, get_scorer, log_loss
+from sklearn.metrics import (
+    accuracy_score,
+    brier_score_loss,
+    f1_score,
+    get_scorer,
+    log_loss,
+    roc_auc_score,
+)
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold
 from sklearn.preprocessing import StandardScaler
 
@@ -295,6 +302,44 @@ def test_selects_the_best_candidate_and_refits_it(data):
     copy = pickle.loads(pickle.dumps(clf))
     assert_array_equal(copy.predict_proba(X), clf.predict_proba(X))
     assert clone(clf).get_params() == clf.get_params()
+
+
+@pytest.mark.parametrize(
+    "scoring, labels",
+    [("roc_auc", [0, 1]), ("neg_brier_score", [-1, 1]), ("f1_macro", ["no", "yes"])],
+)
+def test_binary_labels_with_probability_scorers(data, scoring, labels):
+    # scikit-learn's roc_auc and Brier score need labels {0, 1} or {-1, 1}.
+    X, y, w = data
+    y = np.where(y == "low", *labels)
+    clf = KernelAttentionClassifierCV("gaussian", BANDWIDTHS, scoring=scoring).fit(
+        X, y, sample_weight=w
+    )
+    for c, h in enumerate(BANDWIDTHS):
+        proba = refit_held_out(X, y, loo_splits(len(X)), "gaussian", h, w, "nearest")
+        if scoring == "roc_auc":
+            expected = roc_auc_score(y, proba[:, 1], sample_weight=w)
+        elif scoring == "neg_brier_score":
+            expected = -brier_score_loss(y, proba[:, 1], sample_weight=w)
+        else:
+            pred = np.unique(y)[np.argmax(proba, axis=1)]
+            expected = f1_score(y, pred, average="macro", sample_weight=w)
+        assert_allclose(clf.cv_results_["mean_test_score"][c], expected, rtol=1e-10)
+    assert_array_equal(clf.classes_, labels)
+    assert set(clf.predict(X)) <= set(labels)
+
+
+def test_verbose_names_the_estimator_and_refits_drop_stale_attributes(data, capsys):
+    X, y, _ = data
+    clf = KernelAttentionClassifierCV(bandwidths=3, per_feature=True, verbose=1)
+    clf.fit(X, y)
+    assert hasattr(clf, "n_iter_")
+    out = capsys.readouterr().out
+    assert "[KernelAttentionClassifierCV] Scoring 3 candidates" in out
+    assert "Per-feature widths" in out
+    clf.set_params(per_feature=False, verbose=0).fit(X, y)
+    assert not hasattr(clf, "n_iter_")
+    assert isinstance(clf.bandwidth_, float)
 
 
 def test_feature_names_are_kept(data):
