@@ -2,6 +2,7 @@
 
 from . import kernels
 from ._classification import KernelAttentionClassifier
+from ._classification_cv import KernelAttentionClassifierCV
 from ._cv import KernelAttentionRegressorCV
 from ._exceptions import (
     EmptyNeighborhoodWarning,
@@ -17,6 +18,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "EmptyNeighborhoodWarning",
     "KernelAttentionClassifier",
+    "KernelAttentionClassifierCV",
     "KernelAttentionRegressor",
     "KernelAttentionRegressorCV",
     "LocalLinearFallbackWarning",

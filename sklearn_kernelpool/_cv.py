@@ -959,8 +959,26 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             return allowed
 
         self._fallback(held_out, predictions, empty, np.arange(n), others)
-        Y = held_out.Y
-        errors = np.mean((predictions - Y[None]) ** 2, axis=2)
+        results = self._loo_scores(
+            held_out, predictions, empty, X, y, weights, scorer, weighted
+        )
+        results["empty_fraction"] = empty.mean(axis=1)
+        if self.degree == 1:
+            results["singular_fraction"] = singular[..., 0].mean(axis=1)
+            results["rank_deficient_fraction"] = singular[..., 1].mean(axis=1)
+        return results
+
+    def _loo_scores(
+        self, held_out, predictions, empty, X, y, weights, scorer, weighted
+    ):
+        """``mean_test_score`` and ``loo_mse`` of the leave-one-out predictions.
+
+        ``predictions`` (candidates, n, outputs) are those of every point,
+        fallbacks included; ``empty`` (candidates, n) the points that fell
+        back. A hook: :class:`KernelAttentionClassifierCV` scores them as
+        class probabilities.
+        """
+        errors = np.mean((predictions - held_out.Y[None]) ** 2, axis=2)
         loo_mse = errors @ weights / weights.sum()
         invalid = self.on_empty in ("nan", "raise")
         loo_mse[invalid & empty.any(axis=1)] = np.nan
@@ -973,15 +991,37 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                     for pred, bad in zip(predictions, np.isnan(loo_mse), strict=True)
                 ]
             )
-        results = {
-            "mean_test_score": scores,
-            "loo_mse": loo_mse,
-            "empty_fraction": empty.mean(axis=1),
-        }
-        if self.degree == 1:
-            results["singular_fraction"] = singular[..., 0].mean(axis=1)
-            results["rank_deficient_fraction"] = singular[..., 1].mean(axis=1)
-        return results
+        return {"mean_test_score": scores, "loo_mse": loo_mse}
+
+    def _split_scores(self, held_out, split, predictions, bad, X, y, w_test, scorer):
+        """The score of every candidate on one K-fold split.
+
+        ``split`` is its (train, test) pair, ``predictions`` (candidates,
+        n_test, outputs) the held-out predictions of its test points and
+        ``bad`` the candidates not eligible on it. A hook:
+        :class:`KernelAttentionClassifierCV` scores them as class
+        probabilities.
+        """
+        test = split[1]
+        if self.scoring is None and len(test) > 1:
+            # The estimator's score, R^2, for every candidate at once.
+            scores = _r2_scores(held_out.Y[test], predictions, w_test)
+            scores[bad] = np.nan
+            return scores
+        return np.array(
+            [
+                self._score(
+                    scorer,
+                    predictions[c],
+                    X[test],
+                    y[test],
+                    w_test,
+                    bad[c],
+                    weighted=w_test is not None,
+                )
+                for c in range(len(predictions))
+            ]
+        )
 
     def _score(self, scorer, predictions, X, y, weights, invalid, weighted):
         if invalid:
@@ -1046,21 +1086,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             n_held_out += len(test)
             bad = emp.any(axis=1) & (self.on_empty in ("nan", "raise"))
             w_test = None if sample_weight is None else sample_weight[test]
-            if self.scoring is None and len(test) > 1:
-                # The estimator's score, R^2, for every candidate at once.
-                split_scores[:, s] = _r2_scores(held_out.Y[test], pred, w_test)
-                split_scores[bad, s] = np.nan
-                continue
-            for c in range(n_candidates):
-                split_scores[c, s] = self._score(
-                    scorer,
-                    pred[c],
-                    X[test],
-                    y[test],
-                    w_test,
-                    bad[c],
-                    weighted=sample_weight is not None,
-                )
+            split_scores[:, s] = self._split_scores(
+                held_out, splits[s], pred, bad, X, y, w_test, scorer
+            )
         results = {
             f"split{s}_test_score": split_scores[:, s] for s in range(len(splits))
         }

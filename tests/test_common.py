@@ -11,6 +11,7 @@ from sklearn.utils.fixes import parse_version
 
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
+    KernelAttentionClassifierCV,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
 )
@@ -159,6 +160,7 @@ def test_sklearn_compatible_estimator(estimator, check):
         KernelAttentionRegressor(),
         KernelAttentionClassifier(),
         KernelAttentionRegressorCV(),
+        KernelAttentionClassifierCV(),
     ],
     ids=lambda estimator: type(estimator).__name__,
 )
@@ -184,10 +186,26 @@ def _classifier_configurations():
     yield KernelAttentionClassifier(kernel="epanechnikov", bandwidth="silverman")
 
 
-CLASSIFIERS = list(_classifier_configurations())
+def _classifier_cv_configurations():
+    yield KernelAttentionClassifierCV()
+    yield KernelAttentionClassifierCV(
+        kernels=("gaussian", "epanechnikov"), cv=3, scoring="accuracy"
+    )
+    yield KernelAttentionClassifierCV(bandwidths=5, per_feature=True)
+
+
+CLASSIFIERS = list(_classifier_configurations()) + list(_classifier_cv_configurations())
+
+
+def expected_failed_classifier_checks(estimator):
+    if isinstance(estimator, KernelAttentionClassifierCV) and estimator.cv is None:
+        return {"check_sample_weight_equivalence_on_dense_data": LOO_WEIGHT_REASON}
+    return {}
 
 
 @pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
-@parametrize_with_checks(CLASSIFIERS)
+@parametrize_with_checks(
+    CLASSIFIERS, expected_failed_checks=expected_failed_classifier_checks
+)
 def test_sklearn_compatible_classifier(estimator, check):
     check(estimator)

@@ -1,0 +1,562 @@
+"""KernelAttentionClassifierCV: kernel and bandwidth of a classifier by
+cross-validation.
+
+The held-out class probabilities of :class:`KernelAttentionClassifier` are
+the held-out pooled values of the one-hot class indicators: the scoring pass
+of :class:`KernelAttentionRegressorCV` computes them for every candidate at
+once, and a private subclass of it scores them as probabilities.
+"""
+
+import inspect
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.metrics import check_scoring, get_scorer_names
+from sklearn.model_selection import check_cv
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from ._algorithm import ALGORITHMS
+from ._base import N_JOBS_CONSTRAINT, validate_fit_data, validate_queries
+from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
+from ._cv import KernelAttentionRegressorCV, _accepts_sample_weight
+from ._log_loss_widths import learn_log_loss_widths
+from ._widths import learn_widths
+from .kernels import KERNELS
+
+_EPS = float(np.finfo(np.float64).eps)
+
+
+def _normalised(predictions):
+    """Held-out pooled one-hot labels as probabilities: rows summing to one,
+    as :meth:`KernelAttentionClassifier.predict_proba` divides them."""
+    return predictions / predictions.sum(axis=-1, keepdims=True)
+
+
+def _log_losses(proba, true, weights):
+    """``log_loss`` of every candidate's probabilities at once.
+
+    ``proba`` is (n_candidates, n, n_classes), ``true`` the column of each
+    point's class and ``weights`` its weight (or None). The probability of
+    the true class is clipped to ``[eps, 1 - eps]``, as
+    :func:`sklearn.metrics.log_loss` does.
+    """
+    p = proba[:, np.arange(len(true)), true]
+    losses = -np.log(np.clip(p, _EPS, 1.0 - _EPS))
+    if weights is None:
+        return losses.mean(axis=1)
+    return losses @ weights / weights.sum()
+
+
+def _not_a_classification_scorer(scorer):
+    """Why a scikit-learn scorer cannot score a classifier, or ""."""
+    metric = getattr(scorer, "_score_func", None)
+    module = getattr(metric, "__module__", None) or ""
+    if module.startswith("sklearn.metrics._regression"):
+        return f"scores with {metric.__name__}, a regression metric"
+    return ""
+
+
+class _Probabilities(ClassifierMixin, BaseEstimator):
+    """Stands in for a fitted classifier whose probabilities are known.
+
+    ``predict`` is the first class of largest probability, as
+    :class:`KernelAttentionClassifier` breaks ties.
+    """
+
+    def __init__(self, proba, classes):
+        self.proba = proba
+        self.classes = classes
+
+    @property
+    def classes_(self):
+        return self.classes
+
+    def predict_proba(self, X):
+        return self.proba
+
+    def predict_log_proba(self, X):
+        with np.errstate(divide="ignore"):
+            return np.log(self.proba)
+
+    def predict(self, X):
+        return self.classes[np.argmax(self.proba, axis=1)]
+
+
+class _ProbabilityCV(KernelAttentionRegressorCV):
+    """The scoring pass of the regressor CV on one-hot labels, scored as the
+    class probabilities of :class:`KernelAttentionClassifier`.
+
+    Set before ``fit``: ``_labels`` (the labels), ``_true`` (the column of
+    each label in ``_classes``), ``_classes`` and ``_classifier_scorer``
+    (a scorer, or None for the log-loss).
+    """
+
+    def _say(self, message, level=1):
+        if self.verbose >= level:
+            print(f"[KernelAttentionClassifierCV] {message}")
+
+    def _scorer(self, weighted):
+        return self._classifier_scorer
+
+    def _check_small_folds(self, splits, scorer, X, y, sample_weight):
+        if min((len(test) for _, test in splits), default=1) == 0:
+            raise ValueError(
+                "cv gives a split with an empty test set; every split must "
+                "hold out at least one sample."
+            )
+
+    def _proba_score(self, scorer, proba, classes, rows, weights, invalid):
+        if invalid:
+            return np.nan
+        kwargs = {} if weights is None else {"sample_weight": weights}
+        # The stand-in ignores X: an index column serves.
+        X = rows[:, None]
+        return float(
+            scorer(_Probabilities(proba, classes), X, self._labels[rows], **kwargs)
+        )
+
+    def _loo_scores(
+        self, held_out, predictions, empty, X, y, weights, scorer, weighted
+    ):
+        proba = _normalised(predictions)
+        loss = _log_losses(proba, self._true, weights)
+        loss[(self.on_empty == "raise") & empty.any(axis=1)] = np.nan
+        if scorer is None:
+            scores = -loss
+        else:
+            rows = np.arange(len(self._labels))
+            w = weights if weighted else None
+            scores = np.array(
+                [
+                    self._proba_score(scorer, p, self._classes, rows, w, bad)
+                    for p, bad in zip(proba, np.isnan(loss), strict=True)
+                ]
+            )
+        return {"mean_test_score": scores, "loo_log_loss": loss}
+
+    def _split_scores(self, held_out, split, predictions, bad, X, y, w_test, scorer):
+        train, test = split
+        proba = _normalised(predictions)
+        if self._classifier_scorer is None:
+            scores = -_log_losses(proba, self._true[test], w_test)
+            scores[bad] = np.nan
+            return scores
+        # The classes of the classifier fitted on the training part; the
+        # others have no key there and probability 0.
+        present = np.unique(self._true[train])
+        return np.array(
+            [
+                self._proba_score(
+                    scorer,
+                    proba[c][:, present],
+                    self._classes[present],
+                    test,
+                    w_test,
+                    bad[c],
+                )
+                for c in range(len(proba))
+            ]
+        )
+
+    def _learn_widths(self, X, X64, y, Y, weights, scorer, weighted):
+        kernel = KERNELS[self.kernel_]
+        if "objective" in inspect.signature(learn_widths).parameters:
+            learned = learn_widths(
+                X64, Y, weights, kernel, self.bandwidth_, objective="log_loss"
+            )
+        else:
+            learned = learn_log_loss_widths(X64, Y, weights, kernel, self.bandwidth_)
+        widths, n_iter, loss, proba = learned
+        self.n_iter_ = n_iter
+        if not loss < self.cv_results_["loo_log_loss"][self.best_index_]:
+            return
+        self.bandwidth_ = widths
+        if scorer is None:
+            self.best_score_ = -float(loss)
+        else:
+            rows = np.arange(len(self._labels))
+            self.best_score_ = self._proba_score(
+                scorer,
+                _normalised(proba),
+                self._classes,
+                rows,
+                weights if weighted else None,
+                False,
+            )
+
+
+class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
+    """Attention pooling of class labels, kernel and bandwidth by cross-validation.
+
+    Like :class:`~sklearn.linear_model.LogisticRegressionCV` for
+    :class:`~sklearn.linear_model.LogisticRegression`: every candidate
+    (kernel, bandwidth) of :class:`KernelAttentionClassifier` is scored from
+    one shared pass over the pairwise distances, exactly as
+    :class:`KernelAttentionRegressorCV` scores its candidates, and the best
+    one is refitted on all the data as ``best_estimator_``. The held-out
+    class probabilities are the held-out pooled one-hot labels: those of the
+    classifier fitted without the held-out points.
+
+    Parameters
+    ----------
+    kernels : str or sequence of str, default=("gaussian",)
+        Names of kernels of :data:`sklearn_kernelpool.kernels.KERNELS` to
+        choose from.
+
+    bandwidths : int or array-like of shape (n_bandwidths,), default=30
+        The isotropic bandwidths to choose from: an int for that many
+        bandwidths spaced evenly in log scale over the scale of the training
+        points of positive weight, or an array-like of floats > 0, as for
+        :class:`KernelAttentionRegressorCV`.
+
+    cv : int, cross-validation generator or iterable, default=None
+        How the candidates are scored:
+
+        - None: exact leave-one-out. Every training point is predicted from
+          all the others (its whole weight removed); points of weight zero
+          are predicted too and count for nothing in the scores.
+        - an int ``k >= 2``: :class:`~sklearn.model_selection.StratifiedKFold`
+          with ``k`` folds (``check_cv(cv, y, classifier=True)``);
+        - a splitter or an iterable of (train, test) index arrays, as for
+          :class:`~sklearn.model_selection.GridSearchCV`; the splits are
+          drawn once.
+
+        Under K-fold the score of a candidate is the mean of its split
+        scores, each that of the classifier fitted on the training part of
+        the split, as ``GridSearchCV`` computes them with that splitter.
+
+    scoring : str, callable or None, default=None
+        None is the negative log-loss (:func:`~sklearn.metrics.log_loss`),
+        computed for every candidate at once. Otherwise a scikit-learn
+        scorer name or a callable ``scorer(estimator, X, y)`` that scores a
+        classifier (``"accuracy"``, ``"neg_log_loss"``, ``"roc_auc"``, ...);
+        a regression scorer raises a ``ValueError``. Under leave-one-out the
+        scorer scores the ``n`` held-out predictions at once, through a
+        stand-in fitted classifier whose ``predict_proba`` returns the
+        held-out probabilities, whose ``predict`` is their first class of
+        largest probability and whose ``classes_`` are all the classes; it
+        is called with ``X`` an index column, not the training data. Under
+        K-fold its ``classes_`` are those of the split's training part.
+
+    per_feature : bool, default=False
+        After the isotropic selection, learn one width per feature by
+        minimising the leave-one-out log-loss with L-BFGS-B on the log
+        widths and an analytic gradient, with the bounds and starts of
+        :class:`KernelAttentionRegressorCV`; the learned widths are kept only
+        where they lower the leave-one-out log-loss of the isotropic choice.
+        Needs ``cv=None`` and kernels with a log form (``"gaussian"``,
+        ``"exponential"``, ``"cauchy"`` and their aliases). With many
+        features and few samples the learned widths can overfit the
+        leave-one-out log-loss they minimise.
+
+    on_empty : {"nearest", "mean", "raise"}, default="nearest"
+        What a held-out point gets when no training point of positive weight
+        lies in the kernel's support (compact kernels), both while scoring
+        and in ``best_estimator_``, as for :class:`KernelAttentionClassifier`:
+
+        - ``"nearest"``: the class frequencies, weighted by the sample
+          weights, of the nearest training keys of positive weight (those
+          tied at the smallest distance);
+        - ``"mean"``: the class priors of the training part, weighted by the
+          sample weights;
+        - ``"raise"``: a candidate that leaves any point with an empty
+          neighbourhood is not eligible: its score is NaN and it ranks last.
+          If no candidate is eligible, ``fit`` raises a ``ValueError``.
+
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+        The algorithm of ``best_estimator_``. Scoring always pools every pair.
+
+    n_jobs : int, default=None
+        Threads over blocks of points while scoring, and the ``n_jobs`` of
+        ``best_estimator_``, as for :class:`KernelAttentionRegressorCV`.
+
+    verbose : int, default=0
+        How much ``fit`` prints, as for :class:`KernelAttentionRegressorCV`.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The class labels, sorted.
+
+    kernel_ : str
+        The selected kernel.
+
+    bandwidth_ : float or ndarray of shape (n_features,)
+        The selected bandwidth; per-feature widths when they were learned
+        and kept.
+
+    best_score_ : float
+        ``mean_test_score`` of the selected candidate, or with learned
+        per-feature widths the score of their leave-one-out probabilities.
+
+    best_index_ : int
+        Index of the selected isotropic candidate in ``cv_results_``.
+
+    best_params_ : dict
+        ``{"kernel": ..., "bandwidth": ...}`` of that candidate.
+
+    cv_results_ : dict of ndarrays
+        One entry per candidate, in the order of
+        ``GridSearchCV(param_grid={"kernel": ..., "bandwidth": ...})``, with
+        the keys of :class:`KernelAttentionRegressorCV`'s ``cv_results_``
+        (``mean_test_score``, ``empty_fraction``, ``param_kernel``,
+        ``param_bandwidth``, ``params``, ``rank_test_score``; under K-fold
+        ``split{k}_test_score`` and ``std_test_score``), except that under
+        leave-one-out ``loo_log_loss``, the sample-weighted leave-one-out
+        log-loss, takes the place of ``loo_mse``.
+
+    best_estimator_ : KernelAttentionClassifier
+        The selected model refitted on all the data.
+
+    n_iter_ : int
+        With ``per_feature=True``, the L-BFGS-B iterations of the start that
+        gave the learned widths.
+
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during ``fit``. Defined only when ``X`` has
+        feature names that are all strings.
+
+    See Also
+    --------
+    KernelAttentionClassifier : The estimator whose parameters are selected.
+    KernelAttentionRegressorCV : The same selection for regression.
+    sklearn.linear_model.LogisticRegressionCV : The same idea for logistic
+        regression.
+
+    Notes
+    -----
+    The held-out probability of class :math:`c` at point :math:`i` is
+
+    .. math::
+
+        \\hat p_{-i}(c) = \\frac{\\sum_{j \\notin G(i)} w_j \\alpha(\\lVert x_i - x_j
+        \\rVert / h) [y_j = c]}{\\sum_{j \\notin G(i)} w_j \\alpha(\\lVert x_i
+        - x_j \\rVert / h)}
+
+    with :math:`G(i)` the point itself under leave-one-out and its fold
+    under K-fold: the pooled one-hot labels of the regressor's scoring pass
+    (see :class:`KernelAttentionRegressorCV` for its cost and memory), which
+    are the probabilities of :class:`KernelAttentionClassifier` fitted
+    without :math:`G(i)`. Its ``on_empty`` fallbacks are those of the
+    classifier too.
+
+    The log-loss clips the probability of the true class to
+    :math:`[\\epsilon, 1 - \\epsilon]` (:math:`\\epsilon` the float64 machine
+    epsilon), as :func:`sklearn.metrics.log_loss` does: a probability 0 of
+    the true class, which compact kernels give readily, costs
+    :math:`-\\log \\epsilon \\approx 36` rather than an infinite loss. Under
+    leave-one-out a point whose class no other point has gets probability 0
+    for it; the default K-fold score treats a class absent from a split's
+    training part in the same way.
+
+    The pass pools ``n_classes + 1`` columns per candidate: its pooled sums
+    take ``8 n (n_classes + 1)`` bytes per candidate (per thread), as those
+    of a regressor with ``n_classes`` outputs.
+
+    Sample weights weigh the keys in the pools and the points in the scores,
+    as for :class:`KernelAttentionRegressorCV` (a scorer is called with the
+    held-out weights; a callable ``scoring`` must then accept
+    ``sample_weight``). ``best_estimator_`` is fitted with the weights as
+    given.
+
+    References
+    ----------
+    .. [1] P. Hall, J. Racine and Q. Li, "Cross-validation and the estimation
+       of conditional probability densities", Journal of the American
+       Statistical Association 99 (2004).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn_kernelpool import KernelAttentionClassifierCV
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = KernelAttentionClassifierCV(bandwidths=[0.1, 0.3, 1.0]).fit(X, y)
+    >>> clf.bandwidth_
+    0.3
+    >>> clf.cv_results_["rank_test_score"]
+    array([2, 1, 3], dtype=int32)
+    >>> clf.predict(X[:2])
+    array([0, 0])
+    >>> accuracy = KernelAttentionClassifierCV(cv=5, scoring="accuracy").fit(X, y)
+    >>> round(accuracy.best_score_, 3)
+    0.973
+    """
+
+    _parameter_constraints: dict = {
+        "kernels": [StrOptions(set(KERNELS)), "array-like"],
+        "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "cv": ["cv_object"],
+        "scoring": [StrOptions(set(get_scorer_names())), callable, None],
+        "per_feature": ["boolean"],
+        "on_empty": [StrOptions(set(ON_EMPTY_CLASSIFIER))],
+        "algorithm": [StrOptions(set(ALGORITHMS))],
+        "n_jobs": N_JOBS_CONSTRAINT,
+        "verbose": ["verbose"],
+    }
+
+    # The parameters the scoring pass takes as they are.
+    _SHARED = ("kernels", "bandwidths", "per_feature", "on_empty", "n_jobs", "verbose")
+
+    def __init__(
+        self,
+        kernels=("gaussian",),
+        bandwidths=30,
+        *,
+        cv=None,
+        scoring=None,
+        per_feature=False,
+        on_empty="nearest",
+        algorithm="auto",
+        n_jobs=None,
+        verbose=0,
+    ):
+        self.kernels = kernels
+        self.bandwidths = bandwidths
+        self.cv = cv
+        self.scoring = scoring
+        self.per_feature = per_feature
+        self.on_empty = on_empty
+        self.algorithm = algorithm
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    def _scorer(self, weighted):
+        if self.scoring is None:
+            return None
+        scorer = check_scoring(self, scoring=self.scoring)
+        problem = _not_a_classification_scorer(scorer)
+        if problem:
+            raise ValueError(
+                f"scoring={self.scoring!r} {problem}; KernelAttentionClassifierCV "
+                "is a classifier and needs a classification scorer, such as "
+                "'accuracy', 'neg_log_loss' or 'roc_auc', or None (the negative "
+                "log-loss)."
+            )
+        if weighted and not _accepts_sample_weight(scorer):
+            raise ValueError(
+                f"With sample_weight, scoring={self.scoring!r} must accept a "
+                "sample_weight keyword argument: the held-out scores are "
+                "weighted. Use a weighted metric, or no sample_weight."
+            )
+        return scorer
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Score every candidate, select the best and refit it on all the data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training keys.
+
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the training rows, not all zero.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X, y = validate_fit_data(self, X, y)
+        with np.errstate(invalid="ignore"):
+            check_classification_targets(y)
+        self.classes_, true = np.unique(y, return_inverse=True)
+        if self.per_feature and self.cv is not None:
+            raise ValueError(
+                "per_feature=True learns the widths on the leave-one-out "
+                f"log-loss: it needs cv=None; got cv={self.cv!r}."
+            )
+        scorer = self._scorer(sample_weight is not None)
+        splits = None
+        if self.cv is not None:
+            cv = check_cv(self.cv, y, classifier=True)
+            splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
+        onehot = np.zeros((X.shape[0], len(self.classes_)))
+        onehot[np.arange(X.shape[0]), true] = 1.0
+        # Its own refit only stores the one-hot labels: brute force.
+        search = _ProbabilityCV(
+            cv=splits, scoring=self.scoring, algorithm="brute", degree=0
+        )
+        search.set_params(**{name: getattr(self, name) for name in self._SHARED})
+        search._labels, search._true, search._classes = y, true, self.classes_
+        search._classifier_scorer = scorer
+        search.fit(X, onehot, sample_weight=sample_weight)
+        for name in (
+            "cv_results_",
+            "best_index_",
+            "best_params_",
+            "best_score_",
+            "kernel_",
+            "bandwidth_",
+            "n_iter_",
+        ):
+            if hasattr(search, name):
+                setattr(self, name, getattr(search, name))
+            else:  # n_iter_ of an earlier fit with per_feature=True
+                self.__dict__.pop(name, None)
+        self.best_estimator_ = KernelAttentionClassifier(
+            kernel=self.kernel_,
+            bandwidth=self.bandwidth_,
+            on_empty=self.on_empty,
+            algorithm=self.algorithm,
+            n_jobs=self.n_jobs,
+        ).fit(X, y, sample_weight=sample_weight)
+        return self
+
+    def predict_proba(self, X):
+        """Class probabilities of ``best_estimator_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            The queries.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_queries, n_classes)
+            The probability of each class of ``classes_``.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict_proba(validate_queries(self, X))
+
+    def predict_log_proba(self, X):
+        """Logarithm of the class probabilities of ``best_estimator_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            The queries.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_queries, n_classes)
+            ``-inf`` for a class of probability 0.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict_log_proba(validate_queries(self, X))
+
+    def predict(self, X):
+        """Class labels of ``best_estimator_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            The queries.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,)
+            The class of largest probability; ties go to the first tied
+            class in ``classes_``.
+        """
+        check_is_fitted(self)
+        return self.best_estimator_.predict(validate_queries(self, X))
