@@ -20,7 +20,7 @@ from joblib import Parallel, delayed
 from scipy.sparse import csr_array
 from sklearn.utils import gen_batches
 
-from . import _local_linear, _weights
+from . import _adaptive, _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
 from ._chunking import working_memory_bytes
@@ -149,6 +149,10 @@ class KernelPool:
     degree : {0, 1}
         0 pools the values (local-constant); 1 fits a local-linear model
         around each query (:mod:`._local_linear`).
+    n_neighbors : int or None
+        None for the fixed ``bandwidth``; an int ``k`` gives each query the
+        width ``bandwidth`` times the distance to its ``k``-th nearest key
+        of positive weight (:mod:`._adaptive`).
     """
 
     def __init__(
@@ -162,6 +166,7 @@ class KernelPool:
         user_kernel,
         algorithm="auto",
         degree=0,
+        n_neighbors=None,
     ):
         # All that pickles save: a loaded engine is rebuilt from them.
         self._arguments = {
@@ -174,6 +179,7 @@ class KernelPool:
             "user_kernel": user_kernel,
             "algorithm": algorithm,
             "degree": degree,
+            "n_neighbors": n_neighbors,
         }
         self.dtype = keys.dtype
         self.degree = degree
@@ -196,7 +202,15 @@ class KernelPool:
         # Weights and values are divided by powers of two, which is exact and
         # keeps every sum finite; pooled values are multiplied back.
         self.weights = relative_weights(sample_weight[self.support], self.dtype)
-        self.algorithm, neighbors = choose_algorithm(algorithm, kernel, self.keys)
+        # Per-query widths: the squared scale of each query's distances.
+        self.radii = None
+        if n_neighbors is not None:
+            self.radii = _adaptive.NeighborRadii(
+                scaled, self.exact.keys, self.bandwidth, n_neighbors
+            )
+        self.algorithm, neighbors = choose_algorithm(
+            algorithm, kernel, self.keys, n_neighbors, self.bandwidth
+        )
         # Whether predictions start threads (the tree paths).
         self.expected_neighbors = self.keys.shape[0] if neighbors is None else neighbors
         values, self.value_scale = scale_values(values[self.support], self.dtype)
@@ -219,6 +233,8 @@ class KernelPool:
                 scaled, kernel, self.algorithm, self.dtype, self.exact
             )
             self.pool_matrix = unfolded
+            if self.radii is not None:
+                self.scorer.max_neighbors = None  # a bound for a fixed width
 
     def __getstate__(self):
         # Only the arguments of the constructor are saved: a loaded engine is
@@ -304,7 +320,11 @@ class KernelPool:
         counts = np.empty(X.shape[0], dtype=np.intp)
         for batch in gen_batches(X.shape[0], TREE_CHUNK_ROWS):
             scaled = scale_coordinates(X[batch], self.bandwidth, self.dtype, "X")
-            counts[batch] = self.scorer.count(scaled)
+            if self.radii is None:
+                counts[batch] = self.scorer.count(scaled)
+            else:
+                r2 = self.radii(scaled, X[batch])
+                counts[batch] = _adaptive.tree_count(self.scorer, scaled, r2)
         return counts
 
     def _batches(self, X, extra_row_bytes=0, n_threads=1, empty_row_pairs=0):
@@ -405,9 +425,13 @@ class KernelPool:
 
     def _queries(self, X):
         """The queries scaled by the bandwidth, uncentred and centred, and
-        unscaled (float64)."""
+        unscaled (float64); with adaptive widths, each query's ``r^2`` too
+        (:mod:`._adaptive`)."""
         scaled = scale_coordinates(X, self.bandwidth, self.dtype, "X")
-        return scaled, scaled - self.center, X.astype(np.float64, copy=False)
+        raw = X.astype(np.float64, copy=False)
+        if self.radii is None:
+            return scaled, scaled - self.center, raw
+        return scaled, scaled - self.center, raw, self.radii(scaled, raw)
 
     def _raw_scores(self, queries, workspace, rows=None):
         """Scores of a chunk, dense for brute and sparse for the trees.
@@ -415,15 +439,21 @@ class KernelPool:
         ``rows`` recomputes the brute scores of these rows, in a stable way.
         Brute scores have rows past the chunk's, up to a whole block.
         """
-        scaled, Q, raw = queries
+        scaled, Q, raw = queries[:3]
+        r2 = queries[3] if len(queries) > 3 else None
         if self.algorithm != "brute":
+            if r2 is not None:
+                return _adaptive.tree_scores(self.scorer, scaled, raw, r2)
             return self.scorer.scores(scaled, raw)
         exact = (raw, scaled)
         if rows is not None:
             # Whole blocks: see _underflowed and _row_scores.
             Q, exact = Q[rows], (raw[rows], scaled[rows])
+            r2 = None if r2 is None else r2[rows]
         augmented, out, wide = workspace.rows(len(Q))
         augmented = self.scorer.augment(Q, augmented)
+        if r2 is not None:
+            return _adaptive.brute_scores(self.scorer, augmented, out, wide, *exact, r2)
         return self.scorer.scores(
             augmented, out, wide, stable=rows is not None, exact=exact
         )
@@ -445,7 +475,7 @@ class KernelPool:
     # -- fallbacks -----------------------------------------------------------
     def _nearest_candidates(self, queries, workspace):
         """(rows, cols) pairs that hold each query's nearest keys."""
-        scaled, Q, _ = queries
+        scaled, Q = queries[:2]
         if self.algorithm != "brute":
             return self.scorer.candidates(scaled)
         augmented, out, wide = workspace.rows(len(Q))
@@ -480,7 +510,7 @@ class KernelPool:
             if std is not None:
                 std[empty] = self._spread(self.mean_weights.astype(np.float64))
         else:
-            chosen = tuple(q[empty] for q in queries)
+            chosen = tuple(q[empty] for q in queries[:3])
             weights = self._nearest_weights(chosen, workspace)
             out[empty] = weights @ self.values if pooled else weights.toarray()
             if std is not None:
@@ -625,7 +655,7 @@ class KernelPool:
         """Float64 scores of the ``rows`` of a chunk, sample weights included,
         dense, up to a factor per row."""
         if self.algorithm != "brute":
-            scores = self.scorer.scores(queries[0][rows], queries[2][rows])
+            scores = self._raw_scores(tuple(q[rows] for q in queries), workspace)
             scores.data *= self.weights[scores.indices]
             return scores.toarray().astype(np.float64, copy=False)
         blocks = self.scorer.whole_blocks(rows, len(queries[0]))
@@ -825,7 +855,7 @@ class KernelPool:
         if not np.any(empty):
             return scores
         if self.on_empty == "nearest":
-            chosen = tuple(q[empty] for q in queries)
+            chosen = tuple(q[empty] for q in queries[:3])
             fallback = self._nearest_weights(chosen, workspace)
         else:
             fill = self.mean_weights if self.on_empty == "mean" else np.nan
