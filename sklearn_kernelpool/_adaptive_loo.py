@@ -71,7 +71,7 @@ class AdaptiveHeldOut(HeldOut):
         kth.partition(np.unique(self.n_neighbors - 1), axis=1)
         radii = kth[:, self.n_neighbors - 1].T
         if not np.all(np.isfinite(radii)):
-            raise ValueError(
+            raise ValueError(  # the callers check the counts first
                 f"n_neighbors={int(self.n_neighbors.max())} exceeds the number "
                 "of training points of positive weight of a held-out fit."
             )
@@ -120,10 +120,12 @@ class AdaptiveHeldOut(HeldOut):
         """
         n = len(self.X)
         points = np.arange(n)
+        k = int(self.n_neighbors.max())
         if groups is None:
-            check_n_neighbors(
-                int(self.n_neighbors.max()), int(self.positive.sum()), loo=True
-            )
+            check_n_neighbors(k, int(self.positive.sum()), loo=True)
+        else:
+            inside = np.bincount(groups, weights=self.positive)
+            check_n_neighbors(k, int(self.positive.sum() - inside.max()))
 
         def allowed_rows(batch):
             if groups is None:

@@ -741,14 +741,15 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
             self._check_small_folds(splits, scorer, X, y, sample_weight)
 
-        params = list(ParameterGrid({"kernel": names, "bandwidth": list(grid)}))
-        if not len(grid):
-            params = []
+        params = []
+        if len(grid):
+            params = list(ParameterGrid({"kernel": names, "bandwidth": list(grid)}))
         n_fixed = len(params)
-        params += [
-            {"bandwidth": 1.0, **p}
-            for p in ParameterGrid({"kernel": names, "n_neighbors": counts})
-        ]
+        if counts:
+            params += [
+                {"bandwidth": 1.0, **p}
+                for p in ParameterGrid({"kernel": names, "n_neighbors": counts})
+            ]
         held_out = HeldOut(
             X64,
             Y,
