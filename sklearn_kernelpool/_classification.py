@@ -166,8 +166,9 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
     ``weights="uniform"`` wherever no key lies exactly at the radius (the
     boxcar excludes it, the radius includes it).
 
-    An integer sample weight ``k`` is equivalent to ``k`` copies of the row,
-    and rows of weight zero never influence a prediction. The probabilities
+    An integer sample weight ``k`` is equivalent to ``k`` copies of the row
+    (except under ``n_neighbors``, where a row counts as one neighbour), and
+    rows of weight zero never influence a prediction. The probabilities
     have the floating dtype of the training ``X`` (float32 stays float32).
 
     Examples

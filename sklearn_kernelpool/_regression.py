@@ -203,8 +203,9 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     with the number of queries. The predictions are the
     same to the last bit for every ``working_memory`` and ``n_jobs``.
 
-    An integer sample weight ``k`` is equivalent to ``k`` copies of the row,
-    and rows of weight zero never influence a prediction.
+    An integer sample weight ``k`` is equivalent to ``k`` copies of the row
+    (except under ``n_neighbors``, where a row counts as one neighbour), and
+    rows of weight zero never influence a prediction.
 
     Predictions have the floating dtype of the training ``X`` (float32 stays
     float32).
