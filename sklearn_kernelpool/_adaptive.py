@@ -49,9 +49,9 @@ def check_n_neighbors(n_neighbors, n_keys, loo=False):
     if n_neighbors > available:
         others = " other than the held-out one" if loo else ""
         raise ValueError(
-            f"n_neighbors={n_neighbors} exceeds the {available} training "
-            f"row(s) of positive sample weight{others}: each such row counts "
-            "as one neighbour (rows of weight zero count as none). Use "
+            f"n_neighbors={n_neighbors} exceeds the training rows of positive "
+            f"sample weight{others} ({available} sample(s)): each such row "
+            "counts as one neighbour (rows of weight zero count as none). Use "
             f"n_neighbors <= {available}."
         )
 

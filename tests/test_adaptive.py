@@ -223,7 +223,7 @@ def test_weight_counts_as_one_neighbour():
 
 def test_too_many_neighbours():
     X = np.arange(5.0)[:, None]
-    msg = r"n_neighbors=5 exceeds the 4 training row\(s\) of positive sample weight"
+    msg = r"n_neighbors=5 exceeds the training rows of positive sample weight \(4 "
     with pytest.raises(ValueError, match=msg):
         KernelAttentionRegressor(n_neighbors=5).fit(X, X[:, 0], [1, 1, 0, 1, 1])
     with pytest.raises(ValueError, match="n_neighbors=6 exceeds"):
