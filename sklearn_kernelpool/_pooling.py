@@ -67,7 +67,7 @@ def resolve_kernel(kernel):
     return KERNELS[kernel]
 
 
-def report_empty(on_empty, n_empty, n_queries, kernel, bandwidth):
+def report_empty(on_empty, n_empty, n_queries, kernel, bandwidth, n_neighbors=None):
     """Warn of, or for ``on_empty="raise"`` refuse, ``n_empty`` empty queries.
 
     The warning's text names the configuration only; the counts are its
@@ -90,7 +90,7 @@ def report_empty(on_empty, n_empty, n_queries, kernel, bandwidth):
     warn(
         EmptyNeighborhoodWarning(
             "Queries with no training key of positive weight inside the "
-            f"support of {describe(kernel, bandwidth)} get {what} "
+            f"support of {describe(kernel, bandwidth, n_neighbors)} get {what} "
             f"(on_empty={on_empty!r}); a larger bandwidth avoids this. The "
             "warning's n_empty and n_queries attributes count them in each call.",
             n_empty=n_empty,
@@ -204,6 +204,7 @@ class KernelPool:
         self.weights = relative_weights(sample_weight[self.support], self.dtype)
         # Per-query widths: the squared scale of each query's distances.
         self.radii = None
+        self._n_neighbors = n_neighbors
         if n_neighbors is not None:
             self.radii = _adaptive.NeighborRadii(
                 scaled, self.exact.keys, self.bandwidth, n_neighbors
@@ -517,7 +518,14 @@ class KernelPool:
                 std[empty] = self._spread(weights.astype(np.float64))
 
     def _report_empty(self, n_empty, n_queries):
-        report_empty(self.on_empty, n_empty, n_queries, self.kernel, self.bandwidth)
+        report_empty(
+            self.on_empty,
+            n_empty,
+            n_queries,
+            self.kernel,
+            self.bandwidth,
+            self._n_neighbors,
+        )
 
     # -- the operations ------------------------------------------------------
     def pool(self, X, n_jobs=None, return_std=False):
@@ -710,7 +718,8 @@ class KernelPool:
             warn(
                 LocalLinearFallbackWarning(
                     "Queries with a singular local design under "
-                    f"{describe(self.kernel, self.bandwidth)} (fewer than "
+                    f"{describe(self.kernel, self.bandwidth, self._n_neighbors)} "
+                    "(fewer than "
                     "n_features + 1 keys in general position carry their "
                     "attention weight, so the local-linear fit is not "
                     "determined) get the local mean (degree 0) instead; a "

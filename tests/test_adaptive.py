@@ -305,3 +305,26 @@ def test_array_api_refused():
     with config_context(array_api_dispatch=True):
         with pytest.raises(ValueError, match="n_neighbors=2 .*NumPy arrays only"):
             KernelAttentionRegressor(n_neighbors=2).fit(X, y)
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
+def test_on_empty_policies(algorithm):
+    """A multiplier below 1 can leave a compact support empty: every policy
+    applies as for fixed widths, and the warning names the adaptive width."""
+    X, y, Q = _data()
+    options = dict(kernel="boxcar", bandwidth=0.5, n_neighbors=1, algorithm=algorithm)
+    # The nearest key lies at scaled distance 2 > 1: every query is empty.
+    reg = KernelAttentionRegressor(on_empty="nearest", **options).fit(X, y)
+    with pytest.warns(EmptyNeighborhoodWarning, match="times the distance to the 1st"):
+        nearest = reg.predict(Q)
+    want = y[np.argmin(((Q[:, None] - X[None]) ** 2).sum(axis=2), axis=1)]
+    np.testing.assert_array_equal(nearest, want)
+    reg = KernelAttentionRegressor(on_empty="mean", **options).fit(X, y)
+    with pytest.warns(EmptyNeighborhoodWarning):
+        np.testing.assert_allclose(reg.predict(Q), y.mean())
+    reg = KernelAttentionRegressor(on_empty="nan", **options).fit(X, y)
+    with pytest.warns(EmptyNeighborhoodWarning):
+        assert np.all(np.isnan(reg.predict(Q)))
+    reg = KernelAttentionRegressor(on_empty="raise", **options).fit(X, y)
+    with pytest.raises(ValueError, match="15 of 15 queries"):
+        reg.predict(Q)
