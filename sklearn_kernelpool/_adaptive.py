@@ -34,9 +34,9 @@ from sklearn.neighbors import NearestNeighbors
 from ._brute import _LOGIT_FLOOR, _rescale_rows, check_kernel_output
 from ._exact import edge_values, paired_squared, pairwise_squared, squared_slack
 
-# Exact distances of (query, neighbour) pairs are computed this many pairs at
-# a time.
-_PAIR_BLOCK = 2**16
+# The neighbours of queries are searched, and their exact distances computed,
+# this many (query, neighbour) pairs at a time: well within working_memory.
+_PAIR_BLOCK = 2**13
 # Above this many features the neighbour search uses a ball tree.
 _KD_TREE_MAX_FEATURES = 15
 
@@ -102,29 +102,28 @@ class NeighborRadii:
         """
         k = self.n_neighbors
         wanted = k if exclude_self is None else k + 1
-        scaled = np.asarray(scaled, dtype=np.float64)
-        index = self.search.kneighbors(scaled, wanted, return_distance=False)
-        d2 = self._exact(raw, index)
-        if exclude_self is None:
-            return self.g2 * d2.max(axis=1)
-        # Drop one key at distance zero (the query itself) where asked: the
-        # k smallest of the remaining distances are the first k sorted.
-        d2.sort(axis=1)
-        kth = np.where(exclude_self, d2[:, k], d2[:, k - 1])
-        return self.g2 * kth
+        out = np.empty(len(raw))
+        step = max(1, _PAIR_BLOCK // wanted)
+        for start in range(0, len(raw), step):
+            rows = slice(start, start + step)
+            q = np.asarray(scaled[rows], dtype=np.float64)
+            index = self.search.kneighbors(q, wanted, return_distance=False)
+            d2 = self._exact(raw[rows], index)
+            if exclude_self is None:
+                out[rows] = d2.max(axis=1)
+                continue
+            # Drop one key at distance zero (the query itself) where asked:
+            # the k smallest of the remaining distances are the first k sorted.
+            d2.sort(axis=1)
+            out[rows] = np.where(exclude_self[rows], d2[:, k], d2[:, k - 1])
+        return self.g2 * out
 
     def _exact(self, raw, index):
         """Exact squared scaled distances of each query to its neighbours."""
         n, k = index.shape
-        out = np.empty((n, k))
-        step = max(1, _PAIR_BLOCK // k)
-        for start in range(0, n, step):
-            rows = slice(start, start + step)
-            q = np.repeat(np.asarray(raw[rows], dtype=np.float64), k, axis=0)
-            cols = index[rows].ravel()
-            d2 = paired_squared(q, self.keys[cols], self.bandwidth)
-            out[rows] = d2.reshape(-1, k)
-        return out
+        q = np.repeat(np.asarray(raw, dtype=np.float64), k, axis=0)
+        d2 = paired_squared(q, self.keys[index.ravel()], self.bandwidth)
+        return d2.reshape(n, k)
 
 
 def safe_radii(r2):

@@ -185,11 +185,11 @@ def _rank(scores):
     return rankdata(-filled, method="min").astype(np.int32)
 
 
-def _width(candidate):
+def _width(candidate, equals="="):
     """The width of a candidate of ``params``, in words."""
     if "n_neighbors" in candidate:
         return f"n_neighbors={candidate['n_neighbors']}"
-    return f"bandwidth={candidate['bandwidth']:.6g}"
+    return f"bandwidth{equals}{candidate['bandwidth']:.6g}"
 
 
 class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
@@ -851,7 +851,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 continue
             best = mine[int(np.nanargmax(scores[mine]))]
             self._say(
-                f"kernel={name!r}: best {_width(params[best])}, "
+                f"kernel={name!r}: best {_width(params[best], ' ')}, "
                 f"score={scores[best]:.6g}",
                 level=2,
             )

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 from _array_api import strict_namespace
+from _memory import traced_peak
 from _reference import FORMULAS
 from sklearn import config_context
 
@@ -328,3 +329,28 @@ def test_on_empty_policies(algorithm):
     reg = KernelAttentionRegressor(on_empty="raise", **options).fit(X, y)
     with pytest.raises(ValueError, match="15 of 15 queries"):
         reg.predict(Q)
+
+
+@pytest.mark.parametrize(
+    "kernel,algorithm,degree",
+    [
+        ("gaussian", "brute", 0),
+        ("gaussian", "brute", 1),
+        ("epanechnikov", "kd_tree", 0),
+        ("epanechnikov", "kd_tree", 1),
+    ],
+)
+def test_memory_stays_within_that_of_fixed_widths(kernel, algorithm, degree):
+    """The neighbour search and the per-query scales add little to a chunk:
+    predictions stay within the peak of fixed widths under working_memory."""
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((10000, 3))
+    y = X[:, 0]
+    Q = rng.standard_normal((2000, 3))
+    peaks = []
+    for options in (dict(bandwidth=0.5), dict(bandwidth=1.0, n_neighbors=50)):
+        reg = KernelAttentionRegressor(
+            kernel, degree=degree, algorithm=algorithm, **options
+        ).fit(X, y)
+        peaks.append(_quiet(traced_peak, lambda reg=reg: reg.predict(Q), 2)[1])
+    assert peaks[1] <= peaks[0] + 2**20, [p / 2**20 for p in peaks]
