@@ -20,12 +20,14 @@ local-linear solves and the fallbacks are those of :class:`._loo.HeldOut`.
 """
 
 import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
 
 from . import _local_linear
 from ._adaptive import check_n_neighbors
 from ._chunking import row_batches
 from ._exact import edge_values, pairwise_squared
 from ._loo import HeldOut
+from ._threads import single_threaded_blas
 
 _LOGIT_FLOOR = -700.0
 # Bytes per key of a held-out row: its squared distances, mask, partition,
@@ -100,15 +102,29 @@ class AdaptiveHeldOut(HeldOut):
         return scores
 
     def _sums(self, points, allowed_rows, n_keys):
-        """Pooled sums of ``points`` for every candidate, in batches."""
+        """Pooled sums of ``points`` for every candidate, in batches of rows
+        shared by ``n_jobs`` threads (each holds one within its share of
+        ``working_memory``)."""
         sums = np.zeros((*self._shape, len(points), self.unit_moments.shape[1]))
-        for batch in row_batches(len(points), ROW_BYTES_PER_KEY * n_keys):
-            chunk = points[batch]
-            d2, allowed, radii = self._distances(chunk, allowed_rows(batch))
+        n_threads = max(1, min(effective_n_jobs(self.n_jobs), len(points)))
+        row_bytes = ROW_BYTES_PER_KEY * n_keys * n_threads
+        batches = list(row_batches(len(points), row_bytes))
+
+        def run(batch):
+            d2, allowed, radii = self._distances(points[batch], allowed_rows(batch))
             for k, kernel in enumerate(self.kernels):
                 for m in range(len(self.n_neighbors)):
                     scores = self._scores(d2, allowed, kernel, radii[m])
                     sums[k, m, batch] = scores @ self.unit_moments
+
+        with single_threaded_blas():
+            if n_threads == 1 or len(batches) == 1:
+                for batch in batches:
+                    run(batch)
+            else:
+                Parallel(n_jobs=n_threads, require="sharedmem")(
+                    delayed(run)(batch) for batch in batches
+                )
         return sums
 
     def sums_excluding_groups(self, groups):

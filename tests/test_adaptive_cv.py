@@ -158,3 +158,25 @@ def test_errors():
     # K-fold: at most the training part's points.
     with pytest.raises(ValueError, match=r"n_neighbors=9 exceeds .* weight \(8 "):
         KernelAttentionRegressorCV(n_neighbors=9, cv=5).fit(X, y)
+
+
+def test_threads_and_working_memory_do_not_change_the_scores():
+    from sklearn import config_context
+
+    X, y = _data(120)
+    options = dict(bandwidths=None, n_neighbors=[4, 15], kernels=["gaussian", "cosine"])
+    one = KernelAttentionRegressorCV(**options).fit(X, y).cv_results_
+    with config_context(working_memory=0.01):
+        many = KernelAttentionRegressorCV(n_jobs=2, **options).fit(X, y).cv_results_
+    # As for fixed widths: the same scores, up to the rounding of the batches.
+    np.testing.assert_allclose(
+        many["mean_test_score"], one["mean_test_score"], rtol=1e-13
+    )
+
+
+def test_verbose_names_the_neighbour_counts(capsys):
+    X, y = _data(30)
+    KernelAttentionRegressorCV(bandwidths=2, n_neighbors=[3, 6], verbose=3).fit(X, y)
+    out = capsys.readouterr().out
+    assert "(1 kernel(s) x 2 bandwidths + 2 neighbour counts)" in out
+    assert "kernel='gaussian', n_neighbors=6: score=" in out
