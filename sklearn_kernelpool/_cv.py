@@ -329,7 +329,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         Rows of weight zero are never neighbours. Each count must not
         exceed the training points of positive weight of any held-out fit
         (``ValueError``). Not combined with ``per_feature=True``
-        (``ValueError``).
+        (``ValueError``). The kernel matrix of adaptive widths is not
+        symmetric: these candidates are scored row by row, from exact
+        squared distances, in batches within ``working_memory`` shared by
+        the ``n_jobs`` threads, about the cost of pooling every point once
+        per candidate (:math:`O(n^2 d)`).
 
     Attributes
     ----------
