@@ -354,3 +354,17 @@ def test_memory_stays_within_that_of_fixed_widths(kernel, algorithm, degree):
         ).fit(X, y)
         peaks.append(_quiet(traced_peak, lambda reg=reg: reg.predict(Q), 2)[1])
     assert peaks[1] <= peaks[0] + 2**20, [p / 2**20 for p in peaks]
+
+
+def test_boxcar_just_past_the_kth_neighbour_is_k_nearest_neighbours():
+    """The analogue of KNeighborsRegressor that the guide gives."""
+    from sklearn.neighbors import KNeighborsRegressor
+
+    rng = np.random.default_rng(8)
+    X, y, Q = rng.normal(size=(200, 3)), rng.normal(size=200), rng.normal(size=(50, 3))
+    want = KNeighborsRegressor(7).fit(X, y).predict(Q)
+    for algorithm in ("brute", "kd_tree", "ball_tree"):
+        reg = KernelAttentionRegressor(
+            "boxcar", 1 + 1e-9, n_neighbors=7, algorithm=algorithm
+        ).fit(X, y)
+        np.testing.assert_allclose(reg.predict(Q), want, rtol=1e-12)
