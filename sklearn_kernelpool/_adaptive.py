@@ -92,30 +92,21 @@ class NeighborRadii:
             np.asarray(scaled, dtype=np.float64)
         )
 
-    def __call__(self, scaled, raw, exclude_self=None):
+    def __call__(self, scaled, raw):
         """``r^2`` of the queries, shape (n_queries,), float64.
 
-        ``scaled`` and ``raw`` are the scaled and unscaled queries.
-        ``exclude_self``, a boolean mask, marks queries that are keys
-        themselves and must not count as their own neighbour: their
-        ``k + 1``-th neighbour is taken (the leave-one-out).
+        ``scaled`` and ``raw`` are the scaled and unscaled queries. The tree
+        finds the ``k`` nearest keys; ``r^2`` is the largest of their exact
+        squared distances.
         """
         k = self.n_neighbors
-        wanted = k if exclude_self is None else k + 1
         out = np.empty(len(raw))
-        step = max(1, _PAIR_BLOCK // wanted)
+        step = max(1, _PAIR_BLOCK // k)
         for start in range(0, len(raw), step):
             rows = slice(start, start + step)
             q = np.asarray(scaled[rows], dtype=np.float64)
-            index = self.search.kneighbors(q, wanted, return_distance=False)
-            d2 = self._exact(raw[rows], index)
-            if exclude_self is None:
-                out[rows] = d2.max(axis=1)
-                continue
-            # Drop one key at distance zero (the query itself) where asked:
-            # the k smallest of the remaining distances are the first k sorted.
-            d2.sort(axis=1)
-            out[rows] = np.where(exclude_self[rows], d2[:, k], d2[:, k - 1])
+            index = self.search.kneighbors(q, k, return_distance=False)
+            out[rows] = self._exact(raw[rows], index).max(axis=1)
         return self.g2 * out
 
     def _exact(self, raw, index):
@@ -181,13 +172,13 @@ def brute_scores(scorer, Q1, out, wide, raw, scaled, r2):
     rows = np.flatnonzero(coincident)
     if len(rows):
         hit = _coincident_rows(raw[rows], exact.keys, exact.bandwidth)
-        if scorer.log_weights is not None:
-            # The softmax of a vanishing width: the weights of the keys hit.
-            value = np.exp(scorer.log_weights.astype(np.float64))
-            value = value / value[hit.any(axis=0)].max(initial=1.0)
+        if scorer.log_weights is None:
+            out[rows] = hit
         else:
-            value = np.ones(hit.shape[1])
-        out[rows] = np.where(hit, value, 0.0)
+            # Scores that carry the weights: those of the keys hit, each row
+            # divided by its largest (a factor per row, as the softmax's).
+            value = np.where(hit, np.exp(scorer.log_weights.astype(np.float64)), 0.0)
+            out[rows] = value / value.max(axis=1, keepdims=True)
     return out
 
 
