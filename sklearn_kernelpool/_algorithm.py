@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from ._adaptive import expected_neighbors as adaptive_neighbors
 from ._chunking import row_batches
 
 ALGORITHMS = ("auto", "brute", "kd_tree", "ball_tree")
@@ -50,7 +51,7 @@ def expected_neighbors(keys, support):
     return inside / (len(probes) * len(sample)) * n
 
 
-def choose_algorithm(algorithm, kernel, keys):
+def choose_algorithm(algorithm, kernel, keys, n_neighbors=None, bandwidth=1.0):
     """The fitted ``algorithm_`` and the expected neighbourhood size.
 
     Parameters
@@ -61,6 +62,12 @@ def choose_algorithm(algorithm, kernel, keys):
         The kernel.
     keys : ndarray of shape (n_keys, n_features)
         The keys of positive weight, scaled by the bandwidth.
+    n_neighbors : int or None
+        The ``n_neighbors`` of adaptive widths: the support of a query then
+        holds about ``n_neighbors * (support * g)**d`` keys
+        (:func:`._adaptive.expected_neighbors`), whatever the density.
+    bandwidth : float or ndarray
+        The bandwidth, a multiplier of adaptive widths.
 
     Returns
     -------
@@ -78,7 +85,12 @@ def choose_algorithm(algorithm, kernel, keys):
         )
     if not kernel.is_compact:
         return "brute", None
-    neighbors = expected_neighbors(keys, kernel.support)
+    if n_neighbors is None:
+        neighbors = expected_neighbors(keys, kernel.support)
+    else:
+        neighbors = adaptive_neighbors(
+            n_neighbors, keys.shape[0], keys.shape[1], kernel, bandwidth
+        )
     if algorithm != "auto":
         return algorithm, neighbors
     n_keys, n_features = keys.shape

@@ -191,6 +191,8 @@ def fit_pool(estimator, X, values, sample_weight, **options):
     estimator.bandwidth_ = resolve_bandwidth(estimator.bandwidth, continuous, weights)
     if callable(estimator.kernel):
         check_kernel_callable(estimator.kernel, X.dtype)
+    if options.get("n_neighbors") is not None:
+        options["n_neighbors"] = int(options["n_neighbors"])
     estimator._pool = KernelPool(
         X,
         values,

@@ -1,8 +1,10 @@
 """KernelAttentionClassifier: attention pooling of one-hot encoded labels."""
 
+from numbers import Integral
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
@@ -129,6 +131,27 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         prefers the query's category strongly while still borrowing from
         the others; :class:`KernelAttentionRegressorCV` selects it. Unused
         without categorical features.
+    n_neighbors : int, default=None
+        Adaptive (nearest-neighbour) widths. ``None`` uses the fixed
+        ``bandwidth``. An int ``k >= 1`` gives each query ``q`` its own
+        width ``bandwidth * d_k(q)``, where ``d_k(q)`` is the distance from
+        ``q`` to its ``k``-th nearest training key: wide where the keys are
+        sparse, narrow where they are dense (the nearest-neighbour bandwidth
+        of LOESS and locfit). ``bandwidth`` is then a multiplier of that
+        distance (the default 1.0 puts the ``k``-th neighbour at scaled
+        distance 1, on the edge of the support of the compact kernels). With
+        per-feature bandwidths the distance is measured in the coordinates
+        divided by ``bandwidth / g``, ``g`` the geometric mean of the
+        bandwidths: their ratios set the shape of the metric, ``g`` the
+        multiplier. Every training row of positive sample weight counts as
+        one neighbour whatever its weight, as in
+        :class:`~sklearn.neighbors.KNeighborsClassifier` (so an integer
+        weight is not a duplicated row here), and rows of weight zero count
+        as none; ``fit`` raises a ``ValueError`` when ``k`` exceeds the
+        number of rows of positive weight. A query whose ``k``-th neighbour
+        is at distance zero gets the limit of a vanishing width: the keys at
+        distance zero from it, averaged with their sample weights, whatever
+        the kernel.
 
     Attributes
     ----------
@@ -199,8 +222,9 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
     ``weights="uniform"`` wherever no key lies exactly at the radius (the
     boxcar excludes it, the radius includes it).
 
-    An integer sample weight ``k`` is equivalent to ``k`` copies of the row,
-    and rows of weight zero never influence a prediction. The probabilities
+    An integer sample weight ``k`` is equivalent to ``k`` copies of the row
+    (except under ``n_neighbors``, where a row counts as one neighbour), and
+    rows of weight zero never influence a prediction. The probabilities
     have the floating dtype of the training ``X`` (float32 stays float32).
 
     Examples
@@ -221,6 +245,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         **POOL_PARAMETER_CONSTRAINTS,
         **CATEGORICAL_CONSTRAINTS,
         "on_empty": [StrOptions(set(ON_EMPTY_CLASSIFIER))],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
@@ -233,6 +258,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         n_jobs=None,
         categorical_features=None,
         categorical_bandwidth=0.1,
+        n_neighbors=None,
     ):
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -241,6 +267,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.categorical_features = categorical_features
         self.categorical_bandwidth = categorical_bandwidth
+        self.n_neighbors = n_neighbors
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -275,7 +302,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         self.classes_, encoded = np.unique(y, return_inverse=True)
         onehot = np.zeros((X.shape[0], len(self.classes_)), dtype=X.dtype)
         onehot[np.arange(X.shape[0]), encoded] = 1
-        fit_pool(self, X, onehot, sample_weight)
+        fit_pool(self, X, onehot, sample_weight, n_neighbors=self.n_neighbors)
         self.keys_ = X
         self.values_ = onehot
         return self

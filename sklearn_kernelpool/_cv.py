@@ -15,6 +15,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _categorical_widths
+from ._adaptive_loo import AdaptiveHeldOut
 from ._algorithm import ALGORITHMS
 from ._base import (
     N_JOBS_CONSTRAINT,
@@ -188,6 +189,13 @@ def _rank(scores):
     return rankdata(-filled, method="min").astype(np.int32)
 
 
+def _width(candidate, equals="="):
+    """The width of a candidate of ``params``, in words."""
+    if "n_neighbors" in candidate:
+        return f"n_neighbors={candidate['n_neighbors']}"
+    return f"bandwidth{equals}{candidate['bandwidth']:.6g}"
+
+
 class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     """Attention pooling with its kernel and bandwidth chosen by cross-validation.
 
@@ -205,7 +213,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         Names of kernels of :data:`sklearn_kernelpool.kernels.KERNELS` to
         choose from.
 
-    bandwidths : int or array-like of shape (n_bandwidths,), default=30
+    bandwidths : int, array-like of shape (n_bandwidths,) or None, default=30
         The isotropic bandwidths to choose from:
 
         - an int ``m``: ``m`` bandwidths spaced evenly in log scale, from the
@@ -218,7 +226,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
           ``X`` exactly (computed on ``X`` divided by a power of two); a
           grid whose squares are not normal float64 numbers (``X`` at a
           scale below about 1e-150 or above 1e150) raises a ``ValueError``.
-        - an array-like of floats > 0.
+        - an array-like of floats > 0;
+        - None: no fixed-width candidate, only the adaptive ones of
+          ``n_neighbors`` (which must then be given).
 
     cv : int, cross-validation generator or iterable, default=None
         How the candidates are scored:
@@ -334,6 +344,25 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         replace it only where they lower its leave-one-out error, and
         ``categorical_bandwidth_`` is then an array.
 
+    n_neighbors : int, array-like of int or None, default=None
+        Neighbour counts of adaptive-width candidates (see
+        :class:`KernelAttentionRegressor`'s ``n_neighbors``): each kernel
+        with each count, at the bandwidth multiplier 1.0 (a point's width is
+        the distance to its ``k``-th nearest key), scored by the same exact
+        leave-one-out or K-fold as the fixed widths and alongside them
+        (``bandwidths=None`` scores them alone). Under leave-one-out a
+        point's own key is not its neighbour: its width is the distance to
+        its ``k``-th nearest other point, as refitting without it gives;
+        under K-fold the neighbours are the training points of the split.
+        Rows of weight zero are never neighbours. Each count must not
+        exceed the training points of positive weight of any held-out fit
+        (``ValueError``). Not combined with ``per_feature=True``
+        (``ValueError``). The kernel matrix of adaptive widths is not
+        symmetric: these candidates are scored row by row, from exact
+        squared distances, in batches within ``working_memory`` shared by
+        the ``n_jobs`` threads, about the cost of pooling every point once
+        per candidate (:math:`O(n^2 d)`).
+
     Attributes
     ----------
     kernel_ : str
@@ -347,11 +376,17 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         candidate, or with ``per_feature=True`` the score of the leave-one-out
         predictions with the learned widths.
 
+    n_neighbors_ : int or None
+        The neighbour count of the selected candidate when it is adaptive,
+        None when its width is fixed.
+
     best_index_ : int
         Index of the selected isotropic candidate in ``cv_results_``.
 
     best_params_ : dict
-        ``{"kernel": ..., "bandwidth": ...}`` of that candidate.
+        ``{"kernel": ..., "bandwidth": ...}`` of that candidate, with
+        ``"n_neighbors"`` when it is adaptive (then ``"bandwidth"`` is the
+        multiplier 1.0).
 
     cv_results_ : dict of ndarrays
         One entry per candidate, in the order of
@@ -368,6 +403,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         to the local mean, and ``rank_deficient_fraction``, the fraction
         whose local design was rank-deficient but of positive rank (a
         minimum-norm slope along the directions it determines).
+        With ``n_neighbors``, the adaptive candidates follow the
+        fixed ones, in the order of
+        ``ParameterGrid({"kernel": ..., "n_neighbors": ...})``, and
+        ``param_n_neighbors`` is a masked array, masked for the fixed
+        candidates (as ``GridSearchCV`` masks the parameters a candidate
+        does not have); their ``param_bandwidth`` is 1.0.
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
@@ -490,7 +531,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "kernels": [StrOptions(set(KERNELS)), "array-like"],
-        "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "bandwidths": [
+            Interval(Integral, 1, None, closed="left"),
+            "array-like",
+            None,
+        ],
         "cv": ["cv_object"],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "per_feature": ["boolean"],
@@ -501,6 +546,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         "verbose": ["verbose"],
         "categorical_features": CATEGORICAL_CONSTRAINTS["categorical_features"],
         "categorical_bandwidths": ["array-like"],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left"), "array-like", None],
     }
 
     def __init__(
@@ -518,6 +564,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         verbose=0,
         categorical_features=None,
         categorical_bandwidths=(0.0, 0.02, 0.1, 0.3, 0.6, 1.0),
+        n_neighbors=None,
     ):
         self.kernels = kernels
         self.bandwidths = bandwidths
@@ -531,6 +578,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.verbose = verbose
         self.categorical_features = categorical_features
         self.categorical_bandwidths = categorical_bandwidths
+        self.n_neighbors = n_neighbors
 
     # -- parameters ----------------------------------------------------------
     def _kernel_names(self):
@@ -558,7 +606,39 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 )
         return names
 
+    def _neighbor_counts(self):
+        """The adaptive candidates' neighbour counts, a list (maybe empty)."""
+        if self.n_neighbors is None:
+            counts = []
+        elif isinstance(self.n_neighbors, Integral):
+            counts = [self.n_neighbors]
+        else:
+            counts = list(np.asarray(self.n_neighbors, dtype=object).ravel())
+            if not counts or not all(
+                isinstance(k, Integral) and not isinstance(k, bool) and k >= 1
+                for k in counts
+            ):
+                raise ValueError(
+                    "n_neighbors must be None, an int >= 1 or a non-empty "
+                    f"sequence of ints >= 1; got {self.n_neighbors!r}."
+                )
+        if self.bandwidths is None and not counts:
+            raise ValueError(
+                "bandwidths=None scores adaptive-width candidates only: it "
+                "needs n_neighbors (an int or a list of ints); got "
+                "n_neighbors=None."
+            )
+        if counts and self.per_feature:
+            raise ValueError(
+                "per_feature=True learns fixed per-feature widths and cannot be "
+                f"combined with n_neighbors={self.n_neighbors!r}; use "
+                "per_feature=False to score adaptive widths."
+            )
+        return [int(k) for k in counts]
+
     def _bandwidth_grid(self, X):
+        if self.bandwidths is None:
+            return np.zeros(0)
         if isinstance(self.bandwidths, Integral) and not isinstance(
             self.bandwidths, bool
         ):
@@ -698,6 +778,16 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             relative[positive] = relative_weights(sample_weight[positive], np.float64)
             sample_weight = relative
         names = self._kernel_names()
+        counts = self._neighbor_counts()
+        if counts and codes is not None:
+            raise ValueError(
+                "n_neighbors (adaptive-width candidates) cannot be combined with "
+                "categorical_features in KernelAttentionRegressorCV; got "
+                f"n_neighbors={self.n_neighbors!r}. Score fixed widths with "
+                "categorical features (n_neighbors=None), or fit "
+                "KernelAttentionRegressor(n_neighbors=..., "
+                "categorical_features=...) directly."
+            )
         if self.per_feature and self.cv is not None:
             raise ValueError(
                 "per_feature=True learns the widths on the leave-one-out error: "
@@ -715,7 +805,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         X64 = X.astype(np.float64)
         Y = y.reshape(X.shape[0], -1).astype(np.float64)
         grid = self._bandwidth_grid(X64[positive])
-        _check_grid(X, grid, automatic=isinstance(self.bandwidths, Integral))
+        if len(grid):
+            _check_grid(X, grid, automatic=isinstance(self.bandwidths, Integral))
         weighted = sample_weight is not None
         scorer = self._scorer(weighted)
         # The splits once: a generator given as cv can be consumed only once.
@@ -725,8 +816,16 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
             self._check_small_folds(splits, scorer, X, y, sample_weight)
 
-        params = list(ParameterGrid({"kernel": names, "bandwidth": list(grid)}))
-        self._say_search(X, names, grid, splits)
+        params = []
+        if len(grid):
+            params = list(ParameterGrid({"kernel": names, "bandwidth": list(grid)}))
+        n_fixed = len(params)
+        if counts:
+            params += [
+                {"bandwidth": 1.0, **p}
+                for p in ParameterGrid({"kernel": names, "n_neighbors": counts})
+            ]
+        self._say_search(X, names, grid, splits, counts)
         degree = 0 if self._placeholder else self.degree
         every = []
         for lam in lambdas:
@@ -752,12 +851,18 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                     self.n_jobs,
                     degree=degree,
                 )
-            if self.cv is None:
-                every.append(self._loo(held_out, X, y, weights, scorer, weighted))
-            else:
-                every.append(
-                    self._kfold(held_out, X, y, sample_weight, scorer, params, splits)
-                )
+            self._adaptive = AdaptiveHeldOut(held_out, counts) if counts else None
+            try:
+                if self.cv is None:
+                    every.append(self._loo(held_out, X, y, weights, scorer, weighted))
+                else:
+                    every.append(
+                        self._kfold(
+                            held_out, X, y, sample_weight, scorer, params, splits
+                        )
+                    )
+            finally:
+                del self._adaptive
         results = {key: np.concatenate([r[key] for r in every]) for key in every[0]}
         if lambdas != [None]:
             params = [
@@ -768,6 +873,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             )
         results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
         results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
+        if counts:
+            results["param_n_neighbors"] = np.ma.MaskedArray(
+                [p.get("n_neighbors", 0) for p in params],
+                mask=np.arange(len(params)) < n_fixed,
+                dtype=object,
+            )
         results["params"] = params
         results["rank_test_score"] = _rank(results["mean_test_score"])
         self.cv_results_ = results
@@ -784,6 +895,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.bandwidth_ = float(self.best_params_["bandwidth"])
         if "categorical_bandwidth" in self.best_params_:
             self.categorical_bandwidth_ = self.best_params_["categorical_bandwidth"]
+        self.n_neighbors_ = self.best_params_.get("n_neighbors")
         self.best_score_ = float(results["mean_test_score"][self.best_index_])
         self._say_scores(params, names)
         if self.per_feature and codes is not None:
@@ -807,6 +919,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             on_empty=self.on_empty,
             algorithm=self.algorithm,
             n_jobs=self.n_jobs,
+            n_neighbors=self.n_neighbors_,
             **extra,
         ).fit(X_given if extra else keys, y, sample_weight=given_weight)
         # (it rescales the weights itself)
@@ -871,12 +984,13 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         if self.verbose >= level:
             print(f"[{type(self).__name__}] {message}")
 
-    def _say_search(self, X, names, grid, splits):
-        n_candidates = len(names) * len(grid)
+    def _say_search(self, X, names, grid, splits, counts=()):
+        n_candidates = len(names) * (len(grid) + len(counts))
         what = (
             f"{n_candidates} candidates ({len(names)} kernel(s) x {len(grid)} "
-            "bandwidths)"
+            "bandwidths"
         )
+        what += f" + {len(counts)} neighbour counts)" if counts else ")"
         if splits is None:
             self._say(
                 f"Scoring {what} by leave-one-out over {X.shape[0]} samples, "
@@ -894,8 +1008,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         scores = self.cv_results_["mean_test_score"]
         for i, candidate in enumerate(params):
             self._say(
-                f"kernel={candidate['kernel']!r}, "
-                f"bandwidth={candidate['bandwidth']:.6g}: score={scores[i]:.6g}",
+                f"kernel={candidate['kernel']!r}, {_width(candidate)}: "
+                f"score={scores[i]:.6g}",
                 level=3,
             )
         for name in names:
@@ -905,12 +1019,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 continue
             best = mine[int(np.nanargmax(scores[mine]))]
             self._say(
-                f"kernel={name!r}: best bandwidth "
-                f"{params[best]['bandwidth']:.6g}, score={scores[best]:.6g}",
+                f"kernel={name!r}: best {_width(params[best], ' ')}, "
+                f"score={scores[best]:.6g}",
                 level=2,
             )
         self._say(
-            f"Selected kernel={self.kernel_!r}, bandwidth={self.bandwidth_:.6g}, "
+            f"Selected kernel={self.kernel_!r}, {_width(self.best_params_)}, "
             f"score={self.best_score_:.6g}"
         )
 
@@ -948,10 +1062,33 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         flags = flags.reshape(-1, *flags.shape[2:])
         return predictions, empty, flags
 
+    def _held_out(self, held_out, rows, groups=None, train=None):
+        """Held-out predictions, empty and singular rows of every candidate,
+        fixed widths first and adaptive ones after, in ``params`` order.
+
+        ``train`` None: every point, excluding its group (its own key under
+        leave-one-out when ``groups`` is None); else the ``rows`` held out
+        from the ``train`` points.
+        """
+        parts = []
+        for pool in (held_out, self._adaptive):
+            if pool is None or not np.prod(pool._shape):
+                continue
+            if train is None:
+                sums = pool.sums_excluding_groups(groups)
+            else:
+                sums = pool.sums_split(rows, train)
+            if pool is held_out:
+                parts.append(self._flat(held_out, sums, rows, groups, train))
+                continue
+            # (kernels, n_neighbors, ...) is ParameterGrid's kernel-major order.
+            flat = pool.predictions(sums, rows, groups, train)
+            parts.append(tuple(a.reshape(-1, *a.shape[2:]) for a in flat))
+        return tuple(np.concatenate(arrays) for arrays in zip(*parts, strict=True))
+
     def _loo(self, held_out, X, y, weights, scorer, weighted):
         n = X.shape[0]
-        sums = held_out.sums_excluding_groups(None)
-        predictions, empty, singular = self._flat(held_out, sums, np.arange(n))
+        predictions, empty, singular = self._held_out(held_out, np.arange(n))
 
         def others(rows):
             allowed = np.ones((len(rows), n), dtype=bool)
@@ -1047,11 +1184,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         n_singular = np.zeros((n_candidates, 2))
         n_held_out = 0
         if groups is not None:
-            predictions, empty, singular = self._flat(
-                held_out,
-                held_out.sums_excluding_groups(groups),
-                np.arange(n),
-                groups=groups,
+            predictions, empty, singular = self._held_out(
+                held_out, np.arange(n), groups=groups
             )
             self._fallback(
                 held_out,
@@ -1067,9 +1201,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         else:
             per_split = []
             for train, test in splits:
-                pred, emp, sing = self._flat(
-                    held_out, held_out.sums_split(test, train), test, train=train
-                )
+                pred, emp, sing = self._held_out(held_out, test, train=train)
                 keep = np.zeros(n, dtype=bool)
                 keep[train] = True
                 self._fallback(

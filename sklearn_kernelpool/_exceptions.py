@@ -206,11 +206,20 @@ class LocalLinearMemoryWarning(UserWarning):
         self.working_memory_bytes = working_memory_bytes
 
 
-def describe(kernel, bandwidth):
+def _ordinal(k):
+    """``"1st"``, ``"2nd"``, ``"3rd"``, ``"4th"``, ``"11th"``, ``"21st"``..."""
+    suffix = "th" if k % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}
+    if isinstance(suffix, dict):
+        suffix = suffix.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
+def describe(kernel, bandwidth, n_neighbors=None):
     """``"the 'boxcar' kernel at bandwidth=0.5"``, for the texts of warnings.
 
     ``bandwidth`` is a float or a 1-D array of any array API namespace; the
-    first six per-feature widths are shown.
+    first six per-feature widths are shown. With ``n_neighbors`` the
+    bandwidth is said to multiply the neighbour distance.
     """
     shape = getattr(bandwidth, "shape", ())
     if len(shape) == 0:
@@ -218,6 +227,8 @@ def describe(kernel, bandwidth):
     else:
         shown = [f"{float(bandwidth[i]):.6g}" for i in range(min(shape[0], 6))]
         width = "[" + ", ".join(shown) + (", ...]" if shape[0] > 6 else "]")
+    if n_neighbors is not None:
+        width += f" times the distance to the {_ordinal(n_neighbors)} nearest key"
     return f"the {kernel.name!r} kernel at bandwidth={width}"
 
 

@@ -207,6 +207,12 @@ def check_pool_arguments(arguments, on_empty_options):
         value = arguments.get(name)
         if type(value) not in (str, int, bool) or value not in options:
             _refuse(name, f"{value!r} is not one of {options}")
+    n_neighbors = arguments.get("n_neighbors")
+    if n_neighbors is not None and (
+        type(n_neighbors) is not int
+        or not 1 <= n_neighbors <= int(np.count_nonzero(weights))
+    ):
+        _refuse("n_neighbors", f"{n_neighbors!r} is not None or an int in [1, n]")
     kernel = arguments.get("kernel")
     if not isinstance(kernel, Kernel):
         _refuse("kernel", f"is a {type(kernel).__name__}, not a Kernel")

@@ -20,7 +20,7 @@ from joblib import Parallel, delayed
 from scipy.sparse import csr_array
 from sklearn.utils import gen_batches
 
-from . import _categorical, _local_linear, _weights
+from . import _adaptive, _categorical, _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
 from ._chunking import working_memory_bytes
@@ -83,7 +83,7 @@ def resolve_kernel(kernel):
     return KERNELS[kernel]
 
 
-def report_empty(on_empty, n_empty, n_queries, kernel, bandwidth):
+def report_empty(on_empty, n_empty, n_queries, kernel, bandwidth, n_neighbors=None):
     """Warn of, or for ``on_empty="raise"`` refuse, ``n_empty`` empty queries.
 
     The warning's text names the configuration only; the counts are its
@@ -106,7 +106,7 @@ def report_empty(on_empty, n_empty, n_queries, kernel, bandwidth):
     warn(
         EmptyNeighborhoodWarning(
             "Queries with no training key of positive weight inside the "
-            f"support of {describe(kernel, bandwidth)} get {what} "
+            f"support of {describe(kernel, bandwidth, n_neighbors)} get {what} "
             f"(on_empty={on_empty!r}); a larger bandwidth avoids this. The "
             "warning's n_empty and n_queries attributes count them in each call.",
             n_empty=n_empty,
@@ -171,6 +171,10 @@ class KernelPool:
         ``n_categorical`` columns of ``keys`` (and of every query array) then
         hold the integer codes of the categories (:mod:`._categorical`), the
         others the continuous features, to which ``bandwidth`` applies.
+    n_neighbors : int or None
+        None for the fixed ``bandwidth``; an int ``k`` gives each query the
+        width ``bandwidth`` times the distance to its ``k``-th nearest key
+        of positive weight (:mod:`._adaptive`).
     """
 
     def __init__(
@@ -185,6 +189,7 @@ class KernelPool:
         algorithm="auto",
         degree=0,
         categorical_bandwidth=None,
+        n_neighbors=None,
     ):
         # All that pickles save: a loaded engine is rebuilt from them.
         self._arguments = {
@@ -198,6 +203,7 @@ class KernelPool:
             "algorithm": algorithm,
             "degree": degree,
             "categorical_bandwidth": categorical_bandwidth,
+            "n_neighbors": n_neighbors,
         }
         codes = None
         self.n_categorical = 0
@@ -236,7 +242,16 @@ class KernelPool:
         # Weights and values are divided by powers of two, which is exact and
         # keeps every sum finite; pooled values are multiplied back.
         self.weights = relative_weights(sample_weight[self.support], self.dtype)
-        self.algorithm, neighbors = choose_algorithm(algorithm, kernel, self.keys)
+        # Per-query widths: the squared scale of each query's distances.
+        self.radii = None
+        self._n_neighbors = n_neighbors
+        if n_neighbors is not None:
+            self.radii = _adaptive.NeighborRadii(
+                scaled, self.exact.keys, self.bandwidth, n_neighbors
+            )
+        self.algorithm, neighbors = choose_algorithm(
+            algorithm, kernel, self.keys, n_neighbors, self.bandwidth
+        )
         # Whether predictions start threads (the tree paths).
         self.expected_neighbors = self.keys.shape[0] if neighbors is None else neighbors
         values, self.value_scale = scale_values(values[self.support], self.dtype)
@@ -259,6 +274,8 @@ class KernelPool:
                 scaled, kernel, self.algorithm, self.dtype, self.exact
             )
             self.pool_matrix = unfolded
+            if self.radii is not None:
+                self.scorer.max_neighbors = None  # a bound for a fixed width
 
     def __getstate__(self):
         # Only the arguments of the constructor are saved: a loaded engine is
@@ -399,7 +416,11 @@ class KernelPool:
         for batch in gen_batches(X.shape[0], TREE_CHUNK_ROWS):
             chunk = dense_rows(X, batch)
             scaled = scale_coordinates(chunk, self.bandwidth, self.dtype, "X")
-            counts[batch] = self.scorer.count(scaled)
+            if self.radii is None:
+                counts[batch] = self.scorer.count(scaled)
+            else:
+                r2 = self.radii(scaled, chunk)
+                counts[batch] = _adaptive.tree_count(self.scorer, scaled, r2)
         return counts
 
     def _batches(self, X, extra_row_bytes=0, n_threads=1, empty_row_pairs=0):
@@ -513,14 +534,18 @@ class KernelPool:
 
     def _queries(self, X):
         """The queries scaled by the bandwidth, uncentred and centred, and
-        unscaled (float64); with categorical features, a tuple whose
+        unscaled (float64); with adaptive widths, each query's ``r^2`` too
+        (:mod:`._adaptive`); with categorical features, a tuple whose
         ``categorical`` attribute is their factor (:mod:`._categorical`)."""
         codes = None
         if self.categorical is not None:
             codes = _categorical.split_codes(X, self.n_categorical)[1]
             X = self._continuous(X)
         scaled = scale_coordinates(X, self.bandwidth, self.dtype, "X")
-        queries = scaled, scaled - self.center, X.astype(np.float64, copy=False)
+        raw = X.astype(np.float64, copy=False)
+        queries = scaled, scaled - self.center, raw
+        if self.radii is not None:
+            queries += (self.radii(scaled, raw),)
         if codes is None:
             return queries
         return _categorical.Queries(queries, self.categorical.for_queries(codes))
@@ -531,18 +556,27 @@ class KernelPool:
         ``rows`` recomputes the brute scores of these rows, in a stable way.
         Brute scores have rows past the chunk's, up to a whole block.
         """
-        scaled, Q, raw = queries
+        scaled, Q, raw = queries[:3]
+        r2 = queries[3] if len(queries) > 3 else None
         categorical = getattr(queries, "categorical", None)
         if self.algorithm != "brute":
-            scores = self.scorer.scores(scaled, raw)
+            if r2 is not None:
+                scores = _adaptive.tree_scores(self.scorer, scaled, raw, r2)
+            else:
+                scores = self.scorer.scores(scaled, raw)
             return scores if categorical is None else categorical.scale_sparse(scores)
         exact = (raw, scaled)
         if rows is not None:
             # Whole blocks: see _underflowed and _row_scores.
             Q, exact = Q[rows], (raw[rows], scaled[rows])
             categorical = None if categorical is None else categorical[rows]
+            r2 = None if r2 is None else r2[rows]
         augmented, out, wide = workspace.rows(len(Q))
         augmented = self.scorer.augment(Q, augmented)
+        if r2 is not None:
+            return _adaptive.brute_scores(
+                self.scorer, augmented, out, wide, *exact, r2, categorical
+            )
         return self.scorer.scores(
             augmented,
             out,
@@ -569,7 +603,7 @@ class KernelPool:
     # -- fallbacks -----------------------------------------------------------
     def _nearest_candidates(self, queries, workspace):
         """(rows, cols) pairs that hold each query's nearest keys."""
-        scaled, Q, _ = queries
+        scaled, Q = queries[:2]
         if self.algorithm != "brute":
             return self.scorer.candidates(scaled)
         augmented, out, wide = workspace.rows(len(Q))
@@ -604,14 +638,21 @@ class KernelPool:
             if std is not None:
                 std[empty] = self._spread(self.mean_weights.astype(np.float64))
         else:
-            chosen = tuple(q[empty] for q in queries)
+            chosen = tuple(q[empty] for q in queries[:3])
             weights = self._nearest_weights(chosen, workspace)
             out[empty] = weights @ self.values if pooled else weights.toarray()
             if std is not None:
                 std[empty] = self._spread(weights.astype(np.float64))
 
     def _report_empty(self, n_empty, n_queries):
-        report_empty(self.on_empty, n_empty, n_queries, self.kernel, self.bandwidth)
+        report_empty(
+            self.on_empty,
+            n_empty,
+            n_queries,
+            self.kernel,
+            self.bandwidth,
+            self._n_neighbors,
+        )
 
     # -- the operations ------------------------------------------------------
     def pool(self, X, n_jobs=None, return_std=False):
@@ -771,10 +812,14 @@ class KernelPool:
         """Float64 scores of the ``rows`` of a chunk, sample weights included,
         dense, up to a factor per row."""
         if self.algorithm != "brute":
-            scores = self.scorer.scores(queries[0][rows], queries[2][rows])
             categorical = getattr(queries, "categorical", None)
-            if categorical is not None:
-                scores = categorical[rows].scale_sparse(scores)
+            if categorical is None:
+                scores = self._raw_scores(tuple(q[rows] for q in queries), workspace)
+            else:
+                parts = tuple(q[rows] for q in queries)
+                scores = self._raw_scores(
+                    _categorical.Queries(parts, categorical[rows]), workspace
+                )
             scores.data *= self.weights[scores.indices]
             return scores.toarray().astype(np.float64, copy=False)
         blocks = self.scorer.whole_blocks(rows, len(queries[0]))
@@ -838,10 +883,10 @@ class KernelPool:
             warn(
                 LocalLinearFallbackWarning(
                     "Queries whose local design determines no slope under "
-                    f"{describe(self.kernel, self.bandwidth)} (their attention "
-                    "weight is carried by a single key, or by keys at one "
-                    "point) get the local mean (degree 0) instead; a larger "
-                    "bandwidth avoids this. The warning's n_singular, "
+                    f"{describe(self.kernel, self.bandwidth, self._n_neighbors)} "
+                    "(their attention weight is carried by a single key, or by "
+                    "keys at one point) get the local mean (degree 0) instead; "
+                    "a larger bandwidth avoids this. The warning's n_singular, "
                     "n_rank_deficient and n_queries attributes count them in "
                     "each call.",
                     n_singular=n_singular,
@@ -990,7 +1035,7 @@ class KernelPool:
         if not np.any(empty):
             return scores
         if self.on_empty == "nearest":
-            chosen = tuple(q[empty] for q in queries)
+            chosen = tuple(q[empty] for q in queries[:3])
             fallback = self._nearest_weights(chosen, workspace)
         else:
             fill = self.mean_weights if self.on_empty == "mean" else np.nan

@@ -185,6 +185,27 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         prefers the query's category strongly while still borrowing from
         the others; :class:`KernelAttentionRegressorCV` selects it. Unused
         without categorical features.
+    n_neighbors : int, default=None
+        Adaptive (nearest-neighbour) widths. ``None`` uses the fixed
+        ``bandwidth``. An int ``k >= 1`` gives each query ``q`` its own
+        width ``bandwidth * d_k(q)``, where ``d_k(q)`` is the distance from
+        ``q`` to its ``k``-th nearest training key: wide where the keys are
+        sparse, narrow where they are dense (the nearest-neighbour bandwidth
+        of LOESS and locfit). ``bandwidth`` is then a multiplier of that
+        distance (the default 1.0 puts the ``k``-th neighbour at scaled
+        distance 1, on the edge of the support of the compact kernels). With
+        per-feature bandwidths the distance is measured in the coordinates
+        divided by ``bandwidth / g``, ``g`` the geometric mean of the
+        bandwidths: their ratios set the shape of the metric, ``g`` the
+        multiplier. Every training row of positive sample weight counts as
+        one neighbour whatever its weight, as in
+        :class:`~sklearn.neighbors.KNeighborsRegressor` (so an integer
+        weight is not a duplicated row here), and rows of weight zero count
+        as none; ``fit`` raises a ``ValueError`` when ``k`` exceeds the
+        number of rows of positive weight. A query whose ``k``-th neighbour
+        is at distance zero gets the limit of a vanishing width: the keys at
+        distance zero from it, averaged with their sample weights, whatever
+        the kernel.
 
     Attributes
     ----------
@@ -245,8 +266,9 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     with the number of queries. The predictions are the
     same to the last bit for every ``working_memory`` and ``n_jobs``.
 
-    An integer sample weight ``k`` is equivalent to ``k`` copies of the row,
-    and rows of weight zero never influence a prediction.
+    An integer sample weight ``k`` is equivalent to ``k`` copies of the row
+    (except under ``n_neighbors``, where a row counts as one neighbour), and
+    rows of weight zero never influence a prediction.
 
     Predictions have the floating dtype of the training ``X`` (float32 stays
     float32).
@@ -303,6 +325,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         **CATEGORICAL_CONSTRAINTS,
         "degree": [Interval(Integral, 0, 1, closed="both")],
         "on_empty": [StrOptions(set(ON_EMPTY))],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
     }
 
     def __init__(
@@ -316,6 +339,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         n_jobs=None,
         categorical_features=None,
         categorical_bandwidth=0.1,
+        n_neighbors=None,
     ):
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -325,6 +349,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.categorical_features = categorical_features
         self.categorical_bandwidth = categorical_bandwidth
+        self.n_neighbors = n_neighbors
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -354,7 +379,14 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             check_no_categorical(self)
             return fit_array_api(self, X, y, sample_weight, xp)
         X, y = validate_fit_data(self, X, y, multi_output=True, y_numeric=True)
-        fit_pool(self, X, y.reshape(X.shape[0], -1), sample_weight, degree=self.degree)
+        fit_pool(
+            self,
+            X,
+            y.reshape(X.shape[0], -1),
+            sample_weight,
+            degree=self.degree,
+            n_neighbors=self.n_neighbors,
+        )
         self.keys_ = X
         self.values_ = y
         return self
@@ -508,5 +540,6 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             self.degree == 0
             and not callable(self.kernel)
             and self.algorithm in ("auto", "brute")
+            and self.n_neighbors is None
         )
         return tags

@@ -72,6 +72,12 @@ def check_array_api_parameters(estimator):
             "arrays only; use degree=0 with arrays of other namespaces, or "
             "NumPy input."
         )
+    if getattr(estimator, "n_neighbors", None) is not None:
+        raise ValueError(
+            f"n_neighbors={estimator.n_neighbors} (adaptive widths) works on "
+            "NumPy arrays only; use n_neighbors=None with arrays of other "
+            "namespaces, or NumPy input."
+        )
     if callable(estimator.kernel):
         raise ValueError(
             "A callable kernel works on NumPy arrays only; with arrays of other "

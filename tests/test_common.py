@@ -52,6 +52,11 @@ def _configurations():
     yield KernelAttentionRegressor(
         kernel="epanechnikov", bandwidth=3.0, algorithm="kd_tree"
     )
+    # Adaptive (nearest-neighbour) widths.
+    yield KernelAttentionRegressor(bandwidth=0.3, n_neighbors=5)
+    yield KernelAttentionRegressor(
+        kernel="epanechnikov", bandwidth=2.0, degree=1, n_neighbors=6
+    )
 
 
 PER_FEATURE_BANDWIDTH = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0]
@@ -110,6 +115,8 @@ def _cv_configurations():
     # Local-linear candidates; the narrow end of the automatic grid leaves
     # some held-out points of the checks' data with singular designs.
     yield KernelAttentionRegressorCV(degree=1)
+    yield KernelAttentionRegressorCV(bandwidths=None, n_neighbors=[3, 8])
+    yield KernelAttentionRegressorCV(bandwidths=3, n_neighbors=5, degree=1, cv=3)
 
 
 # Leave-one-out removes a point's whole weight: a weight of 2 is not two rows,
@@ -120,17 +127,28 @@ LOO_WEIGHT_REASON = (
 )
 
 
+# Under n_neighbors a row of positive weight counts as one neighbour.
+NEIGHBOUR_WEIGHT_REASON = (
+    "under n_neighbors a row of positive weight counts as one neighbour, so an "
+    "integer weight is not the same as repeated rows"
+)
+
+
+WEIGHT_CHECKS = (
+    "check_sample_weight_equivalence_on_dense_data",
+    "check_sample_weight_equivalence_on_sparse_data",
+)
+
+
 def expected_failed_checks(estimator):
     if isinstance(estimator, KernelAttentionRegressorCV):
         if estimator.cv is None:
-            return dict.fromkeys(
-                (
-                    "check_sample_weight_equivalence_on_dense_data",
-                    "check_sample_weight_equivalence_on_sparse_data",
-                ),
-                LOO_WEIGHT_REASON,
-            )
+            return dict.fromkeys(WEIGHT_CHECKS, LOO_WEIGHT_REASON)
+        if estimator.n_neighbors is not None:
+            return dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON)
         return {}
+    if getattr(estimator, "n_neighbors", None) is not None:
+        return dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON)
     if isinstance(estimator.bandwidth, list):
         reason = (
             "the check fits data with another number of features than the "
@@ -184,6 +202,7 @@ def _classifier_configurations():
     yield KernelAttentionClassifier(kernel="boxcar", bandwidth=2.5, on_empty="raise")
     yield KernelAttentionClassifier(bandwidth="scott")
     yield KernelAttentionClassifier(kernel="epanechnikov", bandwidth="silverman")
+    yield KernelAttentionClassifier(kernel="tricube", bandwidth=1.5, n_neighbors=5)
 
 
 def _classifier_cv_configurations():
@@ -199,7 +218,9 @@ CLASSIFIERS = list(_classifier_configurations()) + list(_classifier_cv_configura
 
 def expected_failed_classifier_checks(estimator):
     if isinstance(estimator, KernelAttentionClassifierCV) and estimator.cv is None:
-        return {"check_sample_weight_equivalence_on_dense_data": LOO_WEIGHT_REASON}
+        return dict.fromkeys(WEIGHT_CHECKS, LOO_WEIGHT_REASON)
+    if getattr(estimator, "n_neighbors", None) is not None:
+        return dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON)
     return {}
 
 

@@ -1,0 +1,196 @@
+"""Held-out predictions of adaptive-width candidates (``n_neighbors``).
+
+Leave-one-out and K-fold scores of the candidates ``(kernel, n_neighbors)``
+of :class:`~sklearn_kernelpool.KernelAttentionRegressorCV`, each with the
+bandwidth multiplier 1: a held-out point's width is the distance to its
+``k``-th nearest key *of its own fit*. Under leave-one-out the point's own
+key is not its neighbour (its ``k``-th nearest among the other points, as
+refitting without it gives), under K-fold the neighbours are those of the
+training part of the split, and rows of weight zero are never neighbours.
+
+Adaptive widths make the kernel matrix asymmetric (a pair's weight depends
+on the width of its query), so the symmetric pass of :class:`._loo.HeldOut`
+does not apply: each held-out point is pooled over its row of keys, the
+rows in batches within ``working_memory``. The squared distances are
+computed from exact differences (:func:`._exact.pairwise_squared`), on
+which the fitted estimator takes its decisions too (the neighbour distance,
+the support edge, the keys at distance zero), so that the held-out
+predictions equal those of the refitted estimator. The pooled moments, the
+local-linear solves and the fallbacks are those of :class:`._loo.HeldOut`.
+"""
+
+import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
+
+from . import _local_linear
+from ._adaptive import check_n_neighbors
+from ._chunking import row_batches
+from ._exact import edge_values, pairwise_squared
+from ._loo import HeldOut
+from ._threads import single_threaded_blas
+
+_LOGIT_FLOOR = -700.0
+# Bytes per key of a held-out row: its squared distances, mask, partition,
+# scaled distances and scores.
+ROW_BYTES_PER_KEY = 48
+
+
+class AdaptiveHeldOut(HeldOut):
+    """Held-out pooled sums of adaptive-width candidates.
+
+    Built from the :class:`._loo.HeldOut` of the same data, whose points,
+    moments and fallbacks it shares; its candidates are ``kernels`` times
+    ``n_neighbors`` (where ``HeldOut`` has ``kernels`` times
+    ``bandwidths``).
+
+    Parameters
+    ----------
+    held_out : HeldOut
+        The held-out state of the fixed-width candidates.
+    n_neighbors : sequence of int
+        The neighbour counts of the candidates.
+    """
+
+    def __init__(self, held_out, n_neighbors):
+        self.__dict__.update(vars(held_out))
+        self.n_neighbors = np.asarray(n_neighbors, dtype=np.intp)
+        self.positive = self.weights > 0
+        with np.errstate(divide="ignore"):
+            self.log_weights = np.log(self.weights)
+
+    @property
+    def _shape(self):
+        return (len(self.kernels), len(self.n_neighbors))
+
+    # -- the scores of a batch of held-out points --------------------------
+    def _distances(self, points, allowed):
+        """Exact squared distances of ``points`` to every point, the keys
+        that each may pool, and its squared ``k``-th neighbour distance for
+        every candidate ``k`` (shape (n_neighbors, n_points))."""
+        d2 = pairwise_squared(self.X_raw[points], self.X_raw, None)
+        allowed = allowed & self.positive[None, :]
+        kth = np.where(allowed, d2, np.inf)
+        kth.partition(np.unique(self.n_neighbors - 1), axis=1)
+        radii = kth[:, self.n_neighbors - 1].T
+        if not np.all(np.isfinite(radii)):
+            raise ValueError(  # the callers check the counts first
+                f"n_neighbors={int(self.n_neighbors.max())} exceeds the number "
+                "of training points of positive weight of a held-out fit."
+            )
+        return d2, allowed, radii
+
+    def _scores(self, d2, allowed, kernel, r2):
+        """Scores ``w alpha(u)`` of the pairs, up to a factor per row."""
+        coincident = ~(r2 > 0)
+        safe = np.where(coincident, 1.0, r2)
+        u2 = d2 / safe[:, None]
+        if kernel.log_function is not None:
+            logits = kernel.squared_log_function(u2) + self.log_weights
+            logits[~allowed] = -np.inf
+            logits -= logits.max(axis=1, keepdims=True)
+            np.maximum(logits, _LOGIT_FLOOR, out=logits)
+            scores = np.exp(logits, out=logits)
+        else:
+            if kernel.is_compact:
+                u2 = edge_values(u2, kernel.support, np.float64)
+            scores = kernel.squared_function(u2) * self.weights
+        scores[~allowed] = 0.0
+        if coincident.any():
+            rows = np.flatnonzero(coincident)
+            hit = allowed[rows] & (d2[rows] == 0)
+            scores[rows] = np.where(hit, self.weights, 0.0)
+        return scores
+
+    def _sums(self, points, allowed_rows, n_keys):
+        """Pooled sums of ``points`` for every candidate, in batches of rows
+        shared by ``n_jobs`` threads (each holds one within its share of
+        ``working_memory``)."""
+        sums = np.zeros((*self._shape, len(points), self.unit_moments.shape[1]))
+        n_threads = max(1, min(effective_n_jobs(self.n_jobs), len(points)))
+        row_bytes = ROW_BYTES_PER_KEY * n_keys * n_threads
+        batches = list(row_batches(len(points), row_bytes))
+
+        def run(batch):
+            d2, allowed, radii = self._distances(points[batch], allowed_rows(batch))
+            for k, kernel in enumerate(self.kernels):
+                for m in range(len(self.n_neighbors)):
+                    scores = self._scores(d2, allowed, kernel, radii[m])
+                    sums[k, m, batch] = scores @ self.unit_moments
+
+        with single_threaded_blas():
+            if n_threads == 1 or len(batches) == 1:
+                for batch in batches:
+                    run(batch)
+            else:
+                Parallel(n_jobs=n_threads, require="sharedmem")(
+                    delayed(run)(batch) for batch in batches
+                )
+        return sums
+
+    def sums_excluding_groups(self, groups):
+        """Pooled sums of every point over the points of the other groups.
+
+        Returns
+        -------
+        sums : ndarray of shape (n_kernels, n_neighbors, n, n_columns)
+        """
+        n = len(self.X)
+        points = np.arange(n)
+        k = int(self.n_neighbors.max())
+        if groups is None:
+            check_n_neighbors(k, int(self.positive.sum()), loo=True)
+        else:
+            inside = np.bincount(groups, weights=self.positive)
+            check_n_neighbors(k, int(self.positive.sum() - inside.max()))
+
+        def allowed_rows(batch):
+            if groups is None:
+                allowed = np.ones((len(points[batch]), n), dtype=bool)
+                allowed[np.arange(len(points[batch])), points[batch]] = False
+                return allowed
+            return groups[points[batch]][:, None] != groups[None, :]
+
+        return self._sums(points, allowed_rows, n)
+
+    def sums_split(self, test, train):
+        """Pooled sums of the ``test`` points over the ``train`` points."""
+        n = len(self.X)
+        keep = np.zeros(n, dtype=bool)
+        keep[train] = True
+        check_n_neighbors(
+            int(self.n_neighbors.max()), int(np.count_nonzero(keep & self.positive))
+        )
+        test = np.asarray(test)
+        return self._sums(test, lambda batch: np.tile(keep, (len(test[batch]), 1)), n)
+
+    # -- local-linear rows fitted again about their own means --------------
+    def _refit(self, predictions, singular, redo, candidate, rows, fits, groups, train):
+        """:meth:`._loo.HeldOut._refit` under the adaptive widths."""
+        redo = np.flatnonzero(redo)
+        if not len(redo):
+            return
+        kernel = self.kernels[candidate[0]]
+        m = candidate[1]
+        n, d = self.X.shape
+        values = self.Y - self.value_center
+        n_keys, centers = fits
+        n_keys = np.broadcast_to(n_keys, (len(rows),))
+        for batch in row_batches(len(redo), ROW_BYTES_PER_KEY * n * (d + 1)):
+            at = redo[batch]
+            points = rows[at]
+            if train is not None:
+                allowed = np.zeros((len(at), n), dtype=bool)
+                allowed[:, train] = True
+            elif groups is not None:
+                allowed = groups[points][:, None] != groups[None, :]
+            else:
+                allowed = np.ones((len(at), n), dtype=bool)
+                allowed[np.arange(len(at)), points] = False
+            d2, allowed, radii = self._distances(points, allowed)
+            scores = self._scores(d2, allowed, kernel, radii[m])
+            p = scores / scores.sum(axis=1, keepdims=True)
+            layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
+            mean, _, flat = _local_linear.centred_fit(
+                p, self.X, values, self.X[points], layout, False, centers[at]
+            )
+            predictions[at], singular[at] = mean, flat
