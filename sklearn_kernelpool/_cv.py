@@ -1082,7 +1082,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 parts.append(self._flat(held_out, sums, rows, groups, train))
                 continue
             # (kernels, n_neighbors, ...) is ParameterGrid's kernel-major order.
-            flat = pool.predictions(sums, rows, groups, train)
+            predictions, empty, *flags = pool.predictions(sums, rows, groups, train)
+            flat = predictions, empty, np.stack(flags, axis=-1)
             parts.append(tuple(a.reshape(-1, *a.shape[2:]) for a in flat))
         return tuple(np.concatenate(arrays) for arrays in zip(*parts, strict=True))
 
