@@ -3,7 +3,11 @@
 from . import kernels
 from ._classification import KernelAttentionClassifier
 from ._cv import KernelAttentionRegressorCV
-from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._exceptions import (
+    BandwidthEdgeWarning,
+    EmptyNeighborhoodWarning,
+    LocalLinearFallbackWarning,
+)
 from ._persistence import skops_trusted_types
 from ._progress import progress_bar
 from ._regression import KernelAttentionRegressor
@@ -11,6 +15,7 @@ from ._regression import KernelAttentionRegressor
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BandwidthEdgeWarning",
     "EmptyNeighborhoodWarning",
     "KernelAttentionClassifier",
     "KernelAttentionRegressor",

@@ -22,6 +22,8 @@ from ._base import (
     validate_sample_weight,
 )
 from ._chunking import row_batches
+from ._exceptions import BandwidthEdgeWarning
+from ._guard import guard_widths
 from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut
 from ._pooling import ON_EMPTY
 from ._regression import KernelAttentionRegressor
@@ -32,7 +34,7 @@ from ._validation import (
     relative_weights,
     scale_coordinates,
 )
-from ._widths import learn_widths
+from ._widths import learn_widths, loo_loss
 from .kernels import KERNELS
 
 
@@ -66,6 +68,37 @@ def bandwidth_grid(X, size):
     if size == 1:
         return np.array([np.sqrt(low * radius)]) * scale
     return np.geomspace(low, radius, size) * scale
+
+
+# The automatic grid is extended past its edge at most this many times, by
+# this many bandwidths each time.
+_MAX_EXTENSIONS = 4
+_EXTENSION = 5
+
+
+def _merge(params, results, new_params, new_results):
+    """The candidates and results of two scorings in ``GridSearchCV``'s order.
+
+    The candidates of both, on the union of their bandwidths, ordered as
+    :class:`~sklearn.model_selection.ParameterGrid` orders them.
+    """
+    every = params + new_params
+
+    def key(p):
+        return tuple(sorted(p.items()))
+
+    position = {key(p): i for i, p in enumerate(every)}
+    space = {name: sorted({p[name] for p in every}) for name in every[0]}
+    space["kernel"] = list(dict.fromkeys(p["kernel"] for p in every))
+    merged = list(ParameterGrid(space))
+    order = np.array([position[key(p)] for p in merged])
+    combined = {}
+    for name, values in results.items():
+        if name == "params":
+            continue
+        combined[name] = np.concatenate([values, new_results[name]])[order]
+    combined["params"] = [every[i] for i in order]
+    return combined["params"], combined
 
 
 def _check_grid(X, grid, automatic):
@@ -445,8 +478,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like"],
         "cv": ["cv_object"],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
-        "per_feature": ["boolean"],
-        "degree": [Interval(Integral, 0, 1, closed="both")],
+        "per_feature": ["boolean", StrOptions({"auto"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "degree": [Interval(Integral, 0, 1, closed="both"), StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY))],
         "algorithm": [StrOptions(set(ALGORITHMS))],
         "n_jobs": N_JOBS_CONSTRAINT,
@@ -461,6 +495,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         cv=None,
         scoring=None,
         per_feature=False,
+        max_iter=200,
         degree=0,
         on_empty="nearest",
         algorithm="auto",
@@ -472,6 +507,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.cv = cv
         self.scoring = scoring
         self.per_feature = per_feature
+        self.max_iter = max_iter
         self.degree = degree
         self.on_empty = on_empty
         self.algorithm = algorithm
@@ -488,13 +524,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 "kernels must be a kernel name or a non-empty sequence of kernel "
                 f"names among {sorted(KERNELS)}; got {self.kernels!r}."
             )
-        if self.per_feature and self.degree == 1:
-            raise ValueError(
-                "per_feature=True learns the widths of local-constant pooling: "
-                "it needs degree=0; got degree=1. Select the bandwidth of "
-                "degree=1 among isotropic candidates (per_feature=False)."
-            )
-        if self.per_feature:
+        if self._per_feature_mode():
             flat = [n for n in names if KERNELS[n].log_function is None]
             if flat:
                 raise ValueError(
@@ -503,6 +533,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                     f"is differentiable in the widths; got {flat}."
                 )
         return names
+
+    def _per_feature_mode(self):
+        """``per_feature`` as ``"auto"``, True or False."""
+        if isinstance(self.per_feature, str):
+            return self.per_feature
+        return bool(self.per_feature)
 
     def _bandwidth_grid(self, X):
         if isinstance(self.bandwidths, Integral) and not isinstance(
@@ -637,10 +673,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             relative[positive] = relative_weights(sample_weight[positive], np.float64)
             sample_weight = relative
         names = self._kernel_names()
-        if self.per_feature and self.cv is not None:
+        if self._per_feature_mode() is True and self.cv is not None:
             raise ValueError(
-                "per_feature=True learns the widths on the leave-one-out error: "
-                f"it needs cv=None; got cv={self.cv!r}."
+                "per_feature=True learns the widths on the leave-one-out error "
+                "and scores them there: it needs cv=None; got "
+                f"cv={self.cv!r}. per_feature='auto' judges them on the splits "
+                "of cv."
             )
         weights = (
             np.ones(X.shape[0]) if sample_weight is None else sample_weight
@@ -664,24 +702,16 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
             self._check_small_folds(splits, scorer, X, y, sample_weight)
 
-        params = list(ParameterGrid({"kernel": names, "bandwidth": list(grid)}))
-        held_out = HeldOut(
-            X64,
-            Y,
-            weights,
-            [KERNELS[n] for n in names],
-            grid,
-            self.n_jobs,
-            degree=self.degree,
-        )
-        self._say_search(X, names, grid, splits)
-        if self.cv is None:
-            results = self._loo(held_out, X, y, weights, scorer, weighted)
-        else:
-            results = self._kfold(held_out, X, y, sample_weight, scorer, params, splits)
-        results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
-        results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
-        results["params"] = params
+        automatic = isinstance(self.bandwidths, Integral)
+        degrees = [0, 1] if self.degree == "auto" else [self.degree]
+        self._say_search(X, names, grid, splits, len(degrees))
+        data = (X, X64, y, Y, weights, sample_weight, scorer, weighted, splits)
+        params, results = self._score_grid(data, names, degrees, grid)
+        capped = False
+        if automatic:
+            params, results, capped = self._extend_grid(
+                data, names, degrees, params, results
+            )
         results["rank_test_score"] = _rank(results["mean_test_score"])
         self.cv_results_ = results
         if np.all(np.isnan(results["mean_test_score"])):
@@ -695,33 +725,149 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.best_params_ = dict(params[self.best_index_])
         self.kernel_ = self.best_params_["kernel"]
         self.bandwidth_ = float(self.best_params_["bandwidth"])
+        self.degree_ = int(self.best_params_.get("degree", self.degree))
         self.best_score_ = float(results["mean_test_score"][self.best_index_])
         self._say_scores(params, names)
-        if self.per_feature:
+        if capped or not automatic:
+            self._warn_edge(results, automatic)
+        self.per_feature_ = False
+        self.per_feature_scores_ = None
+        if self._per_feature_mode():
             self._say("Learning per-feature widths by leave-one-out")
-            self._learn_widths(X, X64, y, Y, weights, scorer, weighted)
-            self._say(f"Per-feature widths: {np.round(self.bandwidth_, 6).tolist()}")
+            self._learn_widths(data, np.unique(results["param_bandwidth"]))
+            if self.per_feature_:
+                widths = np.round(self.bandwidth_, 6).tolist()
+                self._say(f"Per-feature widths: {widths}")
+            else:
+                self._say("Kept the isotropic bandwidth")
         self._say(f"Refitting the selected candidate on all {X.shape[0]} samples")
         self.best_estimator_ = KernelAttentionRegressor(
             kernel=self.kernel_,
             bandwidth=self.bandwidth_,
-            degree=self.degree,
+            degree=self.degree_,
             on_empty=self.on_empty,
             algorithm=self.algorithm,
             n_jobs=self.n_jobs,
         ).fit(X, y, sample_weight=given_weight)  # it rescales them itself
         return self
 
+    def _score_grid(self, data, names, degrees, grid):
+        """Score every (bandwidth, degree, kernel) candidate of ``grid``.
+
+        Returns the candidates in ``GridSearchCV``'s order and their
+        results (without ranks).
+        """
+        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+        space = {"kernel": names, "bandwidth": list(grid)}
+        if len(degrees) > 1:
+            space["degree"] = degrees
+        params = list(ParameterGrid(space))
+        held_out = HeldOut(
+            X64,
+            Y,
+            weights,
+            [KERNELS[n] for n in names],
+            grid,
+            self.n_jobs,
+            degree=max(degrees),
+        )
+        if splits is None:
+            results = self._loo(held_out, X, y, weights, scorer, weighted, degrees)
+        else:
+            results = self._kfold(
+                held_out, X, y, sample_weight, scorer, params, splits, degrees
+            )
+        results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
+        results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
+        if len(degrees) > 1:
+            results["param_degree"] = np.array(
+                [p["degree"] for p in params], dtype=object
+            )
+        results["params"] = params
+        return params, results
+
+    def _extend_grid(self, data, names, degrees, params, results):
+        """Extend the automatic grid past its edge while the best lies there.
+
+        Up to ``_MAX_EXTENSIONS`` times, ``_EXTENSION`` more bandwidths of the
+        grid's ratio beyond the edge of the best candidate are scored (only
+        them). It stops when the best candidate is interior, when the new
+        candidates score as the edge did (the limit of nearest-neighbour or
+        of global pooling), when every new candidate falls back to
+        ``on_empty`` everywhere, or when the bandwidths would leave float64's
+        normal range. Returns every scored candidate in ``GridSearchCV``'s
+        order over the whole grid, and whether the extensions ran out with
+        the best candidate still on an edge.
+        """
+        X = data[0]
+        for _ in range(_MAX_EXTENSIONS):
+            grid = np.unique(results["param_bandwidth"])
+            if len(grid) < 2:
+                return params, results, False
+            scores = results["mean_test_score"]
+            if np.all(np.isnan(scores)):
+                return params, results, False
+            best = float(results["param_bandwidth"][int(np.nanargmax(scores))])
+            ratio = grid[1] / grid[0] if best == grid[0] else grid[-1] / grid[-2]
+            steps = ratio ** np.arange(1, _EXTENSION + 1)
+            if best == grid[0]:
+                new = grid[0] / steps[::-1]
+            elif best == grid[-1]:
+                new = grid[-1] * steps
+            else:
+                return params, results, False
+            try:
+                _check_grid(X, new, automatic=True)
+            except ValueError:
+                return params, results, False
+            self._say(
+                f"The best bandwidth {best:.6g} is on the edge of the grid: "
+                f"scoring {len(new)} more from {new.min():.6g} to {new.max():.6g}"
+            )
+            new_params, new_results = self._score_grid(data, names, degrees, new)
+            edge = float(np.nanmax(scores[results["param_bandwidth"] == best]))
+            params, results = _merge(params, results, new_params, new_results)
+            new_scores = new_results["mean_test_score"]
+            if np.all(new_results["empty_fraction"] == 1.0) or np.allclose(
+                new_scores, edge, rtol=1e-12, atol=0.0
+            ):
+                return params, results, False
+        scores = results["mean_test_score"]
+        grid = results["param_bandwidth"]
+        best = grid[int(np.nanargmax(scores))]
+        return params, results, bool(best in (grid.min(), grid.max()))
+
+    def _warn_edge(self, results, automatic):
+        """Warn when the selected bandwidth is an edge of the scored grid."""
+        grid = np.unique(results["param_bandwidth"])
+        if len(grid) < 2 or grid[0] < self.bandwidth_ < grid[-1]:
+            return
+        which = "smallest" if self.bandwidth_ == grid[0] else "largest"
+        where = "below" if which == "smallest" else "above"
+        if automatic:
+            fix = "Pass bandwidths as an array that extends further."
+            origin = "automatic bandwidths, after their extension"
+        else:
+            fix = f"Add bandwidths {where} it."
+            origin = "given bandwidths"
+        warnings.warn(
+            f"The selected bandwidth is the {which} of the {origin} "
+            f"({grid[0]:.6g} to {grid[-1]:.6g}): the best bandwidth may lie "
+            f"{where} the grid. {fix}",
+            BandwidthEdgeWarning,
+            stacklevel=3,
+        )
+
     # -- progress ------------------------------------------------------------
     def _say(self, message, level=1):
         if self.verbose >= level:
             print(f"[{type(self).__name__}] {message}")
 
-    def _say_search(self, X, names, grid, splits):
-        n_candidates = len(names) * len(grid)
+    def _say_search(self, X, names, grid, splits, n_degrees=1):
+        n_candidates = len(names) * len(grid) * n_degrees
         what = (
             f"{n_candidates} candidates ({len(names)} kernel(s) x {len(grid)} "
-            "bandwidths)"
+            "bandwidths" + (f" x {n_degrees} degrees)" if n_degrees > 1 else ")")
         )
         if splits is None:
             self._say(
@@ -782,20 +928,29 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 hit = empty[c, chunk]
                 predictions[c, chunk[hit]] = values[hit]
 
-    def _flat(self, held_out, sums, rows, groups=None, train=None):
+    def _flat(self, held_out, sums, rows, degrees, groups=None, train=None):
         """Predictions, empty and singular rows of every candidate, in
-        ``params`` order (see :meth:`HeldOut.predictions`)."""
-        predictions, empty, singular = held_out.predictions(sums, rows, groups, train)
-        # (kernels, bandwidths, ...) -> ParameterGrid's bandwidth-major order.
-        predictions = predictions.swapaxes(0, 1).reshape(-1, *predictions.shape[2:])
-        empty = empty.swapaxes(0, 1).reshape(-1, empty.shape[-1])
-        singular = singular.swapaxes(0, 1).reshape(-1, singular.shape[-1])
-        return predictions, empty, singular
+        ``params`` order (see :meth:`HeldOut.predictions`).
 
-    def _loo(self, held_out, X, y, weights, scorer, weighted):
+        With two degrees, both come from the same sums (those of degree 1).
+        """
+        parts = [
+            held_out.predictions(sums, rows, groups, train, degree=degree)
+            for degree in degrees
+        ]
+        flat = []
+        for i in range(3):
+            # (degrees, kernels, bandwidths, ...) -> ParameterGrid's order:
+            # bandwidth, then degree, then kernel.
+            stacked = np.stack([part[i] for part in parts])
+            stacked = np.moveaxis(stacked, 2, 0)
+            flat.append(stacked.reshape(-1, *stacked.shape[3:]))
+        return tuple(flat)
+
+    def _loo(self, held_out, X, y, weights, scorer, weighted, degrees):
         n = X.shape[0]
         sums = held_out.sums_excluding_groups(None)
-        predictions, empty, singular = self._flat(held_out, sums, np.arange(n))
+        predictions, empty, singular = self._flat(held_out, sums, np.arange(n), degrees)
 
         def others(rows):
             allowed = np.ones((len(rows), n), dtype=bool)
@@ -822,7 +977,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             "loo_mse": loo_mse,
             "empty_fraction": empty.mean(axis=1),
         }
-        if self.degree == 1:
+        if held_out.degree == 1:
             results["singular_fraction"] = singular.mean(axis=1)
         return results
 
@@ -833,7 +988,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         kwargs = {"sample_weight": weights} if weighted else {}
         return float(scorer(_Predicted(predictions), X, y, **kwargs))
 
-    def _kfold(self, held_out, X, y, sample_weight, scorer, params, splits):
+    def _kfold(self, held_out, X, y, sample_weight, scorer, params, splits, degrees):
         n = X.shape[0]
         if scorer is None:
             scorer = check_scoring(self, scoring=None)
@@ -854,6 +1009,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 held_out,
                 held_out.sums_excluding_groups(groups),
                 np.arange(n),
+                degrees,
                 groups=groups,
             )
             self._fallback(
@@ -871,7 +1027,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             per_split = []
             for train, test in splits:
                 pred, emp, sing = self._flat(
-                    held_out, held_out.sums_split(test, train), test, train=train
+                    held_out,
+                    held_out.sums_split(test, train),
+                    test,
+                    degrees,
+                    train=train,
                 )
                 keep = np.zeros(n, dtype=bool)
                 keep[train] = True
@@ -910,21 +1070,79 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         results["mean_test_score"] = split_scores.mean(axis=1)
         results["std_test_score"] = split_scores.std(axis=1)
         results["empty_fraction"] = n_empty / n_held_out
-        if self.degree == 1:
+        if held_out.degree == 1:
             results["singular_fraction"] = n_singular / n_held_out
         return results
 
-    def _learn_widths(self, X, X64, y, Y, weights, scorer, weighted):
+    def _learn_widths(self, data, grid):
+        """Learn per-feature widths; keep them as ``per_feature`` says.
+
+        They are kept only where they lower the leave-one-out error of the
+        isotropic choice and, with ``per_feature="auto"``, where the guard
+        (:func:`._guard.guard_widths`) finds them better out of fold.
+        """
+        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
         kernel = KERNELS[self.kernel_]
         widths, n_iter, loo_mse, predictions = learn_widths(
-            X64, Y, weights, kernel, self.bandwidth_
+            X64,
+            Y,
+            weights,
+            kernel,
+            self.bandwidth_,
+            degree=self.degree_,
+            max_iter=self.max_iter,
         )
         self.n_iter_ = n_iter
-        isotropic_mse = self.cv_results_["loo_mse"][self.best_index_]
+        isotropic = np.full(X.shape[1], np.log(self.bandwidth_))
+        isotropic_mse = loo_loss(
+            isotropic, X64, Y, weights, kernel, gradient=False, degree=self.degree_
+        )[0]
         if not loo_mse < isotropic_mse:
             return
+        if self._per_feature_mode() == "auto":
+            self._say(
+                "Comparing the learned widths with the isotropic bandwidth out "
+                "of fold, each selected or learned on the training parts"
+            )
+            guard = guard_widths(
+                X64,
+                Y,
+                weights,
+                kernel,
+                grid,
+                degree=self.degree_,
+                splits=splits,
+                max_iter=self.max_iter,
+            )
+            self.per_feature_scores_ = {
+                "isotropic": guard.isotropic_loss,
+                "per_feature": guard.per_feature_loss,
+            }
+            self._say(
+                f"Out-of-fold mean squared error: isotropic "
+                f"{guard.isotropic_loss:.6g}, per-feature {guard.per_feature_loss:.6g}"
+            )
+            if not guard.keep:
+                return
         self.bandwidth_ = widths
-        if scorer is None:
+        self.per_feature_ = True
+        if splits is not None:
+            # The score of the learned widths on the splits: those of the
+            # guard, whose widths were learned on each training part.
+            split_scores = [
+                self._score(
+                    scorer or check_scoring(self, scoring=None),
+                    guard.per_feature_predictions[test],
+                    X[test],
+                    y[test],
+                    None if sample_weight is None else sample_weight[test],
+                    False,
+                    weighted,
+                )
+                for _, test in splits
+            ]
+            self.best_score_ = float(np.mean(split_scores))
+        elif scorer is None:
             self.best_score_ = -float(loo_mse)
         else:
             self.best_score_ = self._score(
@@ -955,5 +1173,5 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         # One isotropic width over ten features, one of them informative (the
         # common checks' data), smooths the training fit to R^2 < 0.5 at a
         # cross-validated bandwidth; learned per-feature widths do better.
-        tags.regressor_tags.poor_score = not self.per_feature
+        tags.regressor_tags.poor_score = self._per_feature_mode() is not True
         return tags

@@ -129,6 +129,32 @@ class LocalLinearFallbackWarning(UserWarning):
         self.n_queries = n_queries
 
 
+class BandwidthEdgeWarning(UserWarning):
+    """Warn that the selected bandwidth is the smallest or largest candidate.
+
+    :class:`KernelAttentionRegressorCV` issues it when the best isotropic
+    bandwidth lies on an edge of a grid of bandwidths given as an array (the
+    best one may lie beyond it), or on an edge of the automatic grid after
+    its extensions ran out. The text says which edge.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from sklearn_kernelpool import BandwidthEdgeWarning
+    >>> from sklearn_kernelpool import KernelAttentionRegressorCV
+    >>> X = np.linspace(0, 6, 60)[:, None]
+    >>> y = np.sin(3 * X[:, 0])
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     reg = KernelAttentionRegressorCV(bandwidths=[1.0, 2.0]).fit(X, y)
+    >>> caught[0].category is BandwidthEdgeWarning
+    True
+    >>> reg.bandwidth_
+    1.0
+    """
+
+
 def describe(kernel, bandwidth):
     """``"the 'boxcar' kernel at bandwidth=0.5"``, for the texts of warnings.
 
