@@ -74,6 +74,8 @@ def bandwidth_grid(X, size):
 # this many bandwidths each time.
 _MAX_EXTENSIONS = 4
 _EXTENSION = 5
+# ... and never further than this factor beyond the ends of the grid.
+_REACH = 10.0
 
 
 def _merge(params, results, new_params, new_results):
@@ -791,30 +793,40 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
         Up to ``_MAX_EXTENSIONS`` times, ``_EXTENSION`` more bandwidths of the
         grid's ratio beyond the edge of the best candidate are scored (only
-        them). It stops when the best candidate is interior, when the new
-        candidates score as the edge did (the limit of nearest-neighbour or
-        of global pooling), when every new candidate falls back to
-        ``on_empty`` everywhere, or when the bandwidths would leave float64's
-        normal range. Returns every scored candidate in ``GridSearchCV``'s
-        order over the whole grid, and whether the extensions ran out with
-        the best candidate still on an edge.
+        them), within ``_REACH`` times beyond the grid's ends: below a tenth
+        of the median nearest-neighbour distance a held-out point pools
+        essentially its nearest other point alone, and above ten times the
+        grid's top (twice the largest distance from the mean) every kernel
+        weight is within 1% of the others, so that the fit is the global one
+        (the mean, or the linear regression for ``degree=1``). It stops when
+        the best candidate is interior, at those limits, when every new
+        candidate falls back to ``on_empty`` everywhere, or when the new
+        candidates score as the edge did. Returns every scored candidate in
+        ``GridSearchCV``'s order over the whole grid, and whether the
+        extensions ran out with the best candidate still on an edge.
         """
         X = data[0]
+        first = np.unique(results["param_bandwidth"])
+        if len(first) < 2:
+            return params, results, False
+        low, high = first[0] / _REACH, first[-1] * _REACH
         for _ in range(_MAX_EXTENSIONS):
             grid = np.unique(results["param_bandwidth"])
-            if len(grid) < 2:
-                return params, results, False
             scores = results["mean_test_score"]
             if np.all(np.isnan(scores)):
                 return params, results, False
             best = float(results["param_bandwidth"][int(np.nanargmax(scores))])
-            ratio = grid[1] / grid[0] if best == grid[0] else grid[-1] / grid[-2]
-            steps = ratio ** np.arange(1, _EXTENSION + 1)
             if best == grid[0]:
-                new = grid[0] / steps[::-1]
+                ratio = grid[1] / grid[0]
+                new = grid[0] / ratio ** np.arange(_EXTENSION, 0, -1)
+                new = new[new >= low * (1 - 1e-9)]
             elif best == grid[-1]:
-                new = grid[-1] * steps
+                ratio = grid[-1] / grid[-2]
+                new = grid[-1] * ratio ** np.arange(1, _EXTENSION + 1)
+                new = new[new <= high * (1 + 1e-9)]
             else:
+                return params, results, False
+            if not len(new):
                 return params, results, False
             try:
                 _check_grid(X, new, automatic=True)
@@ -835,7 +847,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         scores = results["mean_test_score"]
         grid = results["param_bandwidth"]
         best = grid[int(np.nanargmax(scores))]
-        return params, results, bool(best in (grid.min(), grid.max()))
+        at_limit = best <= low * (1 + 1e-9) or best >= high * (1 - 1e-9)
+        on_edge = best in (grid.min(), grid.max())
+        return params, results, bool(on_edge and not at_limit)
 
     def _warn_edge(self, results, automatic):
         """Warn when the selected bandwidth is an edge of the scored grid."""
