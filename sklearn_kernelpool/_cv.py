@@ -249,7 +249,13 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
           ``X`` exactly (computed on ``X`` divided by a power of two); a
           grid whose squares are not normal float64 numbers (``X`` at a
           scale below about 1e-150 or above 1e150) raises a ``ValueError``.
-        - an array-like of floats > 0.
+          When the best candidate is the smallest or largest bandwidth of
+          this grid, the grid is extended past that edge, five bandwidths of
+          its ratio at a time, at most four times and never beyond ten times
+          its ends, until the best is interior (see the Notes).
+        - an array-like of floats > 0. A selection on its smallest or
+          largest bandwidth issues a
+          :class:`~sklearn_kernelpool.BandwidthEdgeWarning`.
 
     cv : int, cross-validation generator or iterable, default=None
         How the candidates are scored:
@@ -284,20 +290,38 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         (``cv=n_samples``) need a scorer defined on one sample, which
         :math:`R^2` is not: use ``cv=None``, the exact leave-one-out.
 
-    per_feature : bool, default=False
+    per_feature : bool or "auto", default=False
         After the isotropic selection, learn one width per feature by
         minimising the leave-one-out squared error with L-BFGS-B on the log
         widths, from the best isotropic bandwidth and two other deterministic
-        starts, with an analytic gradient. Needs ``cv=None`` and kernels with
-        a log form (``"gaussian"``, ``"exponential"``, ``"cauchy"`` and their
-        aliases). See the Notes for the bounds and the guard against
-        overfitting. Widths are learned for ``degree=0`` only: with
-        ``degree=1``, ``per_feature=True`` raises a ``ValueError``.
+        starts, with an analytic gradient, for the selected ``degree`` (0 or
+        1). Needs kernels with a log form (``"gaussian"``,
+        ``"exponential"``, ``"cauchy"`` and their aliases).
 
-    degree : {0, 1}, default=0
+        - True: the learned widths are kept where they lower the
+          leave-one-out error of the isotropic choice. Needs ``cv=None``.
+        - ``"auto"``: they are kept only where, in addition, the procedure
+          that learns them beats the isotropic selection out of fold: five
+          shuffled folds (a fixed seed) or, with a K-fold ``cv``, its
+          splits; on each training part the isotropic bandwidth is selected
+          by exact leave-one-out and the widths learned from it, and the
+          out-of-fold mean squared errors of both are compared.
+        - False: one isotropic bandwidth.
+
+        See the Notes for the bounds and the guard against overfitting.
+
+    max_iter : int, default=200
+        The iteration cap of L-BFGS-B per start when learning per-feature
+        widths. A :class:`~sklearn.exceptions.ConvergenceWarning` is issued
+        when the winning start stops there.
+
+    degree : {0, 1} or "auto", default=0
         The degree of the local polynomial of every candidate and of
         ``best_estimator_`` (see :class:`KernelAttentionRegressor`): ``0``
-        pools the values, ``1`` fits a local-linear model around each query.
+        pools the values, ``1`` fits a local-linear model around each query;
+        ``"auto"`` scores both degrees in the same pass (the moments of
+        degree 1 contain those of degree 0) and keeps the better, as
+        ``GridSearchCV`` with ``"degree": [0, 1]`` in its grid would.
         With ``degree=1`` the held-out predictions are those of the
         local-linear fit without the held-out points, and a held-out point
         whose fit has a singular local design gets the local mean, as the
@@ -347,23 +371,41 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         The selected kernel.
 
     bandwidth_ : float or ndarray of shape (n_features,)
-        The selected bandwidth; per-feature widths when ``per_feature=True``.
+        The selected bandwidth; per-feature widths when they were kept
+        (``per_feature_``).
+
+    degree_ : int
+        The selected degree: ``degree``, or with ``degree="auto"`` that of
+        the best candidate.
+
+    per_feature_ : bool
+        Whether learned per-feature widths were kept.
+
+    per_feature_scores_ : dict or None
+        With ``per_feature="auto"``, the out-of-fold mean squared errors of
+        the guard, ``{"isotropic": ..., "per_feature": ...}``; None when the
+        guard did not run (``per_feature`` not ``"auto"``, or learned widths
+        that did not lower the leave-one-out error).
 
     best_score_ : float
         The score of the selected model: ``mean_test_score`` of the selected
-        candidate, or with ``per_feature=True`` the score of the leave-one-out
-        predictions with the learned widths.
+        candidate, or with kept per-feature widths the score of their
+        leave-one-out predictions (``cv=None``) or the mean split score of
+        the guard's out-of-fold predictions (K-fold ``cv``).
 
     best_index_ : int
         Index of the selected isotropic candidate in ``cv_results_``.
 
     best_params_ : dict
-        ``{"kernel": ..., "bandwidth": ...}`` of that candidate.
+        ``{"kernel": ..., "bandwidth": ...}`` of that candidate (and
+        ``"degree"`` with ``degree="auto"``).
 
     cv_results_ : dict of ndarrays
         One entry per candidate, in the order of
-        ``GridSearchCV(param_grid={"kernel": ..., "bandwidth": ...})``:
-        ``param_kernel``, ``param_bandwidth``, ``params``,
+        ``GridSearchCV(param_grid={"kernel": ..., "bandwidth": ...})``
+        (with ``"degree": [0, 1]`` for ``degree="auto"``, and over the
+        extended grid when the automatic grid was extended):
+        ``param_kernel``, ``param_bandwidth`` (``param_degree``), ``params``,
         ``mean_test_score``, ``rank_test_score`` and ``empty_fraction`` (the
         fraction of the held-out predictions that had an empty neighbourhood
         and fell back to ``on_empty``). Under leave-one-out also ``loo_mse``,
@@ -372,13 +414,13 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         ``std_test_score``. With ``degree=1`` also ``singular_fraction``,
         the fraction of the held-out predictions of positive pooled weight
         whose local design was singular and that fell back to the local
-        mean.
+        mean (0 for the candidates of degree 0 under ``degree="auto"``).
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
 
     n_iter_ : int
-        With ``per_feature=True``, the L-BFGS-B iterations of the start that
+        With ``per_feature``, the L-BFGS-B iterations of the start that
         gave the learned widths.
 
     n_features_in_ : int
@@ -448,13 +490,34 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     feature, the first only: the grid has scanned the curve; a start within
     10% of an earlier one in every width is dropped); the start with the
     smallest leave-one-out error wins. Learned widths are accepted
-    only where they lower the leave-one-out error of the isotropic choice.
+    only where they lower the leave-one-out error of the isotropic choice
+    and, with ``per_feature="auto"``, where the guard finds them better out
+    of fold: the selection of the isotropic bandwidth and the learning of
+    the widths are both repeated on each training part of five shuffled
+    folds (a fixed seed; the splits of ``cv`` under K-fold) and judged on
+    its held-out part, cross-validation of the whole procedure as in nested
+    cross-validation [2]_. It costs about five more selections and
+    learnings on 80% of the data each. With ``degree=1`` the gradient of
+    the held-out intercept :math:`b_i = e_1^T A_i^{-1} U_i^T W_i y` is
+    :math:`e_1^T A_i^{-1} U_i^T dW_i r_i`, :math:`r_i` the residuals of the
+    local fit; a held-out fit with a singular design gets the local mean.
+
+    The automatic grid is extended past the edge of the best candidate
+    (five bandwidths of its ratio, only they scored) at most four times,
+    until the best is interior, and never beyond ten times its ends: below
+    a tenth of the median nearest-neighbour distance a point pools
+    essentially its nearest neighbour alone, and above ten times the grid's
+    top every weight is within 1% of the others (the global mean, or the
+    linear regression under ``degree=1``). It also stops when the new
+    candidates score as the edge did or all fall back to ``on_empty``.
 
     References
     ----------
     .. [1] P. Hall, J. Racine and Q. Li, "Cross-validation and the estimation
        of conditional probability densities", Journal of the American
        Statistical Association 99 (2004).
+    .. [2] S. Varma and R. Simon, "Bias in error estimation when using
+       cross-validation for model selection", BMC Bioinformatics 7 (2006).
 
     Examples
     --------
