@@ -249,10 +249,14 @@ def _solve_local(cov, rhs, tol):
 
     A row is singular when the smallest eigenvalue of ``C`` is within
     ``tol`` (the rule of :mod:`._local_linear`). Batched Cholesky
-    factorisations are far cheaper than eigendecompositions: where every
-    row factorises with pivots above ``tol`` (each pivot is at least the
-    smallest eigenvalue, so that no row is singular), the rows are solved
-    directly; otherwise the chunk is decided on its eigenvalues.
+    factorisations are far cheaper than eigendecompositions, so they screen
+    the rows: every Cholesky pivot is at least the smallest eigenvalue, and
+    a chunk whose factorisation fails or has a pivot within twice ``tol``
+    is decided on its eigenvalues. Otherwise the rows whose smallest pivot
+    is within ``1e3 tol`` are checked on their eigenvalues, and the others
+    are taken as regular: this loss may then keep, as regular, a row whose
+    covariance is singular by a conditioning worse than that margin, where
+    the fitted estimator takes the local mean.
     """
     try:
         pivots = np.diagonal(np.linalg.cholesky(cov), axis1=1, axis2=2) ** 2
@@ -262,7 +266,7 @@ def _solve_local(cov, rhs, tol):
         # The smallest eigenvalue may still lie below a pivot: decide the
         # rows near the threshold on it.
         close = np.flatnonzero(pivots.min(axis=1) <= 1e3 * tol)
-        if not len(close) or np.all(np.linalg.eigvalsh(cov[close])[:, 0] > tol):
+        if not len(close) or np.all(np.linalg.eigvalsh(cov[close])[:, 0] > tol[close]):
             return np.linalg.solve(cov, rhs)
     eigenvalues, vectors = np.linalg.eigh(cov)
     singular = ~(eigenvalues[:, 0] > tol)
