@@ -5,6 +5,7 @@ from ._classification import KernelAttentionClassifier
 from ._classification_cv import KernelAttentionClassifierCV
 from ._cv import KernelAttentionRegressorCV
 from ._exceptions import (
+    BandwidthEdgeWarning,
     EmptyNeighborhoodWarning,
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
@@ -16,6 +17,7 @@ from ._regression import KernelAttentionRegressor
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BandwidthEdgeWarning",
     "EmptyNeighborhoodWarning",
     "KernelAttentionClassifier",
     "KernelAttentionClassifierCV",

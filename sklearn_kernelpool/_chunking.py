@@ -18,6 +18,8 @@ def row_batches(n_rows, row_bytes):
     budget (a row is O(n), within the bound) and finite for an infinite
     ``working_memory``.
     """
+    if n_rows <= 0:
+        return iter(())  # gen_batches validates n >= 1 outside a fit
     budget = working_memory_bytes()
     rows = max(1, int(min(n_rows, budget // max(row_bytes, 1))))
     return gen_batches(n_rows, rows)

@@ -7,7 +7,6 @@ of :class:`KernelAttentionRegressorCV` computes them for every candidate at
 once, and a private subclass of it scores them as probabilities.
 """
 
-import inspect
 from numbers import Integral
 
 import numpy as np
@@ -22,7 +21,8 @@ from ._algorithm import ALGORITHMS
 from ._base import N_JOBS_CONSTRAINT, validate_fit_data, validate_queries
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
 from ._cv import KernelAttentionRegressorCV, _accepts_sample_weight
-from ._log_loss_widths import learn_log_loss_widths
+from ._guard import guard_widths
+from ._sparse import TREES
 from ._widths import learn_widths
 from .kernels import KERNELS
 
@@ -161,20 +161,69 @@ class _ProbabilityCV(KernelAttentionRegressorCV):
             ]
         )
 
-    def _learn_widths(self, X, X64, y, Y, weights, scorer, weighted):
+    def _learn_widths(self, data, grid):
+        """Widths learned on the leave-one-out log-loss; kept where they lower
+        it and, with ``per_feature="auto"``, where the guard finds them better
+        out of fold (:func:`._guard.guard_widths`)."""
+        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
         kernel = KERNELS[self.kernel_]
-        if "objective" in inspect.signature(learn_widths).parameters:
-            learned = learn_widths(
-                X64, Y, weights, kernel, self.bandwidth_, objective="log_loss"
-            )
-        else:
-            learned = learn_log_loss_widths(X64, Y, weights, kernel, self.bandwidth_)
-        widths, n_iter, loss, proba = learned
+        widths, n_iter, loss, proba = learn_widths(
+            X64,
+            Y,
+            weights,
+            kernel,
+            self.bandwidth_,
+            objective="log_loss",
+            max_iter=self.max_iter,
+        )
         self.n_iter_ = n_iter
         if not loss < self.cv_results_["loo_log_loss"][self.best_index_]:
             return
+        guard = None
+        if self._per_feature_mode() == "auto":
+            self._say(
+                "Comparing the learned widths with the isotropic bandwidth out "
+                "of fold, each selected or learned on the training parts"
+            )
+            guard = guard_widths(
+                X64,
+                Y,
+                weights,
+                kernel,
+                grid,
+                objective="log_loss",
+                splits=splits,
+                max_iter=self.max_iter,
+            )
+            self.per_feature_scores_ = {
+                "isotropic": guard.isotropic_loss,
+                "per_feature": guard.per_feature_loss,
+            }
+            if not guard.keep:
+                return
         self.bandwidth_ = widths
-        if scorer is None:
+        self.per_feature_ = True
+        if splits is not None:
+            # The score on the splits of the widths learned on each training
+            # part (the guard's).
+            self.best_score_ = float(
+                np.mean(
+                    [
+                        self._split_scores(
+                            None,
+                            (train, test),
+                            guard.per_feature_predictions[test][None],
+                            np.zeros(1, dtype=bool),
+                            X,
+                            y,
+                            None if sample_weight is None else sample_weight[test],
+                            scorer,
+                        )[0]
+                        for train, test in splits
+                    ]
+                )
+            )
+        elif scorer is None:
             self.best_score_ = -float(loss)
         else:
             rows = np.arange(len(self._labels))
@@ -206,10 +255,12 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         Names of kernels of :data:`sklearn_kernelpool.kernels.KERNELS` to
         choose from.
 
-    bandwidths : int or array-like of shape (n_bandwidths,), default=30
+    bandwidths : int, array-like of shape (n_bandwidths,) or None, default=30
         The isotropic bandwidths to choose from: an int for that many
         bandwidths spaced evenly in log scale over the scale of the training
-        points of positive weight, or an array-like of floats > 0, as for
+        points of positive weight (extended past an edge where the best one
+        lies), an array-like of floats > 0, or None for the adaptive
+        candidates of ``n_neighbors`` alone, as for
         :class:`KernelAttentionRegressorCV`.
 
     cv : int, cross-validation generator or iterable, default=None
@@ -241,16 +292,20 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         is called with ``X`` an index column, not the training data. Under
         K-fold its ``classes_`` are those of the split's training part.
 
-    per_feature : bool, default=False
+    per_feature : bool or "auto", default=False
         After the isotropic selection, learn one width per feature by
         minimising the leave-one-out log-loss with L-BFGS-B on the log
         widths and an analytic gradient, with the bounds and starts of
         :class:`KernelAttentionRegressorCV`; the learned widths are kept only
         where they lower the leave-one-out log-loss of the isotropic choice.
-        Needs ``cv=None`` and kernels with a log form (``"gaussian"``,
-        ``"exponential"``, ``"cauchy"`` and their aliases). With many
-        features and few samples the learned widths can overfit the
-        leave-one-out log-loss they minimise.
+        With ``"auto"`` they must also beat it out of fold: the guard of
+        :class:`KernelAttentionRegressorCV` (isotropic selection and learning
+        repeated on the training part of each of five folds, or of the
+        splits of ``cv``, their out-of-fold log-losses compared), which
+        keeps learned widths from overfitting small or noisy sets.
+        ``True`` needs ``cv=None``; both need kernels with a log form
+        (``"gaussian"``, ``"exponential"``, ``"cauchy"`` and their aliases)
+        and are skipped when an adaptive candidate is selected.
 
     on_empty : {"nearest", "mean", "raise"}, default="nearest"
         What a held-out point gets when no training point of positive weight
@@ -275,6 +330,17 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
 
     verbose : int, default=0
         How much ``fit`` prints, as for :class:`KernelAttentionRegressorCV`.
+
+    max_iter : int, default=200
+        The L-BFGS-B iterations of each start when learning per-feature
+        widths; a :class:`~sklearn.exceptions.ConvergenceWarning` says when
+        the kept start stopped there.
+
+    n_neighbors : int, array-like of int or None, default=None
+        Neighbour counts of adaptive-width candidates (see
+        :class:`KernelAttentionClassifier`'s ``n_neighbors``), scored
+        alongside the fixed widths by the same exact leave-one-out or
+        K-fold, as for :class:`KernelAttentionRegressorCV`.
 
     Attributes
     ----------
@@ -310,6 +376,18 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
 
     best_estimator_ : KernelAttentionClassifier
         The selected model refitted on all the data.
+
+    n_neighbors_ : int or None
+        The neighbour count of the selected candidate, None for a fixed
+        width.
+
+    per_feature_ : bool
+        Whether learned per-feature widths were kept.
+
+    per_feature_scores_ : dict or None
+        With ``per_feature="auto"``, the out-of-fold log-losses the guard
+        compared (``"isotropic"``, ``"per_feature"``); None where it did not
+        run.
 
     n_iter_ : int
         With ``per_feature=True``, the L-BFGS-B iterations of the start that
@@ -390,18 +468,33 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "kernels": [StrOptions(set(KERNELS)), "array-like"],
-        "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like"],
+        "bandwidths": [
+            Interval(Integral, 1, None, closed="left"),
+            "array-like",
+            None,
+        ],
         "cv": ["cv_object"],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
-        "per_feature": ["boolean"],
+        "per_feature": ["boolean", StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY_CLASSIFIER))],
         "algorithm": [StrOptions(set(ALGORITHMS))],
         "n_jobs": N_JOBS_CONSTRAINT,
         "verbose": ["verbose"],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left"), "array-like", None],
     }
 
     # The parameters the scoring pass takes as they are.
-    _SHARED = ("kernels", "bandwidths", "per_feature", "on_empty", "n_jobs", "verbose")
+    _SHARED = (
+        "kernels",
+        "bandwidths",
+        "per_feature",
+        "on_empty",
+        "n_jobs",
+        "verbose",
+        "max_iter",
+        "n_neighbors",
+    )
 
     def __init__(
         self,
@@ -415,6 +508,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         algorithm="auto",
         n_jobs=None,
         verbose=0,
+        max_iter=200,
+        n_neighbors=None,
     ):
         self.kernels = kernels
         self.bandwidths = bandwidths
@@ -425,6 +520,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         self.algorithm = algorithm
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.max_iter = max_iter
+        self.n_neighbors = n_neighbors
 
     def _scorer(self, weighted):
         if self.scoring is None:
@@ -470,10 +567,12 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         with np.errstate(invalid="ignore"):
             check_classification_targets(y)
         self.classes_, true = np.unique(y, return_inverse=True)
-        if self.per_feature and self.cv is not None:
+        if self.per_feature is True and self.cv is not None:
             raise ValueError(
                 "per_feature=True learns the widths on the leave-one-out "
-                f"log-loss: it needs cv=None; got cv={self.cv!r}."
+                f"log-loss and scores them there: it needs cv=None; got "
+                f"cv={self.cv!r}. per_feature='auto' judges them on the splits "
+                "of cv."
             )
         scorer = self._scorer(sample_weight is not None)
         splits = None
@@ -497,6 +596,9 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
             "best_score_",
             "kernel_",
             "bandwidth_",
+            "n_neighbors_",
+            "per_feature_",
+            "per_feature_scores_",
             "n_iter_",
         ):
             if hasattr(search, name):
@@ -509,6 +611,7 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
             on_empty=self.on_empty,
             algorithm=self.algorithm,
             n_jobs=self.n_jobs,
+            n_neighbors=self.n_neighbors_,
         ).fit(X, y, sample_weight=sample_weight)
         return self
 
@@ -560,3 +663,9 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         return self.best_estimator_.predict(validate_queries(self, X))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # SciPy sparse X, on the brute-force path.
+        tags.input_tags.sparse = self.algorithm not in TREES
+        return tags

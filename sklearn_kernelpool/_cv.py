@@ -26,6 +26,8 @@ from ._base import (
 from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._categorical_cv import CategoricalHeldOut
 from ._chunking import row_batches
+from ._exceptions import BandwidthEdgeWarning
+from ._guard import guard_widths
 from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut
 from ._pooling import ON_EMPTY
 from ._regression import KernelAttentionRegressor
@@ -37,7 +39,7 @@ from ._validation import (
     relative_weights,
     scale_coordinates,
 )
-from ._widths import learn_widths
+from ._widths import learn_widths, loo_loss
 from .kernels import KERNELS
 
 
@@ -71,6 +73,58 @@ def bandwidth_grid(X, size):
     if size == 1:
         return np.array([np.sqrt(low * radius)]) * scale
     return np.geomspace(low, radius, size) * scale
+
+
+# The automatic grid is extended past its edge at most this many times, by
+# this many bandwidths each time.
+_MAX_EXTENSIONS = 4
+_EXTENSION = 5
+# ... and never further than this factor beyond the ends of the grid.
+_REACH = 10.0
+
+
+def _in_grid_order(params, results):
+    """The candidates and results in ``GridSearchCV``'s order.
+
+    As :class:`~sklearn.model_selection.ParameterGrid` orders the union of
+    the candidates' values (the kernels in their given order).
+    """
+
+    def key(p):
+        return tuple(sorted(p.items()))
+
+    position = {key(p): i for i, p in enumerate(params)}
+    space = {name: sorted({p[name] for p in params}) for name in params[0]}
+    space["kernel"] = list(dict.fromkeys(p["kernel"] for p in params))
+    merged = list(ParameterGrid(space))
+    order = np.array([position[key(p)] for p in merged])
+    ordered = {
+        name: values[order] for name, values in results.items() if name != "params"
+    }
+    ordered["params"] = [params[i] for i in order]
+    return ordered["params"], ordered
+
+
+def _merge(params, results, new_params, new_results):
+    """The candidates and results of two scorings in ``GridSearchCV``'s order.
+
+    The candidates of both, on the union of their bandwidths, ordered as
+    :class:`~sklearn.model_selection.ParameterGrid` orders them.
+    """
+    combined = {
+        name: np.concatenate([values, new_results[name]])
+        for name, values in results.items()
+        if name != "params"
+    }
+    combined["params"] = params + new_params
+    return _in_grid_order(params + new_params, combined)
+
+
+def _stacked_flags(held_out_predictions):
+    """``(predictions, empty, flags)`` of :meth:`HeldOut.predictions`' four
+    arrays: the singular and the rank-deficient rows stacked on a last axis."""
+    predictions, empty, singular, deficient = held_out_predictions
+    return predictions, empty, np.stack([singular, deficient], axis=-1)
 
 
 def _check_grid(X, grid, automatic):
@@ -226,7 +280,13 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
           ``X`` exactly (computed on ``X`` divided by a power of two); a
           grid whose squares are not normal float64 numbers (``X`` at a
           scale below about 1e-150 or above 1e150) raises a ``ValueError``.
-        - an array-like of floats > 0;
+          When the best candidate is the smallest or largest bandwidth of
+          this grid, the grid is extended past that edge, five bandwidths of
+          its ratio at a time, at most four times and never beyond ten times
+          its ends, until the best is interior (see the Notes).
+        - an array-like of floats > 0. A selection on its smallest or
+          largest bandwidth issues a
+          :class:`~sklearn_kernelpool.BandwidthEdgeWarning`.
         - None: no fixed-width candidate, only the adaptive ones of
           ``n_neighbors`` (which must then be given).
 
@@ -263,20 +323,38 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         (``cv=n_samples``) need a scorer defined on one sample, which
         :math:`R^2` is not: use ``cv=None``, the exact leave-one-out.
 
-    per_feature : bool, default=False
+    per_feature : bool or "auto", default=False
         After the isotropic selection, learn one width per feature by
         minimising the leave-one-out squared error with L-BFGS-B on the log
         widths, from the best isotropic bandwidth and two other deterministic
-        starts, with an analytic gradient. Needs ``cv=None`` and kernels with
-        a log form (``"gaussian"``, ``"exponential"``, ``"cauchy"`` and their
-        aliases). See the Notes for the bounds and the guard against
-        overfitting. Widths are learned for ``degree=0`` only: with
-        ``degree=1``, ``per_feature=True`` raises a ``ValueError``.
+        starts, with an analytic gradient, for the selected ``degree`` (0 or
+        1). Needs kernels with a log form (``"gaussian"``,
+        ``"exponential"``, ``"cauchy"`` and their aliases).
 
-    degree : {0, 1}, default=0
+        - True: the learned widths are kept where they lower the
+          leave-one-out error of the isotropic choice. Needs ``cv=None``.
+        - ``"auto"``: they are kept only where, in addition, the procedure
+          that learns them beats the isotropic selection out of fold: five
+          shuffled folds (a fixed seed) or, with a K-fold ``cv``, its
+          splits; on each training part the isotropic bandwidth is selected
+          by exact leave-one-out and the widths learned from it, and the
+          out-of-fold mean squared errors of both are compared.
+        - False: one isotropic bandwidth.
+
+        See the Notes for the bounds and the guard against overfitting.
+
+    max_iter : int, default=200
+        The iteration cap of L-BFGS-B per start when learning per-feature
+        widths. A :class:`~sklearn.exceptions.ConvergenceWarning` is issued
+        when the winning start stops there.
+
+    degree : {0, 1} or "auto", default=0
         The degree of the local polynomial of every candidate and of
         ``best_estimator_`` (see :class:`KernelAttentionRegressor`): ``0``
-        pools the values, ``1`` fits a local-linear model around each query.
+        pools the values, ``1`` fits a local-linear model around each query;
+        ``"auto"`` scores both degrees in the same pass (the moments of
+        degree 1 contain those of degree 0) and keeps the better, as
+        ``GridSearchCV`` with ``"degree": [0, 1]`` in its grid would.
         With ``degree=1`` the held-out predictions are those of the
         local-linear fit without the held-out points, with the fitted
         estimator's minimum-norm slope on rank-deficient local designs (such
@@ -369,12 +447,27 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         The selected kernel.
 
     bandwidth_ : float or ndarray of shape (n_features,)
-        The selected bandwidth; per-feature widths when ``per_feature=True``.
+        The selected bandwidth; per-feature widths when they were kept
+        (``per_feature_``).
+
+    degree_ : int
+        The selected degree: ``degree``, or with ``degree="auto"`` that of
+        the best candidate.
+
+    per_feature_ : bool
+        Whether learned per-feature widths were kept.
+
+    per_feature_scores_ : dict or None
+        With ``per_feature="auto"``, the out-of-fold mean squared errors of
+        the guard, ``{"isotropic": ..., "per_feature": ...}``; None when the
+        guard did not run (``per_feature`` not ``"auto"``, or learned widths
+        that did not lower the leave-one-out error).
 
     best_score_ : float
         The score of the selected model: ``mean_test_score`` of the selected
-        candidate, or with ``per_feature=True`` the score of the leave-one-out
-        predictions with the learned widths.
+        candidate, or with kept per-feature widths the score of their
+        leave-one-out predictions (``cv=None``) or the mean split score of
+        the guard's out-of-fold predictions (K-fold ``cv``).
 
     n_neighbors_ : int or None
         The neighbour count of the selected candidate when it is adaptive,
@@ -385,13 +478,16 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
     best_params_ : dict
         ``{"kernel": ..., "bandwidth": ...}`` of that candidate, with
-        ``"n_neighbors"`` when it is adaptive (then ``"bandwidth"`` is the
-        multiplier 1.0).
+        ``"degree"`` under ``degree="auto"``, ``"categorical_bandwidth"``
+        with categorical features, and ``"n_neighbors"`` when it is adaptive
+        (then ``"bandwidth"`` is the multiplier 1.0).
 
     cv_results_ : dict of ndarrays
         One entry per candidate, in the order of
-        ``GridSearchCV(param_grid={"kernel": ..., "bandwidth": ...})``:
-        ``param_kernel``, ``param_bandwidth``, ``params``,
+        ``GridSearchCV(param_grid={"kernel": ..., "bandwidth": ...})``
+        (with ``"degree": [0, 1]`` for ``degree="auto"``, and over the
+        extended grid when the automatic grid was extended):
+        ``param_kernel``, ``param_bandwidth`` (``param_degree``), ``params``,
         ``mean_test_score``, ``rank_test_score`` and ``empty_fraction`` (the
         fraction of the held-out predictions that had an empty neighbourhood
         and fell back to ``on_empty``). Under leave-one-out also ``loo_mse``,
@@ -402,10 +498,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         whose local design determined no slope (rank 0) and that fell back
         to the local mean, and ``rank_deficient_fraction``, the fraction
         whose local design was rank-deficient but of positive rank (a
-        minimum-norm slope along the directions it determines).
+        minimum-norm slope along the directions it determines); both are 0
+        for the candidates of degree 0 under ``degree="auto"``.
         With ``n_neighbors``, the adaptive candidates follow the
         fixed ones, in the order of
-        ``ParameterGrid({"kernel": ..., "n_neighbors": ...})``, and
+        ``ParameterGrid({"kernel": ..., "n_neighbors": ...})`` (with
+        ``"degree"`` under ``degree="auto"``), and
         ``param_n_neighbors`` is a masked array, masked for the fixed
         candidates (as ``GridSearchCV`` masks the parameters a candidate
         does not have); their ``param_bandwidth`` is 1.0.
@@ -426,7 +524,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         The categories of each categorical feature, sorted.
 
     n_iter_ : int
-        With ``per_feature=True``, the L-BFGS-B iterations of the start that
+        With ``per_feature``, the L-BFGS-B iterations of the start that
         gave the learned widths.
 
     n_features_in_ : int
@@ -500,13 +598,34 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     feature, the first only: the grid has scanned the curve; a start within
     10% of an earlier one in every width is dropped); the start with the
     smallest leave-one-out error wins. Learned widths are accepted
-    only where they lower the leave-one-out error of the isotropic choice.
+    only where they lower the leave-one-out error of the isotropic choice
+    and, with ``per_feature="auto"``, where the guard finds them better out
+    of fold: the selection of the isotropic bandwidth and the learning of
+    the widths are both repeated on each training part of five shuffled
+    folds (a fixed seed; the splits of ``cv`` under K-fold) and judged on
+    its held-out part, cross-validation of the whole procedure as in nested
+    cross-validation [2]_. It costs about five more selections and
+    learnings on 80% of the data each. With ``degree=1`` the gradient of
+    the held-out intercept :math:`b_i = e_1^T A_i^{-1} U_i^T W_i y` is
+    :math:`e_1^T A_i^{-1} U_i^T dW_i r_i`, :math:`r_i` the residuals of the
+    local fit; a held-out fit with a singular design gets the local mean.
+
+    The automatic grid is extended past the edge of the best candidate
+    (five bandwidths of its ratio, only they scored) at most four times,
+    until the best is interior, and never beyond ten times its ends: below
+    a tenth of the median nearest-neighbour distance a point pools
+    essentially its nearest neighbour alone, and above ten times the grid's
+    top every weight is within 1% of the others (the global mean, or the
+    linear regression under ``degree=1``). It also stops when the new
+    candidates score as the edge did or all fall back to ``on_empty``.
 
     References
     ----------
     .. [1] P. Hall, J. Racine and Q. Li, "Cross-validation and the estimation
        of conditional probability densities", Journal of the American
        Statistical Association 99 (2004).
+    .. [2] S. Varma and R. Simon, "Bias in error estimation when using
+       cross-validation for model selection", BMC Bioinformatics 7 (2006).
 
     Examples
     --------
@@ -538,8 +657,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         ],
         "cv": ["cv_object"],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
-        "per_feature": ["boolean"],
-        "degree": [Interval(Integral, 0, 1, closed="both")],
+        "per_feature": ["boolean", StrOptions({"auto"})],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "degree": [Interval(Integral, 0, 1, closed="both"), StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY))],
         "algorithm": [StrOptions(set(ALGORITHMS))],
         "n_jobs": N_JOBS_CONSTRAINT,
@@ -557,6 +677,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         cv=None,
         scoring=None,
         per_feature=False,
+        max_iter=200,
         degree=0,
         on_empty="nearest",
         algorithm="auto",
@@ -571,6 +692,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.cv = cv
         self.scoring = scoring
         self.per_feature = per_feature
+        self.max_iter = max_iter
         self.degree = degree
         self.on_empty = on_empty
         self.algorithm = algorithm
@@ -590,13 +712,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 "kernels must be a kernel name or a non-empty sequence of kernel "
                 f"names among {sorted(KERNELS)}; got {self.kernels!r}."
             )
-        if self.per_feature and self.degree == 1:
-            raise ValueError(
-                "per_feature=True learns the widths of local-constant pooling: "
-                "it needs degree=0; got degree=1. Select the bandwidth of "
-                "degree=1 among isotropic candidates (per_feature=False)."
-            )
-        if self.per_feature:
+        if self._per_feature_mode():
             flat = [n for n in names if KERNELS[n].log_function is None]
             if flat:
                 raise ValueError(
@@ -628,13 +744,19 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 "needs n_neighbors (an int or a list of ints); got "
                 "n_neighbors=None."
             )
-        if counts and self.per_feature:
+        if counts and self._per_feature_mode() is True:
             raise ValueError(
                 "per_feature=True learns fixed per-feature widths and cannot be "
                 f"combined with n_neighbors={self.n_neighbors!r}; use "
                 "per_feature=False to score adaptive widths."
             )
         return [int(k) for k in counts]
+
+    def _per_feature_mode(self):
+        """``per_feature`` as ``"auto"``, True or False."""
+        if isinstance(self.per_feature, str):
+            return self.per_feature
+        return bool(self.per_feature)
 
     def _bandwidth_grid(self, X):
         if self.bandwidths is None:
@@ -788,10 +910,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 "KernelAttentionRegressor(n_neighbors=..., "
                 "categorical_features=...) directly."
             )
-        if self.per_feature and self.cv is not None:
+        if self._per_feature_mode() is True and self.cv is not None:
             raise ValueError(
-                "per_feature=True learns the widths on the leave-one-out error: "
-                f"it needs cv=None; got cv={self.cv!r}."
+                "per_feature=True learns the widths on the leave-one-out error "
+                "and scores them there: it needs cv=None; got "
+                f"cv={self.cv!r}. per_feature='auto' judges them on the splits "
+                "of cv."
             )
         weights = (
             np.ones(X.shape[0]) if sample_weight is None else sample_weight
@@ -816,70 +940,42 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
             self._check_small_folds(splits, scorer, X, y, sample_weight)
 
-        params = []
+        automatic = isinstance(self.bandwidths, Integral)
+        if self._placeholder:
+            degrees = [0]  # categorical features only: no slope
+        else:
+            degrees = [0, 1] if self.degree == "auto" else [self.degree]
+        self._say_search(X, names, grid, splits, len(degrees), counts, len(lambdas))
+        data = (X, X64, y, Y, weights, sample_weight, scorer, weighted, splits)
+        self._categorical = codes, lambdas
+        params, results, capped = [], None, False
         if len(grid):
-            params = list(ParameterGrid({"kernel": names, "bandwidth": list(grid)}))
-        n_fixed = len(params)
-        if counts:
-            params += [
-                {"bandwidth": 1.0, **p}
-                for p in ParameterGrid({"kernel": names, "n_neighbors": counts})
-            ]
-        self._say_search(X, names, grid, splits, counts)
-        degree = 0 if self._placeholder else self.degree
-        every = []
-        for lam in lambdas:
-            if lam is None:
-                held_out = HeldOut(
-                    X64,
-                    Y,
-                    weights,
-                    [KERNELS[n] for n in names],
-                    grid,
-                    self.n_jobs,
-                    degree=degree,
+            params, results = self._score_grid(data, names, degrees, grid)
+            if automatic:
+                params, results, capped = self._extend_grid(
+                    data, names, degrees, params, results
                 )
+        fixed_grid = np.unique(results["param_bandwidth"]) if len(grid) else grid
+        if counts:
+            n_fixed = len(params)
+            new_params, new_results = self._score_adaptive(data, names, degrees, counts)
+            if results is None:
+                params, results = new_params, new_results
             else:
-                held_out = CategoricalHeldOut(
-                    X64,
-                    codes,
-                    np.full(codes.shape[1], lam),
-                    Y,
-                    weights,
-                    [KERNELS[n] for n in names],
-                    grid,
-                    self.n_jobs,
-                    degree=degree,
-                )
-            self._adaptive = AdaptiveHeldOut(held_out, counts) if counts else None
-            try:
-                if self.cv is None:
-                    every.append(self._loo(held_out, X, y, weights, scorer, weighted))
-                else:
-                    every.append(
-                        self._kfold(
-                            held_out, X, y, sample_weight, scorer, params, splits
-                        )
+                params = params + new_params
+                results = {
+                    key: (
+                        params
+                        if key == "params"
+                        else np.concatenate([values, new_results[key]])
                     )
-            finally:
-                del self._adaptive
-        results = {key: np.concatenate([r[key] for r in every]) for key in every[0]}
-        if lambdas != [None]:
-            params = [
-                {**p, "categorical_bandwidth": lam} for lam in lambdas for p in params
-            ]
-            results["param_categorical_bandwidth"] = np.repeat(
-                np.asarray(lambdas, dtype=np.float64), len(params) // len(lambdas)
-            )
-        results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
-        results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
-        if counts:
+                    for key, values in results.items()
+                }
             results["param_n_neighbors"] = np.ma.MaskedArray(
                 [p.get("n_neighbors", 0) for p in params],
                 mask=np.arange(len(params)) < n_fixed,
                 dtype=object,
             )
-        results["params"] = params
         results["rank_test_score"] = _rank(results["mean_test_score"])
         self.cv_results_ = results
         if np.all(np.isnan(results["mean_test_score"])):
@@ -896,15 +992,25 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         if "categorical_bandwidth" in self.best_params_:
             self.categorical_bandwidth_ = self.best_params_["categorical_bandwidth"]
         self.n_neighbors_ = self.best_params_.get("n_neighbors")
+        self.degree_ = int(self.best_params_.get("degree", degrees[0]))
         self.best_score_ = float(results["mean_test_score"][self.best_index_])
         self._say_scores(params, names)
-        if self.per_feature and codes is not None:
+        if self.n_neighbors_ is None and (capped or not automatic):
+            self._warn_edge(fixed_grid, automatic)
+        self.per_feature_ = False
+        self.per_feature_scores_ = None
+        mode = self._per_feature_mode()
+        if mode is True and codes is not None:
             self._say("Learning per-feature widths and lambdas by leave-one-out")
             self._learn_categorical(X, X64, codes, y, Y, weights, scorer, weighted)
-        elif self.per_feature:
+        elif mode and codes is None and self.n_neighbors_ is None:
             self._say("Learning per-feature widths by leave-one-out")
-            self._learn_widths(X, X64, y, Y, weights, scorer, weighted)
-            self._say(f"Per-feature widths: {np.round(self.bandwidth_, 6).tolist()}")
+            self._learn_widths(data, fixed_grid)
+            if self.per_feature_:
+                widths = np.round(self.bandwidth_, 6).tolist()
+                self._say(f"Per-feature widths: {widths}")
+            else:
+                self._say("Kept the isotropic bandwidth")
         extra = {}
         if codes is not None:
             extra = {
@@ -915,7 +1021,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.best_estimator_ = KernelAttentionRegressor(
             kernel=self.kernel_,
             bandwidth=self.bandwidth_,
-            degree=self.degree,
+            degree=self.degree_,
             on_empty=self.on_empty,
             algorithm=self.algorithm,
             n_jobs=self.n_jobs,
@@ -938,6 +1044,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             return
         self.bandwidth_ = widths[0] if self._placeholder else widths
         self.categorical_bandwidth_ = learned
+        self.per_feature_ = True
         if scorer is None:
             self.best_score_ = -float(loo_mse)
             return
@@ -979,18 +1086,201 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             self._placeholder = (0,)
         return X, codes, [float(lam) for lam in lambdas]
 
+    def _score_grid(self, data, names, degrees, grid):
+        """Score every (bandwidth, degree, kernel) candidate of ``grid``, with
+        every categorical bandwidth of ``self._categorical``.
+
+        Returns the candidates in ``GridSearchCV``'s order and their
+        results (without ranks).
+        """
+        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+        codes, lambdas = self._categorical
+        space = {"kernel": names, "bandwidth": list(grid)}
+        if len(degrees) > 1:
+            space["degree"] = degrees
+        grid_params = list(ParameterGrid(space))
+        kernels = [KERNELS[n] for n in names]
+        params, every = [], []
+        for lam in lambdas:
+            if lam is None:
+                held_out = HeldOut(
+                    X64, Y, weights, kernels, grid, self.n_jobs, degree=max(degrees)
+                )
+            else:
+                held_out = CategoricalHeldOut(
+                    X64,
+                    codes,
+                    np.full(codes.shape[1], lam),
+                    Y,
+                    weights,
+                    kernels,
+                    grid,
+                    self.n_jobs,
+                    degree=max(degrees),
+                )
+            every.append(self._run(held_out, data, grid_params, degrees))
+            if lam is None:
+                params += grid_params
+            else:
+                params += [{**p, "categorical_bandwidth": lam} for p in grid_params]
+        results = {key: np.concatenate([r[key] for r in every]) for key in every[0]}
+        results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
+        results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
+        if len(degrees) > 1:
+            results["param_degree"] = np.array(
+                [p["degree"] for p in params], dtype=object
+            )
+        if lambdas != [None]:
+            results["param_categorical_bandwidth"] = np.array(
+                [p["categorical_bandwidth"] for p in params]
+            )
+        results["params"] = params
+        return _in_grid_order(params, results)
+
+    def _score_adaptive(self, data, names, degrees, counts):
+        """Score every (degree, kernel, n_neighbors) adaptive candidate.
+
+        Returns the candidates in ``ParameterGrid``'s order, at the
+        bandwidth multiplier 1.0, and their results (without ranks).
+        """
+        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+        space = {"kernel": names, "n_neighbors": counts}
+        if len(degrees) > 1:
+            space["degree"] = degrees
+        params = [{"bandwidth": 1.0, **p} for p in ParameterGrid(space)]
+        held_out = HeldOut(
+            X64,
+            Y,
+            weights,
+            [KERNELS[n] for n in names],
+            np.empty(0),
+            self.n_jobs,
+            degree=max(degrees),
+        )
+        self._adaptive = AdaptiveHeldOut(held_out, counts)
+        try:
+            results = self._run(held_out, data, params, degrees)
+        finally:
+            del self._adaptive
+        results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
+        results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
+        if len(degrees) > 1:
+            results["param_degree"] = np.array(
+                [p["degree"] for p in params], dtype=object
+            )
+        results["params"] = params
+        return params, results
+
+    def _run(self, held_out, data, params, degrees):
+        """The leave-one-out or K-fold results of the candidates ``params``."""
+        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+        if splits is None:
+            return self._loo(held_out, X, y, weights, scorer, weighted, degrees)
+        return self._kfold(
+            held_out, X, y, sample_weight, scorer, params, splits, degrees
+        )
+
+    def _extend_grid(self, data, names, degrees, params, results):
+        """Extend the automatic grid past its edge while the best lies there.
+
+        Up to ``_MAX_EXTENSIONS`` times, ``_EXTENSION`` more bandwidths of the
+        grid's ratio beyond the edge of the best candidate are scored (only
+        them), within ``_REACH`` times beyond the grid's ends: below a tenth
+        of the median nearest-neighbour distance a held-out point pools
+        essentially its nearest other point alone, and above ten times the
+        grid's top (twice the largest distance from the mean) every kernel
+        weight is within 1% of the others, so that the fit is the global one
+        (the mean, or the linear regression for ``degree=1``). It stops when
+        the best candidate is interior, at those limits, when every new
+        candidate falls back to ``on_empty`` everywhere, or when the new
+        candidates score as the edge did. Returns every scored candidate in
+        ``GridSearchCV``'s order over the whole grid, and whether the
+        extensions ran out with the best candidate still on an edge.
+        """
+        X = data[0]
+        first = np.unique(results["param_bandwidth"])
+        if len(first) < 2:
+            return params, results, False
+        low, high = first[0] / _REACH, first[-1] * _REACH
+        for _ in range(_MAX_EXTENSIONS):
+            grid = np.unique(results["param_bandwidth"])
+            scores = results["mean_test_score"]
+            if np.all(np.isnan(scores)):
+                return params, results, False
+            best = float(results["param_bandwidth"][int(np.nanargmax(scores))])
+            if best == grid[0]:
+                ratio = grid[1] / grid[0]
+                new = grid[0] / ratio ** np.arange(_EXTENSION, 0, -1)
+                new = new[new >= low * (1 - 1e-9)]
+            elif best == grid[-1]:
+                ratio = grid[-1] / grid[-2]
+                new = grid[-1] * ratio ** np.arange(1, _EXTENSION + 1)
+                new = new[new <= high * (1 + 1e-9)]
+            else:
+                return params, results, False
+            if not len(new):
+                return params, results, False
+            try:
+                _check_grid(X, new, automatic=True)
+            except ValueError:
+                return params, results, False
+            self._say(
+                f"The best bandwidth {best:.6g} is on the edge of the grid: "
+                f"scoring {len(new)} more from {new.min():.6g} to {new.max():.6g}"
+            )
+            new_params, new_results = self._score_grid(data, names, degrees, new)
+            edge = float(np.nanmax(scores[results["param_bandwidth"] == best]))
+            params, results = _merge(params, results, new_params, new_results)
+            new_scores = new_results["mean_test_score"]
+            if np.all(new_results["empty_fraction"] == 1.0) or np.allclose(
+                new_scores, edge, rtol=1e-12, atol=0.0
+            ):
+                return params, results, False
+        scores = results["mean_test_score"]
+        grid = results["param_bandwidth"]
+        best = grid[int(np.nanargmax(scores))]
+        at_limit = best <= low * (1 + 1e-9) or best >= high * (1 - 1e-9)
+        on_edge = best in (grid.min(), grid.max())
+        return params, results, bool(on_edge and not at_limit)
+
+    def _warn_edge(self, grid, automatic):
+        """Warn when the selected bandwidth is an edge of the scored grid
+        (the sorted fixed bandwidths scored)."""
+        if len(grid) < 2 or grid[0] < self.bandwidth_ < grid[-1]:
+            return
+        which = "smallest" if self.bandwidth_ == grid[0] else "largest"
+        where = "below" if which == "smallest" else "above"
+        if automatic:
+            fix = "Pass bandwidths as an array that extends further."
+            origin = "automatic bandwidths, after their extension"
+        else:
+            fix = f"Add bandwidths {where} it."
+            origin = "given bandwidths"
+        warnings.warn(
+            f"The selected bandwidth is the {which} of the {origin} "
+            f"({grid[0]:.6g} to {grid[-1]:.6g}): the best bandwidth may lie "
+            f"{where} the grid. {fix}",
+            BandwidthEdgeWarning,
+            stacklevel=3,
+        )
+
     # -- progress ------------------------------------------------------------
     def _say(self, message, level=1):
         if self.verbose >= level:
             print(f"[{type(self).__name__}] {message}")
 
-    def _say_search(self, X, names, grid, splits, counts=()):
-        n_candidates = len(names) * (len(grid) + len(counts))
-        what = (
-            f"{n_candidates} candidates ({len(names)} kernel(s) x {len(grid)} "
-            "bandwidths"
-        )
-        what += f" + {len(counts)} neighbour counts)" if counts else ")"
+    def _say_search(self, X, names, grid, splits, n_degrees=1, counts=(), n_lambdas=1):
+        n_widths = len(grid) * n_lambdas + len(counts)
+        n_candidates = len(names) * n_widths * n_degrees
+        what = f"{n_candidates} candidates ({len(names)} kernel(s) x {len(grid)} "
+        what += "bandwidths"
+        if n_lambdas > 1:
+            what += f" x {n_lambdas} categorical bandwidths"
+        if n_degrees > 1:
+            what += f" x {n_degrees} degrees"
+        if counts:
+            what += f" + {len(counts)} neighbour counts"
+        what += ")"
         if splits is None:
             self._say(
                 f"Scoring {what} by leave-one-out over {X.shape[0]} samples, "
@@ -1050,46 +1340,60 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 hit = empty[c, chunk]
                 predictions[c, chunk[hit]] = values[hit]
 
-    def _flat(self, held_out, sums, rows, groups=None, train=None):
-        """Predictions, empty and singular rows of every candidate, in
-        ``params`` order (see :meth:`HeldOut.predictions`)."""
-        predictions, empty, *flags = held_out.predictions(sums, rows, groups, train)
-        # (kernels, bandwidths, ...) -> ParameterGrid's bandwidth-major order.
-        predictions = predictions.swapaxes(0, 1).reshape(-1, *predictions.shape[2:])
-        empty = empty.swapaxes(0, 1).reshape(-1, empty.shape[-1])
-        # The singular and the rank-deficient rows, stacked on the last axis.
-        flags = np.stack(flags, axis=-1).swapaxes(0, 1)
-        flags = flags.reshape(-1, *flags.shape[2:])
-        return predictions, empty, flags
+    def _flat(self, held_out, sums, rows, degrees, groups=None, train=None):
+        """Predictions, empty and flagged rows of every fixed-width candidate,
+        in ``params`` order (see :meth:`HeldOut.predictions`).
 
-    def _held_out(self, held_out, rows, groups=None, train=None):
-        """Held-out predictions, empty and singular rows of every candidate,
-        fixed widths first and adaptive ones after, in ``params`` order.
+        With two degrees, both come from the same sums (those of degree 1).
+        The flags stack the singular and the rank-deficient rows on the last
+        axis.
+        """
+        parts = [
+            _stacked_flags(held_out.predictions(sums, rows, groups, train, degree=d))
+            for d in degrees
+        ]
+        flat = []
+        for i in range(3):
+            # (degrees, kernels, bandwidths, ...) -> ParameterGrid's order:
+            # bandwidth, then degree, then kernel.
+            stacked = np.stack([part[i] for part in parts])
+            stacked = np.moveaxis(stacked, 2, 0)
+            flat.append(stacked.reshape(-1, *stacked.shape[3:]))
+        return tuple(flat)
+
+    def _held_out(self, held_out, rows, degrees, groups=None, train=None):
+        """Held-out predictions, empty and flagged rows of every candidate of
+        ``held_out`` (fixed widths) or, while adaptive candidates are scored,
+        of those (:meth:`_score_adaptive`), in ``params`` order.
 
         ``train`` None: every point, excluding its group (its own key under
         leave-one-out when ``groups`` is None); else the ``rows`` held out
         from the ``train`` points.
         """
-        parts = []
-        for pool in (held_out, self._adaptive):
-            if pool is None or not np.prod(pool._shape):
-                continue
+        pool = getattr(self, "_adaptive", None)
+        if pool is None:
             if train is None:
-                sums = pool.sums_excluding_groups(groups)
+                sums = held_out.sums_excluding_groups(groups)
             else:
-                sums = pool.sums_split(rows, train)
-            if pool is held_out:
-                parts.append(self._flat(held_out, sums, rows, groups, train))
-                continue
-            # (kernels, n_neighbors, ...) is ParameterGrid's kernel-major order.
-            predictions, empty, *flags = pool.predictions(sums, rows, groups, train)
-            flat = predictions, empty, np.stack(flags, axis=-1)
-            parts.append(tuple(a.reshape(-1, *a.shape[2:]) for a in flat))
-        return tuple(np.concatenate(arrays) for arrays in zip(*parts, strict=True))
+                sums = held_out.sums_split(rows, train)
+            return self._flat(held_out, sums, rows, degrees, groups, train)
+        if train is None:
+            sums = pool.sums_excluding_groups(groups)
+        else:
+            sums = pool.sums_split(rows, train)
+        # (degrees, kernels, n_neighbors, ...) is ParameterGrid's order.
+        parts = [
+            _stacked_flags(pool.predictions(sums, rows, groups, train, degree=d))
+            for d in degrees
+        ]
+        return tuple(
+            np.stack([part[i] for part in parts]).reshape(-1, *parts[0][i].shape[2:])
+            for i in range(3)
+        )
 
-    def _loo(self, held_out, X, y, weights, scorer, weighted):
+    def _loo(self, held_out, X, y, weights, scorer, weighted, degrees):
         n = X.shape[0]
-        predictions, empty, singular = self._held_out(held_out, np.arange(n))
+        predictions, empty, singular = self._held_out(held_out, np.arange(n), degrees)
 
         def others(rows):
             allowed = np.ones((len(rows), n), dtype=bool)
@@ -1101,7 +1405,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             held_out, predictions, empty, X, y, weights, scorer, weighted
         )
         results["empty_fraction"] = empty.mean(axis=1)
-        if self.degree == 1:
+        if held_out.degree == 1:
             results["singular_fraction"] = singular[..., 0].mean(axis=1)
             results["rank_deficient_fraction"] = singular[..., 1].mean(axis=1)
         return results
@@ -1168,7 +1472,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         kwargs = {"sample_weight": weights} if weighted else {}
         return float(scorer(_Predicted(predictions), X, y, **kwargs))
 
-    def _kfold(self, held_out, X, y, sample_weight, scorer, params, splits):
+    def _kfold(self, held_out, X, y, sample_weight, scorer, params, splits, degrees):
         n = X.shape[0]
         if scorer is None:
             scorer = check_scoring(self, scoring=None)
@@ -1186,7 +1490,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         n_held_out = 0
         if groups is not None:
             predictions, empty, singular = self._held_out(
-                held_out, np.arange(n), groups=groups
+                held_out, np.arange(n), degrees, groups=groups
             )
             self._fallback(
                 held_out,
@@ -1202,7 +1506,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         else:
             per_split = []
             for train, test in splits:
-                pred, emp, sing = self._held_out(held_out, test, train=train)
+                pred, emp, sing = self._held_out(held_out, test, degrees, train=train)
                 keep = np.zeros(n, dtype=bool)
                 keep[train] = True
                 self._fallback(
@@ -1228,22 +1532,80 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         results["mean_test_score"] = split_scores.mean(axis=1)
         results["std_test_score"] = split_scores.std(axis=1)
         results["empty_fraction"] = n_empty / n_held_out
-        if self.degree == 1:
+        if held_out.degree == 1:
             results["singular_fraction"] = n_singular[:, 0] / n_held_out
             results["rank_deficient_fraction"] = n_singular[:, 1] / n_held_out
         return results
 
-    def _learn_widths(self, X, X64, y, Y, weights, scorer, weighted):
+    def _learn_widths(self, data, grid):
+        """Learn per-feature widths; keep them as ``per_feature`` says.
+
+        They are kept only where they lower the leave-one-out error of the
+        isotropic choice and, with ``per_feature="auto"``, where the guard
+        (:func:`._guard.guard_widths`) finds them better out of fold.
+        """
+        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
         kernel = KERNELS[self.kernel_]
         widths, n_iter, loo_mse, predictions = learn_widths(
-            X64, Y, weights, kernel, self.bandwidth_
+            X64,
+            Y,
+            weights,
+            kernel,
+            self.bandwidth_,
+            degree=self.degree_,
+            max_iter=self.max_iter,
         )
         self.n_iter_ = n_iter
-        isotropic_mse = self.cv_results_["loo_mse"][self.best_index_]
+        isotropic = np.full(X.shape[1], np.log(self.bandwidth_))
+        isotropic_mse = loo_loss(
+            isotropic, X64, Y, weights, kernel, gradient=False, degree=self.degree_
+        )[0]
         if not loo_mse < isotropic_mse:
             return
+        if self._per_feature_mode() == "auto":
+            self._say(
+                "Comparing the learned widths with the isotropic bandwidth out "
+                "of fold, each selected or learned on the training parts"
+            )
+            guard = guard_widths(
+                X64,
+                Y,
+                weights,
+                kernel,
+                grid,
+                degree=self.degree_,
+                splits=splits,
+                max_iter=self.max_iter,
+            )
+            self.per_feature_scores_ = {
+                "isotropic": guard.isotropic_loss,
+                "per_feature": guard.per_feature_loss,
+            }
+            self._say(
+                f"Out-of-fold mean squared error: isotropic "
+                f"{guard.isotropic_loss:.6g}, per-feature {guard.per_feature_loss:.6g}"
+            )
+            if not guard.keep:
+                return
         self.bandwidth_ = widths
-        if scorer is None:
+        self.per_feature_ = True
+        if splits is not None:
+            # The score of the learned widths on the splits: those of the
+            # guard, whose widths were learned on each training part.
+            split_scores = [
+                self._score(
+                    scorer or check_scoring(self, scoring=None),
+                    guard.per_feature_predictions[test],
+                    X[test],
+                    y[test],
+                    None if sample_weight is None else sample_weight[test],
+                    False,
+                    weighted,
+                )
+                for _, test in splits
+            ]
+            self.best_score_ = float(np.mean(split_scores))
+        elif scorer is None:
             self.best_score_ = -float(loo_mse)
         else:
             self.best_score_ = self._score(
@@ -1277,5 +1639,5 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         # One isotropic width over ten features, one of them informative (the
         # common checks' data), smooths the training fit to R^2 < 0.5 at a
         # cross-validated bandwidth; learned per-feature widths do better.
-        tags.regressor_tags.poor_score = not self.per_feature
+        tags.regressor_tags.poor_score = self._per_feature_mode() is not True
         return tags

@@ -206,6 +206,32 @@ class LocalLinearMemoryWarning(UserWarning):
         self.working_memory_bytes = working_memory_bytes
 
 
+class BandwidthEdgeWarning(UserWarning):
+    """Warn that the selected bandwidth is the smallest or largest candidate.
+
+    :class:`KernelAttentionRegressorCV` issues it when the best isotropic
+    bandwidth lies on an edge of a grid of bandwidths given as an array (the
+    best one may lie beyond it), or on an edge of the automatic grid after
+    its extensions ran out. The text says which edge.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from sklearn_kernelpool import BandwidthEdgeWarning
+    >>> from sklearn_kernelpool import KernelAttentionRegressorCV
+    >>> X = np.linspace(0, 6, 60)[:, None]
+    >>> y = np.sin(3 * X[:, 0])
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     reg = KernelAttentionRegressorCV(bandwidths=[1.0, 2.0]).fit(X, y)
+    >>> caught[0].category is BandwidthEdgeWarning
+    True
+    >>> reg.bandwidth_
+    1.0
+    """
+
+
 def _ordinal(k):
     """``"1st"``, ``"2nd"``, ``"3rd"``, ``"4th"``, ``"11th"``, ``"21st"``..."""
     suffix = "th" if k % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}

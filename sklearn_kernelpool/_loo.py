@@ -512,7 +512,7 @@ class HeldOut:
         return sums
 
     # -- predictions ---------------------------------------------------------
-    def predictions(self, sums, rows, groups=None, train=None):
+    def predictions(self, sums, rows, groups=None, train=None, degree=None):
         """Held-out predictions of every candidate from its pooled sums.
 
         Parameters
@@ -527,6 +527,11 @@ class HeldOut:
             None means leave-one-out.
         train : ndarray of int or None
             The training points of :meth:`sums_split`.
+        degree : {0, 1} or None
+            The degree of the predictions; None means that of the moments.
+            Degree 0 from the moments of degree 1 takes their columns
+            ``[y, 1]``: the local-constant sums are part of the local-linear
+            ones.
 
         Returns
         -------
@@ -546,6 +551,12 @@ class HeldOut:
         if self.degree == 0:
             predictions, empty = solve_moments(sums)
             return predictions, empty, np.zeros_like(empty), np.zeros_like(empty)
+        if degree == 0:
+            layout = _local_linear.MomentLayout(self.X.shape[1], self.Y.shape[1], 1)
+            columns = np.r_[np.arange(sums.shape[-1])[layout.values], -1]
+            predictions, empty = solve_moments(sums[..., columns])
+            zeros = np.zeros_like(empty)
+            return predictions + self.value_center, empty, zeros, zeros.copy()
         n_keys, centers = self._fit_keys(rows, groups, train)
         layout = _local_linear.MomentLayout(self.X.shape[1], self.Y.shape[1], n_keys)
         predictions = np.empty((*sums.shape[:-1], self.Y.shape[1]))

@@ -117,6 +117,8 @@ def _cv_configurations():
     yield KernelAttentionRegressorCV(degree=1)
     yield KernelAttentionRegressorCV(bandwidths=None, n_neighbors=[3, 8])
     yield KernelAttentionRegressorCV(bandwidths=3, n_neighbors=5, degree=1, cv=3)
+    # Both degrees, and learned widths behind the guard.
+    yield KernelAttentionRegressorCV(bandwidths=5, degree="auto", per_feature="auto")
 
 
 # Leave-one-out removes a point's whole weight: a weight of 2 is not two rows,
@@ -142,11 +144,17 @@ WEIGHT_CHECKS = (
 
 def expected_failed_checks(estimator):
     if isinstance(estimator, KernelAttentionRegressorCV):
+        failed = {}
         if estimator.cv is None:
-            return dict.fromkeys(WEIGHT_CHECKS, LOO_WEIGHT_REASON)
-        if estimator.n_neighbors is not None:
-            return dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON)
-        return {}
+            failed.update(dict.fromkeys(WEIGHT_CHECKS, LOO_WEIGHT_REASON))
+        elif estimator.n_neighbors is not None:
+            failed.update(dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON))
+        if estimator.per_feature is False:
+            failed["check_non_transformer_estimators_n_iter"] = (
+                "max_iter caps the optimiser of per-feature widths, which may "
+                "not run: n_iter_ exists only where widths are learned"
+            )
+        return failed
     if getattr(estimator, "n_neighbors", None) is not None:
         return dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON)
     if isinstance(estimator.bandwidth, list):
@@ -217,8 +225,16 @@ CLASSIFIERS = list(_classifier_configurations()) + list(_classifier_cv_configura
 
 
 def expected_failed_classifier_checks(estimator):
-    if isinstance(estimator, KernelAttentionClassifierCV) and estimator.cv is None:
-        return dict.fromkeys(WEIGHT_CHECKS, LOO_WEIGHT_REASON)
+    if isinstance(estimator, KernelAttentionClassifierCV):
+        failed = {}
+        if estimator.cv is None:
+            failed.update(dict.fromkeys(WEIGHT_CHECKS, LOO_WEIGHT_REASON))
+        if estimator.per_feature is False:
+            failed["check_non_transformer_estimators_n_iter"] = (
+                "max_iter caps the optimiser of per-feature widths, which may "
+                "not run: n_iter_ exists only where widths are learned"
+            )
+        return failed
     if getattr(estimator, "n_neighbors", None) is not None:
         return dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON)
     return {}

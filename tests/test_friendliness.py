@@ -46,7 +46,12 @@ def test_verbose_kfold_counts_like_grid_search(capsys):
         f"score={cv.best_score_:.6g}"
     )
     assert lines[-1] == f"{PREFIX}Refitting the selected candidate on all 80 samples"
-    assert len(lines) == 3  # level 1: no per-kernel or per-candidate lines
+    # Level 1: no per-kernel or per-candidate lines; one line per extension
+    # of the automatic grid past its edge.
+    extended = len(np.unique(cv.cv_results_["param_bandwidth"])) > 5
+    extensions = [line for line in lines if "on the edge of the grid" in line]
+    assert bool(extensions) == extended
+    assert len(lines) == 3 + len(extensions)
 
 
 def test_verbose_leave_one_out_and_per_kernel_phases(capsys):
