@@ -64,7 +64,7 @@ def _select_isotropic(X, Y, weights, kernel, bandwidths, degree, objective):
     held_out = HeldOut(X, Y, weights, [kernel], bandwidths, degree=degree)
     n = X.shape[0]
     sums = held_out.sums_excluding_groups(None)
-    predictions, empty, _ = held_out.predictions(sums, np.arange(n))
+    predictions, empty, *_ = held_out.predictions(sums, np.arange(n))
     scale = weights.sum() * (Y.shape[1] if objective == "squared_error" else 1)
     losses = np.full(len(bandwidths), np.inf)
     for m in range(len(bandwidths)):

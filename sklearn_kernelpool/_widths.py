@@ -245,10 +245,12 @@ def _score_chunks(Z, left, right, weights, log_weights, has_zero, kernel, slopes
 
 
 def _solve_local(cov, rhs, tol):
-    """``C^{-1} rhs`` per row; zero on the rows whose ``C`` is singular.
+    """``C^+ rhs`` per row, ``C^+`` the pseudo-inverse over the eigenvalues
+    of ``C`` above ``tol`` (the minimum-norm rule of :mod:`._local_linear`):
+    zero on the rows of rank 0, which keep the local mean.
 
-    A row is singular when the smallest eigenvalue of ``C`` is within
-    ``tol`` (the rule of :mod:`._local_linear`). Batched Cholesky
+    A row is rank-deficient when the smallest eigenvalue of ``C`` is within
+    ``tol``. Batched Cholesky
     factorisations are far cheaper than eigendecompositions, so they screen
     the rows: every Cholesky pivot is at least the smallest eigenvalue, and
     a chunk whose factorisation fails or has a pivot within twice ``tol``
@@ -269,9 +271,8 @@ def _solve_local(cov, rhs, tol):
         if not len(close) or np.all(np.linalg.eigvalsh(cov[close])[:, 0] > tol[close]):
             return np.linalg.solve(cov, rhs)
     eigenvalues, vectors = np.linalg.eigh(cov)
-    singular = ~(eigenvalues[:, 0] > tol)
     with np.errstate(divide="ignore"):
-        inverse = np.where(singular[:, None], 0.0, 1.0 / eigenvalues)
+        inverse = np.where(eigenvalues > tol[:, None], 1.0 / eigenvalues, 0.0)
     projected = np.einsum("cfe,cfk->cek", vectors, rhs)
     return np.einsum("cfe,cek->cfk", vectors, inverse[:, :, None] * projected)
 
@@ -281,8 +282,9 @@ def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient):
 
     The local fits are solved in the scaled coordinates ``z = x / h``, in
     which the local-linear prediction is the same (it is invariant to an
-    affine map of the design). A row whose local covariance is singular, by
-    the threshold of the fitted estimator (:mod:`._local_linear`), gets the
+    affine map of the design). A row whose local covariance is
+    rank-deficient, by the threshold of the fitted estimator
+    (:mod:`._local_linear`), gets its minimum-norm fit; one of rank 0 the
     local mean and the local mean's gradient.
     """
     n, p = Y.shape

@@ -386,7 +386,7 @@ def test_leave_one_out_equals_refitting_without_each_point(kernel, degree, weigh
     splits = list(LeaveOneOut().split(X))
     w = np.ones(len(y)) if sw is None else sw
     results = cv.cv_results_
-    assert_allclose(results["param_categorical_bandwidth"], np.repeat(lambdas, 2))
+    assert_allclose(results["param_categorical_bandwidth"], np.tile(lambdas, 2))
     for c, params in enumerate(results["params"]):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -227,12 +227,12 @@ def test_kfold_classes_of_the_training_part(data):
 
 
 # -- per-feature widths --------------------------------------------------------
-@pytest.mark.parametrize("kernel", LOG_FORM)
 def loo_log_loss(log_widths, X, Y, weights, kernel, gradient=True):
     """The leave-one-out log-loss of per-feature widths and its gradient."""
     return loo_loss(log_widths, X, Y, weights, kernel, gradient, objective="log_loss")
 
 
+@pytest.mark.parametrize("kernel", LOG_FORM)
 def test_loo_log_loss_and_gradient(data, kernel):
     X, y, w = data
     X = np.column_stack([X, X[:, 0] * X[:, 1]])
