@@ -361,6 +361,12 @@ OURS = {
     "ours_deg1_wide": {"degree": 1, "bandwidths": WIDE},
     "ours_deg1_kernels": {"degree": 1, "kernels": KERNELS4},
     "ours_deg1_pf": {"degree": 1, "per_feature": True},
+    "ours_deg1_kernels_wide": {"degree": 1, "kernels": KERNELS4, "bandwidths": WIDE},
+    # Degree 0 or 1, whichever has the better leave-one-out score:
+    "ours_deg01": {"best_of": [{}, {"degree": 1}]},
+    "ours_deg01_kernels": {
+        "best_of": [{"kernels": KERNELS4}, {"degree": 1, "kernels": KERNELS4}]
+    },
     # Options of later versions (skipped where this one lacks them):
     "ours_auto": {"degree": "auto", "per_feature": "auto"},
     "ours_deg1_pfauto": {"degree": 1, "per_feature": "auto"},
@@ -372,8 +378,38 @@ OURS = {
 QUICK_OURS = ["ours_default", "ours_deg1", "ours_deg1_wide", "ours_pf"]
 
 
+class BestOfCV(RegressorMixin, BaseEstimator):
+    """Several searches on the same data; the one of the best ``best_score_``.
+
+    Stands in for ``degree="auto"`` where this version lacks it: the
+    leave-one-out scores of degree 0 and 1 are on the same scale.
+    """
+
+    def __init__(self, searches=()):
+        self.searches = searches
+
+    def fit(self, X, y):
+        fits = [clone(search).fit(X, y) for search in self.searches]
+        self.chosen_ = max(fits, key=lambda search: search.best_score_)
+        for name in ("kernel_", "bandwidth_", "cv_results_", "best_estimator_"):
+            setattr(self, name, getattr(self.chosen_, name))
+        self.best_score_ = self.chosen_.best_score_
+        return self
+
+    def predict(self, X):
+        return self.chosen_.predict(X)
+
+
 def make_ours(config, categorical_indices):
     """The estimator of a configuration, or the reason it cannot be built."""
+    if "best_of" in config:
+        searches = []
+        for part in config["best_of"]:
+            search, reason = make_ours(part, categorical_indices)
+            if reason:
+                return None, reason
+            searches.append(search)
+        return BestOfCV(tuple(searches)), ""
     config = dict(config)
     native = config.pop("categorical", None) == "native"
     if native:
@@ -394,27 +430,35 @@ def make_ours(config, categorical_indices):
 def selected(estimators):
     """What the folds' searches chose: kernel, width, edge, degree."""
     chosen = [e.named_steps["est"] for e in estimators]
-    if not all(hasattr(e, "kernel_") for e in chosen):
+    if not all(hasattr(e, "bandwidth_") for e in chosen):
         return ""
     kernels = pd.Series([e.kernel_ for e in chosen]).value_counts()
     text = f"{kernels.index[0]} {kernels.iloc[0]}/{len(chosen)}"
     widths = [e.bandwidth_ for e in chosen]
     if all(np.ndim(w) == 0 for w in widths):
-        edges = 0
+        low = high = 0
         for e in chosen:
             grid = np.asarray(e.cv_results_["param_bandwidth"], dtype=float)
-            edges += e.bandwidth_ in (grid.min(), grid.max())
+            low += e.bandwidth_ == grid.min()
+            high += e.bandwidth_ == grid.max()
         text += f", bw {np.median(widths):.3g}"
-        text += f" edge {edges}/{len(chosen)}" if edges else ""
+        text += f" low edge {low}/{len(chosen)}" if low else ""
+        text += f" high edge {high}/{len(chosen)}" if high else ""
     else:
         text += ", per-feature bw"
     best = chosen[0].best_estimator_
     for extra in ("degree", "n_neighbors"):
-        values = {str(getattr(e.best_estimator_, extra, None)) for e in chosen}
-        if extra == "degree" and chosen[0].get_params().get("degree") != "auto":
+        values = pd.Series(
+            [str(getattr(e.best_estimator_, extra, None)) for e in chosen]
+        )
+        values = [f"{v}:{c}" for v, c in sorted(values.value_counts().items())]
+        searched = isinstance(chosen[0], BestOfCV) or (
+            chosen[0].get_params().get("degree") == "auto"
+        )
+        if extra == "degree" and not searched:
             continue
         if getattr(best, extra, None) is not None:
-            text += f", {extra} {'/'.join(sorted(values))}"
+            text += f", {extra} {' '.join(values)}"
     return text
 
 
@@ -527,11 +571,13 @@ def _verdict(name, rows, summary):
     )
     if ours is None:
         return
-    print(
-        f"best ours {ours} {r_ours:.3f}; vs best peer {peer} {r_peer - 0:.3f}:"
-        f" {r_ours - r_peer:+.3f}; vs best smoother {smoother} {r_smoother:.3f}:"
-        f" {r_ours - r_smoother:+.3f}"
-    )
+    text = f"best ours {ours} {r_ours:.3f}"
+    if peer is not None:
+        text += f"; vs best peer {peer} {r_peer:.3f}: {r_ours - r_peer:+.3f}"
+    if smoother is not None:
+        text += f"; vs best smoother {smoother} {r_smoother:.3f}:"
+        text += f" {r_ours - r_smoother:+.3f}"
+    print(text)
 
 
 def print_summary(summary):
