@@ -308,6 +308,8 @@ def peers(n_columns):
     ) + WhiteKernel(noise_level_bounds=(1e-6, 1e1))
     result = {
         "knn": (knn, None),
+        "ridge": (RidgeCV(alphas=np.logspace(-3, 3, 13)), None),
+        "hgb": (HistGradientBoostingRegressor(random_state=0), None),
         "gp": (
             GaussianProcessRegressor(gp_kernel, normalize_y=True, random_state=0),
             lambda n, d: (
@@ -316,8 +318,6 @@ def peers(n_columns):
                 else ""
             ),
         ),
-        "ridge": (RidgeCV(alphas=np.logspace(-3, 3, 13)), None),
-        "hgb": (HistGradientBoostingRegressor(random_state=0), None),
     }
     for reg_type in ("ll", "lc"):
         for bw in ("cv_ls", "aic"):
