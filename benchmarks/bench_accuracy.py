@@ -17,9 +17,10 @@ fit and predict. Numeric columns are standardised inside a pipeline (so on
 the training folds only); categorical columns are one-hot encoded, dense and
 in full (one column per category, the categories of the whole set), for
 every estimator. An estimator configuration marked ``"categorical":
-"native"`` instead gets the categories as integer codes and their indices
-as ``categorical_features`` (see ``preprocessor``): that is where native
-categorical support enters.
+"drop_first"`` drops each block's first column, and one marked
+``"categorical": "native"`` instead gets the categories as integer codes
+and their indices as ``categorical_features`` (see ``preprocessor``): that
+is where native categorical support enters.
 
 Peers (``--estimators`` takes names or shell patterns such as ``"ours_*"``):
 
@@ -236,16 +237,18 @@ QUICK_DATA = ["engel", "diabetes", "statecrime"]
 # -- preprocessing ---------------------------------------------------------------
 
 
-def preprocessor(X, categorical, native=False):
+def preprocessor(X, categorical, encoding="onehot"):
     """Standardise the numeric columns; encode the categorical ones.
 
     One-hot (dense, every category of the whole set, so that every fold has
-    the same columns), or with ``native=True`` integer codes that the
+    the same columns); ``encoding="drop_first"`` drops each block's first
+    column; ``encoding="native"`` gives integer codes that the
     estimator receives with ``categorical_features`` (returned as their
     column indices in the output).
     """
     numeric = [c for c in X.columns if c not in categorical]
     categories = [sorted(X[c].unique()) for c in categorical]
+    native = encoding == "native"
     if native:
         encoder = OrdinalEncoder(
             categories=categories,
@@ -254,13 +257,18 @@ def preprocessor(X, categorical, native=False):
         )
     else:
         encoder = OneHotEncoder(
-            categories=categories, sparse_output=False, handle_unknown="ignore"
+            categories=categories,
+            drop="first" if encoding == "drop_first" else None,
+            sparse_output=False,
+            handle_unknown="ignore",
         )
     transformer = ColumnTransformer(
         [("num", StandardScaler(), numeric), ("cat", encoder, list(categorical))]
     )
     n_columns = len(numeric) + (
-        len(categorical) if native else sum(len(c) for c in categories)
+        len(categorical)
+        if native
+        else sum(len(c) - (encoding == "drop_first") for c in categories)
     )
     indices = list(range(len(numeric), len(numeric) + len(categorical)))
     return transformer, n_columns, indices
@@ -343,6 +351,7 @@ SMOOTHERS = ("knn", "kernelreg")  # the kernel smoothers among the peers
 
 # -- ours ------------------------------------------------------------------------
 # name -> keyword arguments of KernelAttentionRegressorCV; the key
+# "categorical": "drop_first" drops each one-hot block's first column;
 # "categorical": "native" gives the estimator integer-coded categories and
 # their indices as ``categorical_features`` instead of a one-hot encoding.
 # Keywords this version lacks, or values it refuses, are reported, not fatal.
@@ -372,6 +381,7 @@ OURS = {
     "ours_deg1_pfauto": {"degree": 1, "per_feature": "auto"},
     "ours_nn": {"n_neighbors": [5, 10, 20, 40, 80]},
     "ours_deg1_nn": {"degree": 1, "n_neighbors": [5, 10, 20, 40, 80]},
+    "ours_deg1_dropfirst": {"degree": 1, "categorical": "drop_first"},
     "ours_deg1_cat": {"degree": 1, "categorical": "native"},
     "ours_auto_cat": {"degree": "auto", "per_feature": "auto", "categorical": "native"},
 }
@@ -391,7 +401,13 @@ class BestOfCV(RegressorMixin, BaseEstimator):
     def fit(self, X, y):
         fits = [clone(search).fit(X, y) for search in self.searches]
         self.chosen_ = max(fits, key=lambda search: search.best_score_)
-        for name in ("kernel_", "bandwidth_", "cv_results_", "best_estimator_"):
+        for name in (
+            "kernel_",
+            "bandwidth_",
+            "cv_results_",
+            "best_estimator_",
+            "best_index_",
+        ):
             setattr(self, name, getattr(self.chosen_, name))
         self.best_score_ = self.chosen_.best_score_
         return self
@@ -411,8 +427,7 @@ def make_ours(config, categorical_indices):
             searches.append(search)
         return BestOfCV(tuple(searches)), ""
     config = dict(config)
-    native = config.pop("categorical", None) == "native"
-    if native:
+    if config.pop("categorical", None) == "native":
         config["categorical_features"] = categorical_indices
     known = KernelAttentionRegressorCV().get_params()
     missing = sorted(set(config) - set(known))
@@ -446,6 +461,13 @@ def selected(estimators):
         text += f" high edge {high}/{len(chosen)}" if high else ""
     else:
         text += ", per-feature bw"
+    singular = [
+        e.cv_results_["singular_fraction"][e.best_index_]
+        for e in chosen
+        if "singular_fraction" in e.cv_results_ and hasattr(e, "best_index_")
+    ]
+    if singular and max(singular) > 0:
+        text += f", singular {np.mean(singular):.2f}"
     best = chosen[0].best_estimator_
     for extra in ("degree", "n_neighbors"):
         values = pd.Series(
@@ -521,18 +543,18 @@ def run_dataset(name, estimators, summary):
         if not wanted(est_name, estimators):
             continue
         if est_name.startswith("ours"):
-            native = spec.get("categorical") == "native"
-            if native and not categorical:
+            encoding = spec.get("categorical", "onehot")
+            if encoding != "onehot" and not categorical:
                 continue  # the same as its one-hot twin: nothing to add
             estimator, reason = make_ours(spec, cat_indices)
         else:
-            native = False
+            encoding = "onehot"
             estimator, applies = spec
             reason = applies(n_train, n_columns) if applies else ""
         if reason:
             print(f"{est_name:<22}  {reason}")
             continue
-        transformer, _, _ = preprocessor(X, categorical, native)
+        transformer, _, _ = preprocessor(X, categorical, encoding)
         pipeline = Pipeline([("pre", transformer), ("est", clone(estimator))])
         try:
             scores, seconds, chosen = score(pipeline, X, y, cv)
@@ -614,7 +636,7 @@ def run_timing(estimators):
     for name, config in OURS.items():
         if not wanted(name, estimators):
             continue
-        if config.get("categorical") == "native":
+        if "categorical" in config:
             continue
         estimator, reason = make_ours(config, [])
         if reason:
