@@ -378,6 +378,14 @@ OURS = {
     },
     # Options of later versions (skipped where this one lacks them):
     "ours_auto": {"degree": "auto", "per_feature": "auto"},
+    "ours_dauto": {"degree": "auto"},
+    "ours_dauto_nn": {"degree": "auto", "n_neighbors": [5, 10, 20, 40]},
+    "ours_auto_nn": {
+        "degree": "auto",
+        "per_feature": "auto",
+        "n_neighbors": [5, 10, 20, 40],
+    },
+    "ours_dauto_k2": {"degree": "auto", "kernels": ("gaussian", "tricube")},
     "ours_deg1_pfauto": {"degree": 1, "per_feature": "auto"},
     "ours_nn": {"n_neighbors": [5, 10, 20, 40, 80]},
     "ours_deg1_nn": {"degree": 1, "n_neighbors": [5, 10, 20, 40, 80]},
