@@ -336,11 +336,13 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         widths; a :class:`~sklearn.exceptions.ConvergenceWarning` says when
         the kept start stopped there.
 
-    n_neighbors : int, array-like of int or None, default=None
+    n_neighbors : int, array-like of int, "auto" or None, default="auto"
         Neighbour counts of adaptive-width candidates (see
         :class:`KernelAttentionClassifier`'s ``n_neighbors``), scored
         alongside the fixed widths by the same exact leave-one-out or
-        K-fold, as for :class:`KernelAttentionRegressorCV`.
+        K-fold, as for :class:`KernelAttentionRegressorCV`; ``"auto"``
+        scores the counts 5, 10, 20, 40 and 80 that every held-out fit can
+        hold, None fixed widths only.
 
     Attributes
     ----------
@@ -481,7 +483,12 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         "n_jobs": N_JOBS_CONSTRAINT,
         "verbose": ["verbose"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "n_neighbors": [Interval(Integral, 1, None, closed="left"), "array-like", None],
+        "n_neighbors": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            "array-like",
+            None,
+        ],
     }
 
     # The parameters the scoring pass takes as they are.
@@ -509,7 +516,7 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         n_jobs=None,
         verbose=0,
         max_iter=200,
-        n_neighbors=None,
+        n_neighbors="auto",
     ):
         self.kernels = kernels
         self.bandwidths = bandwidths

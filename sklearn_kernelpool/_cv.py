@@ -42,6 +42,10 @@ from ._validation import (
 from ._widths import learn_widths, loo_loss
 from .kernels import KERNELS
 
+# The neighbour counts of n_neighbors="auto": from a few neighbours to a
+# fifth of a table of a few hundred rows, doubling.
+AUTO_NEIGHBORS = (5, 10, 20, 40, 80)
+
 
 def bandwidth_grid(X, size):
     """The automatic grid: ``size`` bandwidths log-spaced over the data's scale.
@@ -348,7 +352,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         widths. A :class:`~sklearn.exceptions.ConvergenceWarning` is issued
         when the winning start stops there.
 
-    degree : {0, 1} or "auto", default=0
+    degree : {0, 1} or "auto", default="auto"
         The degree of the local polynomial of every candidate and of
         ``best_estimator_`` (see :class:`KernelAttentionRegressor`): ``0``
         pools the values, ``1`` fits a local-linear model around each query;
@@ -422,7 +426,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         replace it only where they lower its leave-one-out error, and
         ``categorical_bandwidth_`` is then an array.
 
-    n_neighbors : int, array-like of int or None, default=None
+    n_neighbors : int, array-like of int, "auto" or None, default="auto"
         Neighbour counts of adaptive-width candidates (see
         :class:`KernelAttentionRegressor`'s ``n_neighbors``): each kernel
         with each count, at the bandwidth multiplier 1.0 (a point's width is
@@ -439,7 +443,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         symmetric: these candidates are scored row by row, from exact
         squared distances, in batches within ``working_memory`` shared by
         the ``n_jobs`` threads, about the cost of pooling every point once
-        per candidate (:math:`O(n^2 d)`).
+        per candidate (:math:`O(n^2 d)`). ``"auto"``: the counts 5, 10, 20,
+        40 and 80 that every held-out fit can hold (at most its training
+        points of positive weight), none with categorical features or
+        ``per_feature=True``; None: fixed widths only.
 
     Attributes
     ----------
@@ -666,7 +673,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         "verbose": ["verbose"],
         "categorical_features": CATEGORICAL_CONSTRAINTS["categorical_features"],
         "categorical_bandwidths": ["array-like"],
-        "n_neighbors": [Interval(Integral, 1, None, closed="left"), "array-like", None],
+        "n_neighbors": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+            "array-like",
+            None,
+        ],
     }
 
     def __init__(
@@ -678,14 +690,14 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         scoring=None,
         per_feature=False,
         max_iter=200,
-        degree=0,
+        degree="auto",
         on_empty="nearest",
         algorithm="auto",
         n_jobs=None,
         verbose=0,
         categorical_features=None,
         categorical_bandwidths=(0.0, 0.02, 0.1, 0.3, 0.6, 1.0),
-        n_neighbors=None,
+        n_neighbors="auto",
     ):
         self.kernels = kernels
         self.bandwidths = bandwidths
@@ -722,9 +734,20 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 )
         return names
 
-    def _neighbor_counts(self):
-        """The adaptive candidates' neighbour counts, a list (maybe empty)."""
-        if self.n_neighbors is None:
+    def _neighbor_counts(self, categorical=False):
+        """The adaptive candidates' neighbour counts, a list (maybe empty).
+
+        ``"auto"`` gives :data:`AUTO_NEIGHBORS`, or none where adaptive
+        candidates do not apply (``categorical`` features, or
+        ``per_feature=True``); :meth:`fit` then keeps those that every
+        held-out fit can hold.
+        """
+        if isinstance(self.n_neighbors, str):
+            if categorical or self._per_feature_mode() is True:
+                counts = []
+            else:
+                counts = list(AUTO_NEIGHBORS)
+        elif self.n_neighbors is None:
             counts = []
         elif isinstance(self.n_neighbors, Integral):
             counts = [self.n_neighbors]
@@ -900,7 +923,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             relative[positive] = relative_weights(sample_weight[positive], np.float64)
             sample_weight = relative
         names = self._kernel_names()
-        counts = self._neighbor_counts()
+        counts = self._neighbor_counts(categorical=codes is not None)
         if counts and codes is not None:
             raise ValueError(
                 "n_neighbors (adaptive-width candidates) cannot be combined with "
@@ -939,6 +962,21 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             cv = check_cv(self.cv, y, classifier=False)
             splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
             self._check_small_folds(splits, scorer, X, y, sample_weight)
+        if isinstance(self.n_neighbors, str):
+            # The counts that every held-out fit can hold: those of at most
+            # the training points of positive weight of the smallest fit.
+            if splits is None:
+                available = np.count_nonzero(positive) - 1
+            else:
+                available = min(np.count_nonzero(positive[tr]) for tr, _ in splits)
+            counts = [k for k in counts if k <= available]
+            if self.bandwidths is None and not counts:
+                raise ValueError(
+                    "bandwidths=None scores adaptive-width candidates only, and "
+                    "n_neighbors='auto' leaves none: the smallest held-out fit "
+                    f"holds {available} point(s) of positive weight, fewer than "
+                    f"{AUTO_NEIGHBORS[0]}. Pass bandwidths."
+                )
 
         automatic = isinstance(self.bandwidths, Integral)
         if self._placeholder:

@@ -97,9 +97,14 @@ def test_kfold_equals_refitting(degree, cv):
 
 def test_results_and_best_estimator():
     X, y = _data()
-    fixed = KernelAttentionRegressorCV(bandwidths=[0.2, 0.5, 1.0]).fit(X, y)
+    fixed = KernelAttentionRegressorCV(
+        bandwidths=[0.2, 0.5, 1.0], degree=0, n_neighbors=None
+    ).fit(X, y)
     both = KernelAttentionRegressorCV(
-        kernels=["gaussian", "tricube"], bandwidths=[0.2, 0.5, 1.0], n_neighbors=7
+        kernels=["gaussian", "tricube"],
+        bandwidths=[0.2, 0.5, 1.0],
+        n_neighbors=7,
+        degree=0,
     ).fit(X, y)
     results = both.cv_results_
     # The fixed candidates keep their order; the adaptive ones follow.
@@ -123,9 +128,9 @@ def test_results_and_best_estimator():
     assert "param_n_neighbors" not in fixed.cv_results_
     assert fixed.n_neighbors_ is None
 
-    adaptive = KernelAttentionRegressorCV(bandwidths=None, n_neighbors=[2, 5, 9]).fit(
-        X, y
-    )
+    adaptive = KernelAttentionRegressorCV(
+        bandwidths=None, n_neighbors=[2, 5, 9], degree=0
+    ).fit(X, y)
     assert len(adaptive.cv_results_["params"]) == 3
     best = adaptive.best_params_
     assert adaptive.n_neighbors_ == best["n_neighbors"] in (2, 5, 9)
@@ -142,22 +147,24 @@ def test_results_and_best_estimator():
 def test_errors():
     X, y = _data(10)
     with pytest.raises(ValueError, match="bandwidths=None .* needs n_neighbors"):
-        KernelAttentionRegressorCV(bandwidths=None).fit(X, y)
+        KernelAttentionRegressorCV(bandwidths=None, degree=0, n_neighbors=None).fit(
+            X, y
+        )
     with pytest.raises(ValueError, match="per_feature=True .* n_neighbors"):
-        KernelAttentionRegressorCV(per_feature=True, n_neighbors=3).fit(X, y)
+        KernelAttentionRegressorCV(per_feature=True, n_neighbors=3, degree=0).fit(X, y)
     with pytest.raises(ValueError, match="n_neighbors must be None, an int"):
-        KernelAttentionRegressorCV(n_neighbors=[3, 0]).fit(X, y)
+        KernelAttentionRegressorCV(n_neighbors=[3, 0], degree=0).fit(X, y)
     with pytest.raises(ValueError, match="n_neighbors must be None, an int"):
-        KernelAttentionRegressorCV(n_neighbors=[]).fit(X, y)
+        KernelAttentionRegressorCV(n_neighbors=[], degree=0).fit(X, y)
     # Leave-one-out: at most n - 1 other points.
     with pytest.raises(
         ValueError, match=r"n_neighbors=10 exceeds .* other than the held-out one \(9 "
     ):
-        KernelAttentionRegressorCV(n_neighbors=[2, 10]).fit(X, y)
-    KernelAttentionRegressorCV(n_neighbors=9).fit(X, y)
+        KernelAttentionRegressorCV(n_neighbors=[2, 10], degree=0).fit(X, y)
+    KernelAttentionRegressorCV(n_neighbors=9, degree=0).fit(X, y)
     # K-fold: at most the training part's points.
     with pytest.raises(ValueError, match=r"n_neighbors=9 exceeds .* weight \(8 "):
-        KernelAttentionRegressorCV(n_neighbors=9, cv=5).fit(X, y)
+        KernelAttentionRegressorCV(n_neighbors=9, cv=5, degree=0).fit(X, y)
 
 
 def test_threads_and_working_memory_do_not_change_the_scores():
@@ -165,9 +172,13 @@ def test_threads_and_working_memory_do_not_change_the_scores():
 
     X, y = _data(120)
     options = dict(bandwidths=None, n_neighbors=[4, 15], kernels=["gaussian", "cosine"])
-    one = KernelAttentionRegressorCV(**options).fit(X, y).cv_results_
+    one = KernelAttentionRegressorCV(**options, degree=0).fit(X, y).cv_results_
     with config_context(working_memory=0.01):
-        many = KernelAttentionRegressorCV(n_jobs=2, **options).fit(X, y).cv_results_
+        many = (
+            KernelAttentionRegressorCV(n_jobs=2, **options, degree=0)
+            .fit(X, y)
+            .cv_results_
+        )
     # As for fixed widths: the same scores, up to the rounding of the batches.
     np.testing.assert_allclose(
         many["mean_test_score"], one["mean_test_score"], rtol=1e-13
@@ -176,7 +187,9 @@ def test_threads_and_working_memory_do_not_change_the_scores():
 
 def test_verbose_names_the_neighbour_counts(capsys):
     X, y = _data(30)
-    KernelAttentionRegressorCV(bandwidths=2, n_neighbors=[3, 6], verbose=3).fit(X, y)
+    KernelAttentionRegressorCV(
+        bandwidths=2, n_neighbors=[3, 6], verbose=3, degree=0
+    ).fit(X, y)
     out = capsys.readouterr().out
     assert "(1 kernel(s) x 2 bandwidths + 2 neighbour counts)" in out
     assert "kernel='gaussian', n_neighbors=6: score=" in out

@@ -116,9 +116,9 @@ def test_loo_scorer_scores_every_held_out_prediction(data, scoring, kernel):
 
 def test_loo_with_raise_makes_empty_candidates_ineligible(data):
     X, y, _ = data
-    clf = KernelAttentionClassifierCV("epanechnikov", BANDWIDTHS, on_empty="raise").fit(
-        X, y
-    )
+    clf = KernelAttentionClassifierCV(
+        "epanechnikov", BANDWIDTHS, on_empty="raise", n_neighbors=None
+    ).fit(X, y)
     scores, ranks = (
         clf.cv_results_["mean_test_score"],
         clf.cv_results_["rank_test_score"],
@@ -128,7 +128,9 @@ def test_loo_with_raise_makes_empty_candidates_ineligible(data):
     proba = refit_held_out(X, y, loo_splits(len(X)), "epanechnikov", 0.6, None, "raise")
     assert_allclose(clf.cv_results_["loo_log_loss"][2], log_loss_of(y, proba, None))
     with pytest.raises(ValueError, match="No candidate could be scored"):
-        KernelAttentionClassifierCV("boxcar", [0.004], on_empty="raise").fit(X, y)
+        KernelAttentionClassifierCV(
+            "boxcar", [0.004], on_empty="raise", n_neighbors=None
+        ).fit(X, y)
 
 
 def test_a_zero_probability_of_the_true_class_is_clipped_at_eps():
@@ -161,7 +163,7 @@ def test_kfold_equals_grid_search(data, cv, scoring):
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         search.fit(X, y)
     clf = KernelAttentionClassifierCV(
-        grid["kernel"], grid["bandwidth"], cv=cv, scoring=scoring
+        grid["kernel"], grid["bandwidth"], cv=cv, scoring=scoring, n_neighbors=None
     ).fit(X, y)
     assert clf.cv_results_["params"] == search.cv_results_["params"]
     for key in ["mean_test_score", "std_test_score", "split0_test_score"]:
@@ -197,7 +199,12 @@ def test_weighted_kfold_equals_grid_search_with_routing(data, on_empty, scoring)
             warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
             search.fit(X, y, sample_weight=w)
     clf = KernelAttentionClassifierCV(
-        grid["kernel"], grid["bandwidth"], cv=cv, scoring=scoring, on_empty=on_empty
+        grid["kernel"],
+        grid["bandwidth"],
+        cv=cv,
+        scoring=scoring,
+        on_empty=on_empty,
+        n_neighbors=None,
     ).fit(X, y, sample_weight=w)
     for key in ["mean_test_score", "split1_test_score"]:
         assert_allclose(clf.cv_results_[key], search.cv_results_[key], rtol=1e-10)
@@ -218,7 +225,7 @@ def test_kfold_classes_of_the_training_part(data):
     grid = {"kernel": ["gaussian"], "bandwidth": [0.15, 0.6]}
     search = GridSearchCV(KernelAttentionClassifier(), grid, cv=splits).fit(X, y)
     clf = KernelAttentionClassifierCV(
-        "gaussian", [0.15, 0.6], cv=splits, scoring="accuracy"
+        "gaussian", [0.15, 0.6], cv=splits, scoring="accuracy", n_neighbors=None
     ).fit(X, y)
     assert_allclose(clf.cv_results_["split0_test_score"], 0.0)
     assert_allclose(
@@ -276,9 +283,9 @@ def test_per_feature_widths_lower_the_loo_log_loss():
 # -- the estimator -------------------------------------------------------------
 def test_selects_the_best_candidate_and_refits_it(data):
     X, y, w = data
-    clf = KernelAttentionClassifierCV(["gaussian", "cauchy"], BANDWIDTHS).fit(
-        X, y, sample_weight=w
-    )
+    clf = KernelAttentionClassifierCV(
+        ["gaussian", "cauchy"], BANDWIDTHS, n_neighbors=None
+    ).fit(X, y, sample_weight=w)
     best = int(np.nanargmax(clf.cv_results_["mean_test_score"]))
     assert clf.best_index_ == best
     assert clf.best_params_ == clf.cv_results_["params"][best]

@@ -74,7 +74,11 @@ def test_loo_matches_refitting_without_each_point(data, kernel, weighted):
     sample_weight = w if weighted else None
     on_empty = "mean" if kernel == "cosine" else "nearest"
     reg = KernelAttentionRegressorCV(
-        kernels=kernel, bandwidths=BANDWIDTHS, on_empty=on_empty
+        kernels=kernel,
+        bandwidths=BANDWIDTHS,
+        on_empty=on_empty,
+        degree=0,
+        n_neighbors=None,
     ).fit(X, y, sample_weight=sample_weight)
     weights = np.ones(len(X)) if w is None or not weighted else w
     for c, h in enumerate(BANDWIDTHS):
@@ -95,7 +99,11 @@ def test_loo_multi_output_and_custom_scoring(data):
     X, y, w = data
     Y = np.column_stack([y, np.cos(3 * X[:, 1])])
     reg = KernelAttentionRegressorCV(
-        kernels=("gaussian", "biweight"), bandwidths=BANDWIDTHS[1:], scoring="r2"
+        kernels=("gaussian", "biweight"),
+        bandwidths=BANDWIDTHS[1:],
+        scoring="r2",
+        degree=0,
+        n_neighbors=None,
     ).fit(X, Y, sample_weight=w)
     for params, score in zip(
         reg.cv_results_["params"], reg.cv_results_["mean_test_score"], strict=True
@@ -128,7 +136,9 @@ def test_loo_equals_grid_search_with_leave_one_out(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         search.fit(X, y)
-    reg = KernelAttentionRegressorCV(grid["kernel"], grid["bandwidth"]).fit(X, y)
+    reg = KernelAttentionRegressorCV(
+        grid["kernel"], grid["bandwidth"], degree=0, n_neighbors=None
+    ).fit(X, y)
     assert reg.cv_results_["params"] == search.cv_results_["params"]
     assert_allclose(
         reg.cv_results_["mean_test_score"],
@@ -147,7 +157,7 @@ def test_loo_equals_grid_search_with_leave_one_out(data):
 def test_candidates_with_empty_neighbourhoods_are_not_eligible(data, on_empty):
     X, y, _ = data
     reg = KernelAttentionRegressorCV(
-        "boxcar", bandwidths=BANDWIDTHS, on_empty=on_empty
+        "boxcar", bandwidths=BANDWIDTHS, on_empty=on_empty, degree=0, n_neighbors=None
     ).fit(X, y)
     scores = reg.cv_results_["mean_test_score"]
     assert np.isnan(scores[0]) and np.isnan(reg.cv_results_["loo_mse"][0])
@@ -155,7 +165,9 @@ def test_candidates_with_empty_neighbourhoods_are_not_eligible(data, on_empty):
     assert ranks[0] == ranks.max() > ranks[reg.best_index_]
     assert np.isfinite(scores[reg.best_index_])
     with pytest.raises(ValueError, match="No candidate could be scored"):
-        KernelAttentionRegressorCV("boxcar", [0.004], on_empty=on_empty).fit(X, y)
+        KernelAttentionRegressorCV(
+            "boxcar", [0.004], on_empty=on_empty, degree=0, n_neighbors=None
+        ).fit(X, y)
 
 
 def test_underflowing_rows_are_recomputed(data):
@@ -187,7 +199,12 @@ def test_kfold_equals_grid_search(data, cv, scoring):
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         search.fit(X, y)
     reg = KernelAttentionRegressorCV(
-        grid["kernel"], grid["bandwidth"], cv=cv, scoring=scoring
+        grid["kernel"],
+        grid["bandwidth"],
+        cv=cv,
+        scoring=scoring,
+        degree=0,
+        n_neighbors=None,
     ).fit(X, y)
     assert reg.cv_results_["params"] == search.cv_results_["params"]
     for key in ["mean_test_score", "std_test_score", "split0_test_score"]:
@@ -208,7 +225,13 @@ def test_weighted_kfold_matches_refitting(data, cv, on_empty, scoring):
     X, y, w = data
     kernels, bandwidths = ["gaussian", "epanechikov"], [0.15, 0.6]
     reg = KernelAttentionRegressorCV(
-        kernels, bandwidths, cv=cv, scoring=scoring, on_empty=on_empty
+        kernels,
+        bandwidths,
+        cv=cv,
+        scoring=scoring,
+        on_empty=on_empty,
+        degree=0,
+        n_neighbors=None,
     ).fit(X, y, sample_weight=w)
     splits = list(cv.split(X))
     for c, params in enumerate(reg.cv_results_["params"]):
@@ -345,16 +368,18 @@ def test_local_linear_loo_formula_on_a_line():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning while scoring
         warnings.simplefilter("ignore", BandwidthEdgeWarning)  # a small grid
-        reg = KernelAttentionRegressorCV("boxcar", [1.5, 2.5], degree=1).fit(
-            X, 2 * X[:, 0]
-        )
+        reg = KernelAttentionRegressorCV(
+            "boxcar", [1.5, 2.5], degree=1, n_neighbors=None
+        ).fit(X, 2 * X[:, 0])
     assert reg.cv_results_["singular_fraction"].tolist() == [0.2, 0.0]
     assert reg.cv_results_["empty_fraction"].tolist() == [0.0, 0.0]
     assert_allclose(reg.cv_results_["loo_mse"], [2 * 4 / 10, 0.0], atol=1e-24)
     assert reg.bandwidth_ == 2.5
     # Without the fallback the local mean is the rule: degree 0 at h = 1.5
     # predicts the mean of the two neighbours, exact inside, 2 off at the ends.
-    zero = KernelAttentionRegressorCV("boxcar", [1.5]).fit(X, 2 * X[:, 0])
+    zero = KernelAttentionRegressorCV("boxcar", [1.5], degree=0, n_neighbors=None).fit(
+        X, 2 * X[:, 0]
+    )
     assert_allclose(zero.cv_results_["loo_mse"], [2 * 4 / 10], rtol=1e-14)
     assert "singular_fraction" not in zero.cv_results_
 
@@ -371,7 +396,12 @@ def test_local_linear_kfold_equals_grid_search(data, cv, scoring):
         warnings.simplefilter("ignore", LocalLinearFallbackWarning)
         search.fit(X, y)
     reg = KernelAttentionRegressorCV(
-        grid["kernel"], grid["bandwidth"], cv=cv, scoring=scoring, degree=1
+        grid["kernel"],
+        grid["bandwidth"],
+        cv=cv,
+        scoring=scoring,
+        degree=1,
+        n_neighbors=None,
     ).fit(X, y)
     assert reg.cv_results_["params"] == search.cv_results_["params"]
     for key in ["mean_test_score", "std_test_score", "split0_test_score"]:
@@ -397,7 +427,11 @@ def test_local_linear_weighted_kfold_matches_refitting(data, cv):
     X, y, w = data
     Y = np.column_stack([y, np.cos(3 * X[:, 1])])
     reg = KernelAttentionRegressorCV(
-        ["epanechnikov", "cauchy"], LOCAL_LINEAR_BANDWIDTHS, cv=cv, degree=1
+        ["epanechnikov", "cauchy"],
+        LOCAL_LINEAR_BANDWIDTHS,
+        cv=cv,
+        degree=1,
+        n_neighbors=None,
     ).fit(X, Y, sample_weight=w)
     splits = list(cv.split(X))
     for c, params in enumerate(reg.cv_results_["params"]):
@@ -472,7 +506,9 @@ def test_irrelevant_feature_gets_a_large_width():
     rng = np.random.default_rng(1)
     X = rng.uniform(-1, 1, size=(150, 2))
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=150)
-    reg = KernelAttentionRegressorCV(bandwidths=10, per_feature=True).fit(X, y)
+    reg = KernelAttentionRegressorCV(
+        bandwidths=10, per_feature=True, degree=0, n_neighbors=None
+    ).fit(X, y)
     widths = reg.bandwidth_
     assert widths.shape == (2,)
     assert np.all(np.isfinite(widths) & (widths > 0))
@@ -511,7 +547,9 @@ def test_automatic_grid(data):
     radius = 2 * max(np.linalg.norm(p - points.mean(axis=0)) for p in points)
     expected = np.geomspace(np.median(nearest), radius, 7)
     assert_allclose(bandwidth_grid(points, 7), expected, rtol=1e-12)
-    reg = KernelAttentionRegressorCV(bandwidths=7).fit(X, y, sample_weight=w)
+    reg = KernelAttentionRegressorCV(bandwidths=7, degree=0, n_neighbors=None).fit(
+        X, y, sample_weight=w
+    )
     # The grid, extended past its edge where the best candidate lay there.
     scored = reg.cv_results_["param_bandwidth"]
     start = int(np.argmin(np.abs(scored - expected[0])))

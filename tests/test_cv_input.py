@@ -24,9 +24,15 @@ def data():
 def test_a_generator_of_splits_is_used_once(data, verbose, capsys):
     X, y = data
     splits = list(KFold(4, shuffle=True, random_state=0).split(X))
-    expected = KernelAttentionRegressorCV(bandwidths=[0.1, 0.3], cv=splits).fit(X, y)
+    expected = KernelAttentionRegressorCV(
+        bandwidths=[0.1, 0.3], cv=splits, degree=0, n_neighbors=None
+    ).fit(X, y)
     reg = KernelAttentionRegressorCV(
-        bandwidths=[0.1, 0.3], cv=(split for split in splits), verbose=verbose
+        bandwidths=[0.1, 0.3],
+        cv=(split for split in splits),
+        verbose=verbose,
+        degree=0,
+        n_neighbors=None,
     ).fit(X, y)
     for s in range(4):
         key = f"split{s}_test_score"
@@ -60,8 +66,12 @@ def test_data_at_a_tiny_scale_is_refused_not_given_a_bandwidth_of_one(data):
 def test_data_at_a_small_scale_selects_the_scaled_bandwidth(data):
     X, y = data
     factor = 2.0**-400
-    expected = KernelAttentionRegressorCV(bandwidths=5).fit(X, y)
-    reg = KernelAttentionRegressorCV(bandwidths=5).fit(X * factor, y)
+    expected = KernelAttentionRegressorCV(bandwidths=5, degree=0, n_neighbors=None).fit(
+        X, y
+    )
+    reg = KernelAttentionRegressorCV(bandwidths=5, degree=0, n_neighbors=None).fit(
+        X * factor, y
+    )
     assert reg.bandwidth_ == expected.bandwidth_ * factor
     assert_allclose(
         reg.cv_results_["mean_test_score"], expected.cv_results_["mean_test_score"]
@@ -114,7 +124,9 @@ def test_one_sample_folds_with_a_defined_score_match_leave_one_out(data):
 def test_leave_one_out_scores_with_a_metric_without_weights(data):
     """neg_max_error takes no sample_weight: without weights, none is passed."""
     X, y = data
-    reg = KernelAttentionRegressorCV(bandwidths=[0.1, 0.3], scoring="neg_max_error")
+    reg = KernelAttentionRegressorCV(
+        bandwidths=[0.1, 0.3], scoring="neg_max_error", degree=0, n_neighbors=None
+    )
     reg.fit(X, y)
     for h, score in zip([0.1, 0.3], reg.cv_results_["mean_test_score"], strict=True):
         errors = [

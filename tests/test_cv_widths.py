@@ -230,9 +230,9 @@ def test_guard_equals_its_definition(data):
     iso = np.empty_like(Y)
     learned = np.empty_like(Y)
     for train, test in default_splits(len(X)):
-        cv = KernelAttentionRegressorCV(bandwidths=grid).fit(
-            X[train], y[train], sample_weight=w[train]
-        )
+        cv = KernelAttentionRegressorCV(
+            bandwidths=grid, degree=0, n_neighbors=None
+        ).fit(X[train], y[train], sample_weight=w[train])
         h = cv.bandwidth_
         widths = learn_widths(X[train], Y[train], w[train], KERNELS["gaussian"], h)[0]
         for out, bandwidth in ((iso, h), (learned, widths)):
@@ -307,7 +307,9 @@ def test_guard_with_a_kfold_cv():
     X = rng.uniform(-2, 2, size=(200, 3))
     y = np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=200)
     cv = KFold(4, shuffle=True, random_state=0)
-    reg = KernelAttentionRegressorCV(bandwidths=8, per_feature="auto", cv=cv)
+    reg = KernelAttentionRegressorCV(
+        bandwidths=8, per_feature="auto", cv=cv, degree=0, n_neighbors=None
+    )
     reg.fit(X, y)
     assert reg.per_feature_
     # best_score_: the mean R^2 over the splits of the widths learned on each
@@ -335,7 +337,7 @@ def test_degree_auto_equals_scoring_each_degree(data, cv):
     X, y, w = data
     grid = [0.3, 0.6, 1.2, 2.4]
     auto = KernelAttentionRegressorCV(
-        ("gaussian", "epanechnikov"), grid, degree="auto", cv=cv
+        ("gaussian", "epanechnikov"), grid, degree="auto", cv=cv, n_neighbors=None
     ).fit(X, y, sample_weight=w)
     expected = list(
         ParameterGrid(
@@ -349,7 +351,7 @@ def test_degree_auto_equals_scoring_each_degree(data, cv):
     assert auto.cv_results_["params"] == expected
     for degree in (0, 1):
         alone = KernelAttentionRegressorCV(
-            ("gaussian", "epanechnikov"), grid, degree=degree, cv=cv
+            ("gaussian", "epanechnikov"), grid, degree=degree, cv=cv, n_neighbors=None
         ).fit(X, y, sample_weight=w)
         mine = auto.cv_results_["param_degree"] == degree
         assert_allclose(
@@ -394,9 +396,13 @@ def test_automatic_grid_is_extended_to_an_interior_optimum():
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", BandwidthEdgeWarning)
-        reg = KernelAttentionRegressorCV().fit(X, y)
+        reg = KernelAttentionRegressorCV(degree=0, n_neighbors=None).fit(X, y)
     scored = reg.cv_results_["param_bandwidth"]
-    first = KernelAttentionRegressorCV().set_params(bandwidths=30)._bandwidth_grid(X)
+    first = (
+        KernelAttentionRegressorCV(degree=0, n_neighbors=None)
+        .set_params(bandwidths=30)
+        ._bandwidth_grid(X)
+    )
     assert first[0] > scored[0]  # extended below
     assert np.all(np.diff(scored) > 0)  # in GridSearchCV's order
     assert np.isin(first, scored).all()
@@ -406,7 +412,9 @@ def test_automatic_grid_is_extended_to_an_interior_optimum():
     assert -reg.best_score_ < 3300
     # Each new candidate scores as scoring it alone does.
     new = scored[scored < first[0]]
-    alone = KernelAttentionRegressorCV(bandwidths=new).fit(X, y)
+    alone = KernelAttentionRegressorCV(bandwidths=new, degree=0, n_neighbors=None).fit(
+        X, y
+    )
     assert_allclose(
         reg.cv_results_["mean_test_score"][: len(new)],
         alone.cv_results_["mean_test_score"],
@@ -436,9 +444,13 @@ def test_automatic_grid_stops_at_the_limit_of_global_pooling():
 def test_edge_warning_with_a_given_grid(data, grid, edge):
     X, y, _ = data
     with pytest.warns(BandwidthEdgeWarning, match=f"the {edge} of the given"):
-        reg = KernelAttentionRegressorCV(bandwidths=grid).fit(X, y)
+        reg = KernelAttentionRegressorCV(
+            bandwidths=grid, degree=0, n_neighbors=None
+        ).fit(X, y)
     assert reg.bandwidth_ == (max(grid) if edge == "largest" else min(grid))
     assert_array_equal(reg.cv_results_["param_bandwidth"], grid)  # not extended
     with warnings.catch_warnings():
         warnings.simplefilter("error", BandwidthEdgeWarning)
-        KernelAttentionRegressorCV(bandwidths=[0.1, 0.5, 2.0]).fit(X, y)
+        KernelAttentionRegressorCV(
+            bandwidths=[0.1, 0.5, 2.0], degree=0, n_neighbors=None
+        ).fit(X, y)

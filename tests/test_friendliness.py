@@ -35,7 +35,12 @@ def test_verbose_zero_prints_nothing(capsys):
 
 def test_verbose_kfold_counts_like_grid_search(capsys):
     cv = KernelAttentionRegressorCV(
-        kernels=["gaussian", "epanechnikov"], bandwidths=5, cv=KFold(3), verbose=1
+        kernels=["gaussian", "epanechnikov"],
+        bandwidths=5,
+        cv=KFold(3),
+        verbose=1,
+        degree=0,
+        n_neighbors=None,
     ).fit(X, Y)
     lines = _lines(capsys)
     assert all(line.startswith(PREFIX) for line in lines)
@@ -56,7 +61,9 @@ def test_verbose_kfold_counts_like_grid_search(capsys):
 
 def test_verbose_leave_one_out_and_per_kernel_phases(capsys):
     kernels = ["gaussian", "cauchy"]
-    cv = KernelAttentionRegressorCV(kernels=kernels, bandwidths=4, verbose=2)
+    cv = KernelAttentionRegressorCV(
+        kernels=kernels, bandwidths=4, verbose=2, degree=0, n_neighbors=None
+    )
     cv.fit(X, Y)
     lines = _lines(capsys)
     assert "Scoring 8 candidates" in lines[0]
@@ -75,7 +82,9 @@ def test_verbose_leave_one_out_and_per_kernel_phases(capsys):
 
 
 def test_verbose_three_prints_every_candidate(capsys):
-    cv = KernelAttentionRegressorCV(bandwidths=6, cv=3, verbose=3).fit(X, Y)
+    cv = KernelAttentionRegressorCV(
+        bandwidths=6, cv=3, verbose=3, degree=0, n_neighbors=None
+    ).fit(X, Y)
     lines = _lines(capsys)
     candidate = re.compile(r"kernel='gaussian', bandwidth=\S+: score=(\S+)$")
     scores = [float(m.group(1)) for m in map(candidate.search, lines) if m]
@@ -240,7 +249,9 @@ def _calls():
         clf.fit(KEYS, VALUES > 0)
         for method in ("predict", "predict_proba", "predict_log_proba"):
             yield f"{algorithm}-classifier-{method}", getattr(clf, method)
-    cv = KernelAttentionRegressorCV(["boxcar"], [H], cv=3).fit(KEYS, VALUES)
+    cv = KernelAttentionRegressorCV(
+        ["boxcar"], [H], cv=3, degree=0, n_neighbors=None
+    ).fit(KEYS, VALUES)
     yield "cv-predict", cv.predict
 
 
