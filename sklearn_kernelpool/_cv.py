@@ -5,6 +5,7 @@ import warnings
 from numbers import Integral
 
 import numpy as np
+from joblib import effective_n_jobs
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.exceptions import UndefinedMetricWarning
@@ -39,6 +40,7 @@ from ._validation import (
     relative_weights,
     scale_coordinates,
 )
+from ._weights import physical_memory
 from ._widths import learn_widths, loo_loss
 from .kernels import KERNELS
 
@@ -122,6 +124,25 @@ def _merge(params, results, new_params, new_results):
     }
     combined["params"] = params + new_params
     return _in_grid_order(params + new_params, combined)
+
+
+def _local_linear_fits(X, Y, n_candidates, n_jobs):
+    """Whether ``degree="auto"`` scores local-linear candidates on ``X``.
+
+    A local-linear fit of ``d`` features needs more than ``d + 1`` points to
+    determine its slope anywhere, and its held-out sums hold
+    ``(d + 1)(d + 2) / 2 + (d + 2) p`` moments per point and candidate (see
+    :meth:`._loo.HeldOut.sums_bytes`): they must take at most a quarter of
+    the physical memory.
+    """
+    n, d = X.shape
+    if n <= d + 2:
+        return False
+    columns = (d + 1) * (d + 2) // 2 + (d + 2) * Y.shape[1]
+    n_threads = max(1, effective_n_jobs(n_jobs))
+    size = 8 * n * columns * max(n_candidates, 1) * (n_threads + 2)
+    limit = physical_memory()
+    return limit is None or size <= limit / 4
 
 
 def _stacked_flags(held_out_predictions):
@@ -358,7 +379,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         pools the values, ``1`` fits a local-linear model around each query;
         ``"auto"`` scores both degrees in the same pass (the moments of
         degree 1 contain those of degree 0) and keeps the better, as
-        ``GridSearchCV`` with ``"degree": [0, 1]`` in its grid would.
+        ``GridSearchCV`` with ``"degree": [0, 1]`` in its grid would; it
+        scores degree 0 alone where local-linear fits cannot be scored:
+        with no more training points of positive weight than the features
+        plus two, or held-out sums of degree 1 larger than a quarter of the
+        physical memory (they grow with the square of the features).
         With ``degree=1`` the held-out predictions are those of the
         local-linear fit without the held-out points, with the fitted
         estimator's minimum-norm slope on rank-deficient local designs (such
@@ -981,8 +1006,17 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         automatic = isinstance(self.bandwidths, Integral)
         if self._placeholder:
             degrees = [0]  # categorical features only: no slope
+        elif self.degree == "auto":
+            n_candidates = len(names) * (len(grid) * len(lambdas) + len(counts))
+            degrees = [0, 1]
+            if not _local_linear_fits(X64[positive], Y, n_candidates, self.n_jobs):
+                degrees = [0]
+                self._say(
+                    "Scoring degree 0 alone: local-linear fits of "
+                    f"{X.shape[1]} features need more points or memory"
+                )
         else:
-            degrees = [0, 1] if self.degree == "auto" else [self.degree]
+            degrees = [self.degree]
         self._say_search(X, names, grid, splits, len(degrees), counts, len(lambdas))
         data = (X, X64, y, Y, weights, sample_weight, scorer, weighted, splits)
         self._categorical = codes, lambdas

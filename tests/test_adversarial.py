@@ -61,6 +61,10 @@ def cv_params(params):
             out["bandwidths"] = [value]
         else:
             out[name] = value
+    # The search of KernelAttentionRegressor's own defaults: local-constant
+    # pooling at fixed widths.
+    out.setdefault("degree", 0)
+    out.setdefault("n_neighbors", None)
     return out
 
 

@@ -94,3 +94,19 @@ def test_adaptive_widths_on_sparse_keys_equal_dense():
         dense = reg.fit(X, y).predict(Q)
         sparse = reg.fit(csr_matrix(X), y).predict(csr_matrix(Q))
         np.testing.assert_allclose(sparse, dense, rtol=1e-12, atol=1e-14)
+
+
+def test_degree_auto_scores_degree_zero_alone_where_local_linear_cannot_fit():
+    # 20 points of 10 000 features: no local-linear slope is determined, and
+    # the held-out moments would need terabytes; "auto" scores degree 0 and
+    # selects it, and so does a search restricted to degree 0.
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(20, 10_000))
+    y = rng.uniform(size=20)
+    auto = KernelAttentionRegressorCV(bandwidths=[5.0, 10.0, 20.0]).fit(X, y)
+    assert auto.degree_ == 0
+    assert "param_degree" not in auto.cv_results_
+    zero = KernelAttentionRegressorCV(bandwidths=[5.0, 10.0, 20.0], degree=0).fit(X, y)
+    np.testing.assert_allclose(
+        auto.cv_results_["mean_test_score"], zero.cv_results_["mean_test_score"]
+    )
