@@ -361,6 +361,8 @@ WIDE = np.geomspace(0.05, 50.0, 60)  # on standardised columns
 
 OURS = {
     "ours_default": {},
+    # The search of earlier versions: local-constant, fixed widths only.
+    "ours_former": {"degree": 0, "n_neighbors": None},
     "ours_deg1": {"degree": 1},
     "ours_grid60": {"bandwidths": 60},
     "ours_wide": {"bandwidths": WIDE},

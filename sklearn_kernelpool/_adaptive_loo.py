@@ -188,7 +188,12 @@ class AdaptiveHeldOut(HeldOut):
                 allowed[np.arange(len(at)), points] = False
             d2, allowed, radii = self._distances(points, allowed)
             scores = self._scores(d2, allowed, kernel, radii[m])
-            p = scores / scores.sum(axis=1, keepdims=True)
+            # Rows of no weight (empty neighbourhoods) keep their values: the
+            # fallbacks replace them.
+            total = scores.sum(axis=1)
+            weighed = total > 0
+            at, points = at[weighed], points[weighed]
+            p = scores[weighed] / total[weighed, None]
             layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
             mean, _, flat = _local_linear.centred_fit(
                 p, self.X, values, self.X[points], layout, False, centers[at]

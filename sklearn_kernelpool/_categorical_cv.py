@@ -157,7 +157,12 @@ class CategoricalHeldOut(HeldOut):
             d2 = pairwise_squared(self.X[points], self.X, None)
             base = self._log_base(points, keys, allowed)
             scores = self._scores(kernel, h, base, d2, np.empty_like(d2))
-            p = scores / scores.sum(axis=1, keepdims=True)
+            # Rows of no weight (empty neighbourhoods) keep their values: the
+            # fallbacks replace them.
+            total = scores.sum(axis=1)
+            weighed = total > 0
+            at, points = at[weighed], points[weighed]
+            p = scores[weighed] / total[weighed, None]
             layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
             mean, _, flat = _local_linear.centred_fit(
                 p, self.X, values, self.X[points], layout, False, centers[at]

@@ -456,7 +456,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
     >>> from sklearn.datasets import load_iris
     >>> from sklearn_kernelpool import KernelAttentionClassifierCV
     >>> X, y = load_iris(return_X_y=True)
-    >>> clf = KernelAttentionClassifierCV(bandwidths=[0.1, 0.3, 1.0]).fit(X, y)
+    >>> clf = KernelAttentionClassifierCV(bandwidths=[0.1, 0.3, 1.0], n_neighbors=None)
+    >>> clf = clf.fit(X, y)
     >>> clf.bandwidth_
     0.3
     >>> clf.cv_results_["rank_test_score"]

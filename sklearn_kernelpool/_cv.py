@@ -666,7 +666,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(0, 5, size=(100, 1))
     >>> y = 2 * np.sin(X[:, 0]) + X[:, 0] + rng.normal(scale=0.3, size=100)
-    >>> reg = KernelAttentionRegressorCV(bandwidths=[0.05, 0.2, 1.0]).fit(X, y)
+    >>> reg = KernelAttentionRegressorCV(
+    ...     bandwidths=[0.05, 0.2, 1.0], degree=0, n_neighbors=None
+    ... ).fit(X, y)
     >>> reg.bandwidth_
     0.2
     >>> reg.cv_results_["rank_test_score"]

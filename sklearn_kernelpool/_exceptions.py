@@ -224,7 +224,9 @@ class BandwidthEdgeWarning(UserWarning):
     >>> y = np.sin(3 * X[:, 0])
     >>> with warnings.catch_warnings(record=True) as caught:
     ...     warnings.simplefilter("always")
-    ...     reg = KernelAttentionRegressorCV(bandwidths=[1.0, 2.0]).fit(X, y)
+    ...     reg = KernelAttentionRegressorCV(
+    ...         bandwidths=[1.0, 2.0], degree=0, n_neighbors=None
+    ...     ).fit(X, y)
     >>> caught[0].category is BandwidthEdgeWarning
     True
     >>> reg.bandwidth_

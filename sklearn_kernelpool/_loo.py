@@ -628,7 +628,12 @@ class HeldOut:
                     scores = np.exp(logits - logits.max(axis=1, keepdims=True))
                 else:
                     scores = np.where(allowed, kernel.function(u) * self.weights, 0.0)
-            p = scores / scores.sum(axis=1, keepdims=True)
+            # Rows of no weight (empty neighbourhoods) keep their values: the
+            # fallbacks replace them.
+            total = scores.sum(axis=1)
+            weighed = total > 0
+            at, points = at[weighed], points[weighed]
+            p = scores[weighed] / total[weighed, None]
             layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
             mean, _, fitted = _local_linear.centred_fit(
                 p, self.X, values, self.X[points], layout, False, centers[at]

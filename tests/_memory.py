@@ -225,7 +225,11 @@ def _cv_path(kernel, bandwidths, cv=None, degree=0, **options):
         X, y, _ = _data(n, 0, d)
         grid = [b * _radius(n, d, neighbors=1) for b in bandwidths]
         search = KernelAttentionRegressorCV(
-            kernels=[kernel], bandwidths=grid, cv=cv, degree=degree, **options
+            kernels=[kernel],
+            bandwidths=grid,
+            cv=cv,
+            degree=degree,
+            **{"n_neighbors": None, **options},
         )
         return MemoryPath(
             partial(search.fit, X, y),
@@ -243,7 +247,9 @@ def _underflow_path(cv):
 
     def build(n, m):
         X, y, _ = _data(n, 0, 2)
-        search = KernelAttentionRegressorCV(bandwidths=[1e-5, 0.1], cv=cv)
+        search = KernelAttentionRegressorCV(
+            bandwidths=[1e-5, 0.1], cv=cv, degree=0, n_neighbors=None
+        )
         return MemoryPath(
             partial(search.fit, X, y),
             n,

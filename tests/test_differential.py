@@ -284,7 +284,11 @@ def test_exact_leave_one_out_matches_a_plain_loop(name, kernel, weighted, on_emp
     y, w = _values(len(X), weighted)
     bandwidths = _loo_bandwidths(name)
     cv = KernelAttentionRegressorCV(
-        kernels=[kernel], bandwidths=bandwidths, on_empty=on_empty
+        kernels=[kernel],
+        bandwidths=bandwidths,
+        on_empty=on_empty,
+        degree=0,
+        n_neighbors=None,
     )
     context = _quiet()
     try:
@@ -311,7 +315,11 @@ def test_exact_leave_one_out_matches_grid_search(name, kernel, on_empty):
     context = _quiet()
     try:
         cv = KernelAttentionRegressorCV(
-            kernels=[kernel], bandwidths=bandwidths, on_empty=on_empty
+            kernels=[kernel],
+            bandwidths=bandwidths,
+            on_empty=on_empty,
+            degree=0,
+            n_neighbors=None,
         ).fit(X, y)
         search = GridSearchCV(
             KernelAttentionRegressor(kernel=kernel, on_empty=on_empty),
@@ -400,7 +408,12 @@ def test_kfold_matches_grid_search_at_the_edge(name, kernel, on_empty):
     context = _quiet()
     try:
         reg = KernelAttentionRegressorCV(
-            kernels=[kernel], bandwidths=bandwidths, on_empty=on_empty, cv=cv
+            kernels=[kernel],
+            bandwidths=bandwidths,
+            on_empty=on_empty,
+            cv=cv,
+            degree=0,
+            n_neighbors=None,
         ).fit(X, y)
         search = GridSearchCV(
             KernelAttentionRegressor(kernel=kernel, on_empty=on_empty),

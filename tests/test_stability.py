@@ -445,6 +445,7 @@ def test_held_out_scores_of_groups_far_apart(d, degree, cv):
         degree=degree,
         cv=folds,
         scoring="neg_mean_squared_error",
+        n_neighbors=None,
     )
     results = quietly(search.fit, X, y).cv_results_
     folds = [([j for j in range(len(X)) if j != i], [i]) for i in range(len(X))]
