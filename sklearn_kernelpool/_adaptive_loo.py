@@ -26,7 +26,7 @@ from . import _local_linear
 from ._adaptive import check_n_neighbors
 from ._chunking import row_batches
 from ._exact import edge_values, pairwise_squared
-from ._loo import HeldOut
+from ._loo import HeldOut, allowed_keys
 from ._threads import single_threaded_blas
 
 _LOGIT_FLOOR = -700.0
@@ -178,14 +178,7 @@ class AdaptiveHeldOut(HeldOut):
         for batch in row_batches(len(redo), ROW_BYTES_PER_KEY * n * (d + 1)):
             at = redo[batch]
             points = rows[at]
-            if train is not None:
-                allowed = np.zeros((len(at), n), dtype=bool)
-                allowed[:, train] = True
-            elif groups is not None:
-                allowed = groups[points][:, None] != groups[None, :]
-            else:
-                allowed = np.ones((len(at), n), dtype=bool)
-                allowed[np.arange(len(at)), points] = False
+            allowed = allowed_keys(points, n, groups, train)
             d2, allowed, radii = self._distances(points, allowed)
             scores = self._scores(d2, allowed, kernel, radii[m])
             # Rows of no weight (empty neighbourhoods) keep their values: the

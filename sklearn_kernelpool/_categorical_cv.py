@@ -22,7 +22,7 @@ from . import _local_linear
 from ._categorical import CategoricalFactor
 from ._chunking import row_batches
 from ._exact import pairwise_squared
-from ._loo import HeldOut
+from ._loo import HeldOut, allowed_keys
 
 # Bytes per (row, key) pair of a batch: distances, logits or scores, the
 # factor and the masks, in float64.
@@ -147,13 +147,7 @@ class CategoricalHeldOut(HeldOut):
         for batch in row_batches(len(redo), 8 * n * (d * d + d + 8)):
             at = redo[batch]
             points = rows[at]
-            if train is not None:
-                allowed = np.zeros((len(at), n), dtype=bool)
-                allowed[:, train] = True
-            elif groups is not None:
-                allowed = groups[points][:, None] != groups[None, :]
-            else:
-                allowed = points[:, None] != keys[None, :]
+            allowed = allowed_keys(points, n, groups, train)
             d2 = pairwise_squared(self.X[points], self.X, None)
             base = self._log_base(points, keys, allowed)
             scores = self._scores(kernel, h, base, d2, np.empty_like(d2))

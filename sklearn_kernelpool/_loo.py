@@ -197,6 +197,21 @@ def _blocks(n, groups):
     ]
 
 
+def allowed_keys(points, n, groups=None, train=None):
+    """The keys that each held-out point of ``points`` may pool, (len, n).
+
+    Those of ``train`` (a K-fold split), of the other groups (``groups``, a
+    partition), or else every key but the point's own (leave-one-out).
+    """
+    if train is not None:
+        allowed = np.zeros((len(points), n), dtype=bool)
+        allowed[:, train] = True
+        return allowed
+    if groups is not None:
+        return groups[points][:, None] != groups[None, :]
+    return points[:, None] != np.arange(n)[None, :]
+
+
 class HeldOut:
     """Held-out pooled sums for every candidate from shared distances.
 
@@ -610,14 +625,7 @@ class HeldOut:
         for start in range(0, len(redo), step):
             at = redo[start : start + step]
             points = rows[at]
-            if train is not None:
-                allowed = np.zeros((len(at), n), dtype=bool)
-                allowed[:, train] = True
-            elif groups is not None:
-                allowed = groups[points][:, None] != groups[None, :]
-            else:
-                allowed = np.ones((len(at), n), dtype=bool)
-                allowed[np.arange(len(at)), points] = False
+            allowed = allowed_keys(points, n, groups, train)
             allowed &= (self.weights > 0)[None, :]
             diff = self.X[points][:, None, :] - self.X[None, :, :]
             u = np.sqrt(np.einsum("rnf,rnf->rn", diff, diff)) / h
