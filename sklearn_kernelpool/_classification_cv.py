@@ -23,7 +23,7 @@ from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
 from ._cv import KernelAttentionRegressorCV, _accepts_sample_weight
 from ._guard import guard_widths
 from ._sparse import TREES
-from ._widths import learn_widths
+from ._widths import learn_widths, loo_loss
 from .kernels import KERNELS
 
 _EPS = float(np.finfo(np.float64).eps)
@@ -177,7 +177,11 @@ class _ProbabilityCV(KernelAttentionRegressorCV):
             max_iter=self.max_iter,
         )
         self.n_iter_ = n_iter
-        if not loss < self.cv_results_["loo_log_loss"][self.best_index_]:
+        isotropic = np.full(X64.shape[1], np.log(self.bandwidth_))
+        isotropic_loss = loo_loss(
+            isotropic, X64, Y, weights, kernel, gradient=False, objective="log_loss"
+        )[0]
+        if not loss < isotropic_loss:
             return
         guard = None
         if self._per_feature_mode() == "auto":

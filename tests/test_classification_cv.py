@@ -411,3 +411,27 @@ def test_breast_cancer_accuracy_and_log_loss():
         loss.append(log_loss(y[test], proba))
     assert np.mean(accuracy) >= 0.965
     assert np.mean(loss) <= 0.11
+
+
+def test_guarded_per_feature_widths_of_the_classifier():
+    # An irrelevant feature on a larger scale: the widths learned on the
+    # leave-one-out log-loss also win out of fold, and are kept; under
+    # K-fold the score is that of the guard's out-of-fold probabilities.
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, size=(150, 2))
+    X[:, 1] *= 5
+    y = (np.sin(3 * X[:, 0]) + 0.3 * rng.normal(size=150) > 0).astype(int)
+    clf = KernelAttentionClassifierCV(
+        bandwidths=10, per_feature="auto", n_neighbors=None
+    ).fit(X, y)
+    assert clf.per_feature_
+    scores = clf.per_feature_scores_
+    assert scores["per_feature"] < scores["isotropic"]
+    assert clf.bandwidth_.shape == (2,)
+    assert_array_equal(clf.best_estimator_.bandwidth_, clf.bandwidth_)
+    kfold = KernelAttentionClassifierCV(
+        bandwidths=10, per_feature="auto", n_neighbors=None, cv=3
+    ).fit(X, y)
+    assert kfold.per_feature_
+    assert np.isfinite(kfold.best_score_)
+    assert kfold.best_score_ > kfold.cv_results_["mean_test_score"].max()
