@@ -35,7 +35,8 @@ y = 2 * np.sin(X[:, 0]) + X[:, 0] + rng.normal(scale=0.5, size=n)
 # about the data's diameter. ``GridSearchCV`` needs 12 x 150 refits; the
 # selector one pass over the 150 x 149 / 2 pairs of points.
 start = time.perf_counter()
-selector = KernelAttentionRegressorCV(bandwidths=12).fit(X, y)
+selector = KernelAttentionRegressorCV(bandwidths=12, degree=0, n_neighbors=None)
+selector = selector.fit(X, y)
 t_selector = time.perf_counter() - start
 grid = selector.cv_results_["param_bandwidth"]
 
@@ -61,7 +62,8 @@ print(f"largest score difference: {gap:.1e}")
 # K-fold with the same splitter gives GridSearchCV's scores too
 # -------------------------------------------------------------
 cv = KFold(5, shuffle=True, random_state=0)
-kfold = KernelAttentionRegressorCV(bandwidths=grid, cv=cv).fit(X, y)
+kfold = KernelAttentionRegressorCV(bandwidths=grid, cv=cv, degree=0, n_neighbors=None)
+kfold = kfold.fit(X, y)
 search5 = GridSearchCV(KernelAttentionRegressor(), {"bandwidth": list(grid)}, cv=cv)
 search5.fit(X, y)
 print(
@@ -97,8 +99,8 @@ ax_fit.legend()
 # feature on the leave-one-out error, and the irrelevant feature gets a width
 # far larger than its spread, which switches it off.
 X2 = np.column_stack([X[:, 0], rng.uniform(0, 5, size=n)])
-isotropic = KernelAttentionRegressorCV().fit(X2, y)
-learned = KernelAttentionRegressorCV(per_feature=True).fit(X2, y)
+isotropic = KernelAttentionRegressorCV(degree=0, n_neighbors=None).fit(X2, y)
+learned = KernelAttentionRegressorCV(per_feature=True, degree=0).fit(X2, y)
 print(f"isotropic:   h = {isotropic.bandwidth_:.3f}")
 print(f"per feature: h = {np.round(learned.bandwidth_, 3)}")
 print(f"LOO MSE {-isotropic.best_score_:.4f} -> {-learned.best_score_:.4f}")
