@@ -11,14 +11,17 @@ from ._exceptions import (
     LocalLinearMemoryWarning,
 )
 from ._persistence import skops_trusted_types
+from ._plotting import AttentionWeightsDisplay, FitDisplay, plot_kernels
 from ._progress import progress_bar
 from ._regression import KernelAttentionRegressor
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AttentionWeightsDisplay",
     "BandwidthEdgeWarning",
     "EmptyNeighborhoodWarning",
+    "FitDisplay",
     "KernelAttentionClassifier",
     "KernelAttentionClassifierCV",
     "KernelAttentionRegressor",
@@ -27,6 +30,7 @@ __all__ = [
     "LocalLinearMemoryWarning",
     "__version__",
     "kernels",
+    "plot_kernels",
     "progress_bar",
     "skops_trusted_types",
 ]
