@@ -4,7 +4,8 @@ The attention kernels and their weights
 ==========================================
 
 Every kernel of :mod:`sklearn_kernelpool.kernels` is a function of the scaled
-distance ``x = ||q - k|| / h``. This example draws them and shows how the
+distance ``x = ||q - k|| / h``. This example draws them with
+:func:`~sklearn_kernelpool.plot_kernels` and shows how the
 bandwidth ``h`` turns one kernel into the attention weights of a query over a
 handful of keys.
 """
@@ -13,18 +14,21 @@ handful of keys.
 # The kernel shapes
 # -----------------
 # Each kernel equals 1 at zero; compact kernels vanish from ``|x| = 1`` on.
+# :func:`~sklearn_kernelpool.plot_kernels` draws every built-in kernel, or
+# those named.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sklearn_kernelpool import kernels
+from sklearn_kernelpool import kernels, plot_kernels
 
-x = np.linspace(-2.5, 2.5, 1001)
 fig, ax = plt.subplots(figsize=(8, 4.5))
-for name in ["gaussian", "boxcar", "constant", "epanechikov", "epanechnikov"]:
-    ax.plot(x, getattr(kernels, name)(x), label=name)
-ax.set_xlabel("scaled distance x")
-ax.set_ylabel("alpha(x)")
-ax.legend()
+plot_kernels(ax=ax)
+ax.set_title("Every built-in kernel")
+
+# %%
+# The four kernels of Dive into Deep Learning, and the parabolic
+# Epanechnikov kernel of statistics:
+ax = plot_kernels(["gaussian", "boxcar", "constant", "epanechikov", "epanechnikov"])
 ax.set_title("The four Dive into Deep Learning kernels and the parabolic one")
 
 # %%

@@ -282,12 +282,18 @@ def plot_kernels(kernels=None, *, ax=None):
     if ax is None:
         ax = _new_axes()
     x = np.linspace(-2.5, 2.5, 1001)
-    for label, function in resolved:
+    for i, (label, function) in enumerate(resolved):
         values = np.asarray(function(x), dtype=float) * np.ones_like(x)
-        ax.plot(x, values, label=label)
+        # The colour cycle has ten colours: dash the lines that repeat one.
+        ax.plot(x, values, label=label, linestyle="-" if i < 10 else "--")
     ax.set_xlabel("scaled distance x = |q - k| / h")
     ax.set_ylabel("alpha(x)")
-    ax.legend()
+    # The legend goes above the curves, in rows of up to four names.
+    columns = min(len(resolved), 4)
+    rows = -(-len(resolved) // columns)
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high + 0.1 * rows * (high - low))
+    ax.legend(loc="upper center", ncols=columns, fontsize="small")
     return ax
 
 
