@@ -45,32 +45,47 @@ def tune(kernel, X, y):
     return search.fit(X, y)
 
 
-def _plot(results, X, y, X_test, path):
+def _figure(results, X, y, X_test):
+    """The figure: each tuned fit with its 95 % confidence band and data
+    (top), and its attention weights on the test queries (bottom)."""
     from matplotlib.figure import Figure
+
+    from ._plotting import AttentionWeightsDisplay, FitDisplay
 
     fig = Figure(figsize=(16, 7), layout="constrained")
     axes = fig.subplots(2, len(results))
     for (kernel, search), top, bottom in zip(results.items(), *axes, strict=True):
         best = search.best_estimator_
-        top.plot(X_test[:, 0], true_curve(X_test[:, 0]), label="truth")
-        top.plot(X_test[:, 0], best.predict(X_test), label="pooled")
-        top.plot(X[:, 0], y, "o", alpha=0.5, label="training values")
+        top.plot(X_test[:, 0], true_curve(X_test[:, 0]), "k--", label="truth")
+        FitDisplay.from_estimator(
+            best,
+            X,
+            y,
+            confidence=0.95,
+            ax=top,
+            line_kw={"label": "pooled"},
+            scatter_kw={"label": "training values"},
+        )
         top.set_title(f"{kernel}, h = {best.bandwidth_:.3g}")
-        top.set_xlabel("x")
-        weights = best._pool.attention_weights(X_test)
-        image = bottom.imshow(
-            weights,
-            aspect="auto",
-            cmap="Reds",
-            vmin=0.0,
-            extent=(0, len(X), X_test[-1, 0], X_test[0, 0]),
+        AttentionWeightsDisplay.from_estimator(
+            best,
+            X_test,
+            ax=bottom,
+            imshow_kw={"extent": (0, len(X), X_test[-1, 0], X_test[0, 0])},
         )
         bottom.set_xlabel("training keys, sorted (index)")
         bottom.set_ylabel("query x")
-        fig.colorbar(image, ax=bottom)
-    axes[0, 0].legend()
-    fig.suptitle("Attention pooling by similarity: fits and attention weights")
-    fig.savefig(path, dpi=80)
+    for ax in axes[0, 1:]:
+        ax.get_legend().remove()
+    fig.suptitle(
+        "Attention pooling by similarity: fits with their 95% pointwise "
+        "confidence bands, and attention weights"
+    )
+    return fig
+
+
+def _plot(results, X, y, X_test, path):
+    _figure(results, X, y, X_test).savefig(path, dpi=80)
 
 
 def main(argv=None):
@@ -80,7 +95,8 @@ def main(argv=None):
         description=(
             "Fit the Dive into Deep Learning toy problem (40 points, "
             "y = 2 sin x + x + noise) with four attention kernels, tune each "
-            "bandwidth with GridSearchCV and compare against the true curve."
+            "bandwidth with GridSearchCV and compare against the true curve; "
+            "the figure draws each fit with its 95% confidence band."
         ),
     )
     parser.add_argument(

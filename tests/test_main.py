@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from sklearn_kernelpool._main import MISSION_KERNELS, load_toy, main, true_curve
+from sklearn_kernelpool._main import (
+    MISSION_KERNELS,
+    _figure,
+    load_toy,
+    main,
+    true_curve,
+    tune,
+)
 
 
 def test_embedded_data_is_the_toy_problem():
@@ -43,6 +50,33 @@ def test_main_prints_the_table_and_writes_the_figure(tmp_path, capsys):
     path = tmp_path / "figures" / "attention_pooling.png"
     assert f"figure written to {path}" in output
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
+def test_the_figure_draws_each_fit_with_its_confidence_band():
+    pytest.importorskip("matplotlib")
+    X, y = load_toy()
+    X_test = np.arange(0.0, 5.0, 0.1)[:, None]
+    results = {kernel: tune(kernel, X, y) for kernel in ("gaussian", "boxcar")}
+    fig = _figure(results, X, y, X_test)
+    axes = fig.axes[:2]  # the fits; then the heatmaps and their colour bars
+    grid = np.linspace(X.min(), X.max(), 100)[:, None]
+    for ax, search in zip(axes, results.values(), strict=True):
+        best = search.best_estimator_
+        (line,) = [line for line in ax.get_lines() if line.get_label() == "pooled"]
+        assert_allclose(line.get_ydata(), best.predict(grid))
+        (band,) = ax.collections[:1]
+        lower, upper = best.confidence_interval(grid, level=0.95)
+        vertices = band.get_paths()[0].vertices
+        for edge in (lower, upper):
+            points = np.column_stack([grid[:, 0], edge])
+            distance = np.abs(points[:, None, :] - vertices[None, :, :]).sum(axis=2)
+            assert distance.min(axis=1).max() < 1e-12
+        assert np.all(lower <= best.predict(grid)) and np.all(upper >= lower)
+    image = fig.axes[2].images[0]
+    order = np.argsort(X[:, 0], kind="stable")
+    best = results["gaussian"].best_estimator_
+    assert_allclose(image.get_array(), best.attention_weights(X_test)[:, order])
 
 
 def test_main_without_matplotlib(monkeypatch, tmp_path, capsys):
