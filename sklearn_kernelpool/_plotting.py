@@ -297,13 +297,48 @@ def plot_kernels(kernels=None, *, ax=None):
     return ax
 
 
+def _grid_queries(X, X_array, index, grid, categorical):
+    """Queries along feature ``index``: the grid there, each continuous feature
+    at its median and each categorical one at its most frequent value (the
+    first such row's value), in the form of ``X`` (DataFrame or array)."""
+    n = len(grid)
+    held = {}
+    for j in range(X_array.shape[1]):
+        if j == index:
+            held[j] = grid
+        elif categorical[j]:
+            values, inverse, counts = np.unique(
+                X_array[:, j].astype(str), return_inverse=True, return_counts=True
+            )
+            row = int(np.flatnonzero(inverse.ravel() == np.argmax(counts))[0])
+            held[j] = row  # a row position: keeps the value and its dtype
+        else:
+            held[j] = np.full(n, np.median(X_array[:, j].astype(np.float64)))
+    if hasattr(X, "iloc"):
+        queries = X.iloc[np.zeros(n, dtype=int)].reset_index(drop=True)
+        for j, value in held.items():
+            name = X.columns[j]
+            if categorical[j]:
+                queries[name] = X[name].iloc[np.full(n, value)].reset_index(drop=True)
+            else:
+                queries[name] = value
+        return queries
+    queries = np.array(X_array[np.zeros(n, dtype=int)])
+    if queries.dtype.kind not in "fO":
+        queries = queries.astype(np.float64)
+    for j, value in held.items():
+        queries[:, j] = X_array[value, j] if categorical[j] else value
+    return queries
+
+
 class FitDisplay:
     """The data, the fitted curve along one feature and its bands.
 
     The picture statisticians draw first: the training values against one
     feature, the fit on a grid along it (the other features at their
     medians), the confidence band of the mean function and, optionally, the
-    prediction band of new observations. Build it with
+    prediction band of new observations (categorical features at their most
+    frequent value). Build it with
     :meth:`from_estimator`, or from arrays and :meth:`plot`.
 
     Parameters
@@ -471,13 +506,14 @@ class FitDisplay:
             draws the bands when the search has no interval methods).
         X : array-like of shape (n_samples, n_features)
             The data to draw, usually the training data. The grid runs over
-            the range of ``X[:, feature]``; the other features are held at
-            their medians over ``X``.
+            the range of ``X[:, feature]``; the other continuous features are
+            held at their medians over ``X``, and categorical ones at their
+            most frequent value.
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Their targets.
         feature : int or str, default=0
-            The feature along which to draw: a column index, or a name of
-            ``estimator.feature_names_in_``.
+            The continuous feature along which to draw: a column index, or a
+            name of ``estimator.feature_names_in_``.
         target : int, default=0
             The output drawn, for multi-output fits; 0 for one output.
         confidence : float or None, default=0.95
@@ -528,7 +564,6 @@ class FitDisplay:
         X_array = X.toarray() if sp.issparse(X) else np.asarray(X)
         if X_array.ndim != 2:
             raise ValueError(f"X must be 2-D; got an array of shape {X_array.shape}.")
-        X_array = X_array.astype(np.float64)
         n_features = X_array.shape[1]
         names = getattr(estimator, "feature_names_in_", None)
         if isinstance(feature, str):
@@ -561,14 +596,18 @@ class FitDisplay:
                 f"target must be an output index in [0, {n_outputs}); got {target!r}."
             )
 
-        x = X_array[:, index]
+        fitted_model = getattr(estimator, "best_estimator_", estimator)
+        categorical = getattr(fitted_model, "is_categorical_", None)
+        if categorical is None:
+            categorical = np.zeros(n_features, dtype=bool)
+        if categorical[index]:
+            raise ValueError(
+                f"feature {feature!r} is categorical; {cls.__name__} draws along "
+                "a continuous feature."
+            )
+        x = X_array[:, index].astype(np.float64)
         grid = np.linspace(np.min(x), np.max(x), grid_resolution)
-        grid_X = np.tile(np.median(X_array, axis=0), (grid_resolution, 1))
-        grid_X[:, index] = grid
-        if columns is not None:
-            import pandas as pd
-
-            grid_X = pd.DataFrame(grid_X, columns=columns)
+        grid_X = _grid_queries(X, X_array, index, grid, categorical)
 
         def column(values):
             values = np.asarray(values)

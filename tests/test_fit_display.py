@@ -190,3 +190,32 @@ def test_without_matplotlib_a_clear_import_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ImportError, match=r"FitDisplay.from_estimator requires"):
         FitDisplay.from_estimator(reg, X, y)
+
+
+def test_categorical_features_held_at_their_most_frequent_value():
+    pd = pytest.importorskip("pandas")
+    X, y = toy(d=2)
+    rng = np.random.default_rng(1)
+    colour = rng.choice(["red", "blue", "blue", "green"], size=len(y))
+    frame = pd.DataFrame({"a": X[:, 0], "colour": colour, "b": X[:, 1]})
+    frame["colour"] = frame["colour"].astype("category")
+    reg = KernelAttentionRegressor(bandwidth=1.0, categorical_features="from_dtype")
+    reg.fit(frame, y)
+    display = FitDisplay.from_estimator(reg, frame, y, feature="b", confidence=None)
+    grid_X = display.grid_X
+    assert grid_X["colour"].dtype == frame["colour"].dtype
+    assert (grid_X["colour"] == pd.Series(colour).mode()[0]).all()
+    assert_allclose(grid_X["a"], np.median(X[:, 0]))
+    assert_allclose(display.line_.get_ydata(), reg.predict(grid_X))
+    with pytest.raises(ValueError, match="feature 'colour' is categorical"):
+        FitDisplay.from_estimator(reg, frame, y, feature="colour", confidence=None)
+
+    # The same with an object array and column indices.
+    objects = np.column_stack([X[:, 0], colour, X[:, 1]]).astype(object)
+    objects[:, [0, 2]] = X
+    reg = KernelAttentionRegressor(bandwidth=1.0, categorical_features=[1])
+    reg.fit(objects, y)
+    display = FitDisplay.from_estimator(reg, objects, y, feature=2, confidence=None)
+    assert (display.grid_X[:, 1] == pd.Series(colour).mode()[0]).all()
+    assert_allclose(display.grid_X[:, 0].astype(float), np.median(X[:, 0]))
+    assert_allclose(display.line_.get_ydata(), reg.predict(display.grid_X))
