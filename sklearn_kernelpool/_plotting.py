@@ -95,6 +95,7 @@ class AttentionWeightsDisplay:
     See Also
     --------
     KernelAttentionRegressor.attention_weights : The weights drawn.
+    plot_kernels : The kernels the weights come from.
 
     Examples
     --------
@@ -264,6 +265,10 @@ def plot_kernels(kernels=None, *, ax=None):
         The axes, one line per kernel (labelled with its name, or the
         function's ``__name__``) and a legend.
 
+    See Also
+    --------
+    sklearn_kernelpool.kernels : The built-in kernels.
+
     Examples
     --------
     >>> from sklearn_kernelpool import plot_kernels
@@ -376,6 +381,11 @@ class FitDisplay:
         The axes.
     figure_ : matplotlib.figure.Figure
         The figure of the axes.
+
+    See Also
+    --------
+    KernelAttentionRegressor.confidence_interval : The confidence band.
+    KernelAttentionRegressor.prediction_interval : The prediction band.
 
     Examples
     --------
