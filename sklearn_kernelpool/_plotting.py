@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import is_regressor
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_consistent_length, check_is_fitted
 
 from . import kernels as _kernels
 
@@ -145,11 +145,12 @@ class AttentionWeightsDisplay:
         weights = np.asarray(self.weights)
         kw = {"aspect": "auto", "interpolation": "nearest"}
         if cmap is None:
-            low = np.nanmin(weights) if weights.size else 0.0
-            if low >= 0 or np.isnan(low):
+            # NaN rows (on_empty="nan") are left blank.
+            finite = weights[np.isfinite(weights)]
+            if finite.size == 0 or finite.min() >= 0:
                 cmap, kw["vmin"] = "Reds", 0.0
             else:
-                top = np.nanmax(np.abs(weights))
+                top = np.abs(finite).max()
                 cmap, kw["vmin"], kw["vmax"] = "RdBu_r", -top, top
         kw["cmap"] = cmap
         kw.update(imshow_kw or {})
@@ -595,6 +596,7 @@ class FitDisplay:
             raise ValueError(
                 f"feature must be a column index or a feature name; got {feature!r}."
             )
+        check_consistent_length(X_array, y)
         y_array = np.asarray(y, dtype=np.float64)
         n_outputs = 1 if y_array.ndim == 1 else y_array.shape[1]
         if (

@@ -10,6 +10,7 @@ from sklearn.exceptions import NotFittedError
 
 from sklearn_kernelpool import (
     AttentionWeightsDisplay,
+    EmptyNeighborhoodWarning,
     KernelAttentionClassifier,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
@@ -93,6 +94,20 @@ def test_colour_scale_is_diverging_only_for_negative_weights():
     assert display.im_.get_cmap().name == "RdBu_r"
     assert_allclose(display.im_.norm.vmin, -np.abs(weights).max())
     assert_allclose(display.im_.norm.vmax, np.abs(weights).max())
+
+
+def test_rows_of_nan_weights_are_blank():
+    X, y = toy()
+    reg = KernelAttentionRegressor("boxcar", bandwidth=0.2, on_empty="nan")
+    reg.fit(X, y)
+    queries = np.array([[-5.0], [X[0, 0]], [20.0]])
+    with pytest.warns(EmptyNeighborhoodWarning):
+        display = AttentionWeightsDisplay.from_estimator(reg, queries)
+    assert np.isnan(display.weights[[0, 2]]).all()
+    assert display.im_.norm.vmin == 0 and display.im_.get_cmap().name == "Reds"
+    with pytest.warns(EmptyNeighborhoodWarning):
+        display = AttentionWeightsDisplay.from_estimator(reg, queries[[0]])
+    assert display.im_.get_cmap().name == "Reds"
 
 
 def test_classifier_and_search_estimators():

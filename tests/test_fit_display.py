@@ -166,13 +166,15 @@ def test_display_from_arrays():
         ({"feature": 0.5}, "feature must be a column index or a feature name"),
         ({"target": 1}, r"target must be an output index in \[0, 1\)"),
         ({"grid_resolution": 1}, "grid_resolution must be an integer >= 2"),
+        ({"y": np.zeros(3)}, "inconsistent numbers of samples"),
     ],
 )
 def test_invalid_parameters(kwargs, message):
     X, y = toy(d=2)
     reg = KernelAttentionRegressor(bandwidth=1.0).fit(X, y)
+    kwargs = {"y": y, **kwargs}
     with pytest.raises(ValueError, match=message):
-        FitDisplay.from_estimator(reg, X, y, **kwargs)
+        FitDisplay.from_estimator(reg, X, **kwargs)
 
 
 def test_unfitted_estimators_and_classifiers_are_refused():
