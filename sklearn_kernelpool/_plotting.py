@@ -370,6 +370,9 @@ class FitDisplay:
 
     Attributes
     ----------
+    grid_X : ndarray or DataFrame of shape (n_grid, n_features)
+        The queries of the grid, in the form of ``X``; set by
+        :meth:`from_estimator` only.
     scatter_ : matplotlib.collections.PathCollection
         The data points.
     line_ : matplotlib.lines.Line2D
