@@ -1,0 +1,237 @@
+"""Derivatives of the fitted function with respect to the query.
+
+Both fits are linear in the training values, and so are their gradients:
+``grad f(q) = sum_i G_i(q) y_i`` with one vector ``G_i(q)`` of
+``n_features`` entries per training row. With ``z = x / h`` the coordinates
+scaled by the (per-feature) bandwidth, ``D_i = z_q - z_i``, ``r^2`` the
+squared adaptive scale of the query (1 for a fixed width, see
+:mod:`._adaptive`) and ``s_i = |D_i|^2 / r^2`` the squared scaled distance,
+the normalised attention weights ``p_i`` of the query give:
+
+- ``degree=0`` (the ratio ``f = sum_i a_i y_i / sum_i a_i``, ``a_i`` the
+  attention scores)::
+
+      v_i = grad log a_i = phi(s_i) D_i / (h r^2),
+      G_i = p_i (v_i - sum_j p_j v_j),
+
+  with ``phi(s) = d log alpha / d(s / 2) = alpha'(u) / (u alpha(u))`` at
+  ``u = sqrt(s)`` (:data:`_LOG_SLOPES`). Sample weights and the categorical
+  factor do not depend on the continuous query and drop out of ``v_i``.
+- ``degree=1`` (the slope ``beta`` of the weighted least-squares fit of
+  ``y ~ b + beta . (z - z_q)``): with ``K_i = -D_i``, ``m = sum_i p_i K_i`` and
+  ``C = sum_i p_i (K_i - m)(K_i - m)^T``, ``beta = sum_i C^+ p_i (K_i - m)
+  y_i`` (the slope rows of ``(Z^T P Z)^+ Z^T P`` for the design
+  ``Z = [1, K]``), so ``G_i = C^+ p_i (K_i - m) / h``, with the pseudo-inverse
+  over the numerical rank of :mod:`._local_linear`.
+
+The standard errors are ``sqrt(sum_i G_i^2 sigma_i^2)`` with the residual
+variances of :func:`._residuals.residual_variance`.
+"""
+
+import numpy as np
+from sklearn.utils import gen_batches
+
+from ._adaptive import safe_radii
+from ._base import validate_queries
+from ._chunking import working_memory_bytes
+from ._local_linear import MomentLayout, _apply_inverse, _centred_scale, _pseudo_inverse
+from ._residuals import residual_variance
+from ._threads import engine_threads
+from ._xp_pool import is_array_api_pool
+
+
+def _zero(s):
+    return np.zeros_like(s)
+
+
+def _gaussian(s):
+    return np.full_like(s, -1.0)
+
+
+def _cauchy(s):
+    return -2.0 / (1.0 + s)
+
+
+def _exponential(s):
+    # -1 / u; 0 at u = 0, where the kink has the subgradient 0.
+    u = np.sqrt(s)
+    return np.where(u > 0, -1.0 / np.where(u > 0, u, 1.0), 0.0)
+
+
+def _epanechikov(s):
+    # alpha = 1 - u: -1 / (u (1 - u)); 0 at u = 0 (the kink's subgradient).
+    u = np.sqrt(s)
+    safe = np.where(u > 0, u, 1.0) * (1.0 - u)
+    return np.where(u > 0, -1.0 / safe, 0.0)
+
+
+def _power(k):
+    # alpha = (1 - s)**k: phi = -2 k / (1 - s).
+    def phi(s):
+        return -2.0 * k / (1.0 - s)
+
+    return phi
+
+
+def _tricube(s):
+    # alpha = (1 - u**3)**3: alpha' / alpha = -9 u**2 / (1 - u**3).
+    u = np.sqrt(s)
+    return -9.0 * u / (1.0 - u * u * u)
+
+
+def _cosine(s):
+    # alpha = cos(pi u / 2): phi = -(pi / 2)**2 tan(t) / t at t = pi u / 2.
+    t = (np.pi / 2) * np.sqrt(s)
+    ratio = np.where(t > 0, np.tan(t) / np.where(t > 0, t, 1.0), 1.0)
+    return -((np.pi / 2) ** 2) * ratio
+
+
+#: ``phi(s) = d log alpha / d(s / 2)`` of each built-in kernel, as a function
+#: of the squared scaled distance ``s``, valid inside the support (``s < 1``
+#: for the compact kernels). The kinks at ``u = 0`` (exponential,
+#: epanechikov) get the symmetric subgradient 0; the boxcar's jump at the
+#: edge is a Dirac term left out (its derivative is 0 almost everywhere).
+_LOG_SLOPES = {
+    "gaussian": _gaussian,
+    "boxcar": _zero,
+    "constant": _zero,
+    "epanechikov": _epanechikov,
+    "epanechnikov": _power(1),
+    "biweight": _power(2),
+    "triweight": _power(3),
+    "tricube": _tricube,
+    "cosine": _cosine,
+    "exponential": _exponential,
+    "cauchy": _cauchy,
+}
+
+# float64 arrays of n_keys x n_features per query held at once: the
+# differences, the gradient factors, their squares and temporaries.
+_ROW_ARRAYS = 5
+
+
+def check_gradient_support(estimator):
+    """Refuse the estimators whose fit has no gradient here."""
+    pool = estimator._pool
+    if is_array_api_pool(pool):
+        raise ValueError(
+            "predict_gradient works on NumPy arrays only; this estimator was "
+            "fitted on arrays of another array API namespace. Fit it on NumPy "
+            "arrays to compute gradients."
+        )
+    if pool.degree == 0 and pool._arguments["user_kernel"]:
+        raise ValueError(
+            "predict_gradient with degree=0 needs the derivative of the kernel, "
+            f"which is known for the built-in kernels only ({sorted(_LOG_SLOPES)}); "
+            f"got the callable kernel {pool.kernel.name!r}. Use a built-in kernel, "
+            "or degree=1, whose slope needs no derivative of the kernel."
+        )
+
+
+def _gradient_factors(pool, p, diff, r2, layout, centers):
+    """``G`` of shape (n_rows, n_features, n_keys) for rows of weights ``p``.
+
+    ``diff`` holds ``D = z_q - z_i`` (n_rows, n_keys, n_features), ``r2`` the
+    squared adaptive scales (ones for a fixed width).
+    """
+    h = np.broadcast_to(pool.bandwidth, (diff.shape[2],))
+    if pool.degree == 0:
+        s = np.einsum("qnf,qnf->qn", diff, diff) / r2[:, None]
+        inside = p > 0
+        if np.isfinite(pool.kernel.support):
+            inside &= s < pool.kernel.support**2
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            phi = _LOG_SLOPES[pool.kernel.name](np.where(inside, s, 0.0))
+        a = np.where(inside, p * phi, 0.0)
+        scale = 1.0 / (h[None, :] * r2[:, None])  # (n_rows, d)
+        factors = np.einsum("qn,qnf->qfn", a, diff) * scale[:, :, None]
+        mean = factors.sum(axis=2)  # sum_j p_j v_j
+        factors -= p[:, None, :] * mean[:, :, None]
+        return factors
+    local = -diff
+    m = np.einsum("qn,qnf->qf", p, local)
+    local -= m[:, None, :]
+    weighted = local * p[:, :, None]
+    cov = np.einsum("qnf,qne->qfe", weighted, local)
+    del local
+    scale = _centred_scale(m, cov, centers)
+    vectors, inverse, _ = _pseudo_inverse(cov, scale, layout)
+    factors = _apply_inverse(vectors, inverse, weighted.transpose(0, 2, 1))
+    return factors / h[None, :, None]
+
+
+def predict_gradient(estimator, X, return_se):
+    """The gradients (and standard errors) of a fitted regressor at ``X``.
+
+    Returns ``(gradient, se)`` of shape (n_queries, n_features, n_outputs),
+    ``se`` None unless ``return_se``; NaN in the categorical features.
+    """
+    check_gradient_support(estimator)
+    X = validate_queries(estimator, X)
+    pool = estimator._pool
+    values = np.asarray(estimator.values_, dtype=np.float64)
+    values = values.reshape(values.shape[0], -1)[pool.support]
+    variance = None
+    if return_se:
+        variance = residual_variance(estimator)[0][pool.support]
+    n_keys, d = pool.keys.shape
+    layout = MomentLayout(d, values.shape[1], n_keys)
+    keys = pool.exact.keys  # unscaled keys of positive weight, float64
+    h = pool.bandwidth
+    fill = np.nan if pool.on_empty in ("nan", "raise") else 0.0
+    budget = working_memory_bytes() / engine_threads(estimator.n_jobs)
+    sub_rows = max(1, int(budget // (8 * _ROW_ARRAYS * n_keys * d + 1)))
+
+    def work(X_chunk, workspace):
+        queries = pool._queries(X_chunk)
+        p, empty = pool._normalized_scores(queries, workspace, sparse=False)
+        p = np.array(p, dtype=np.float64)
+        p[empty] = 0.0
+        raw = queries[2]
+        if len(queries) > 3:
+            r2, coincident = safe_radii(queries[3])
+        else:
+            r2, coincident = np.ones(len(raw)), np.zeros(len(raw), dtype=bool)
+        n_rows = len(raw)
+        grad = np.empty((n_rows, d, values.shape[1]))
+        se = np.empty_like(grad) if return_se else None
+        for rows in gen_batches(n_rows, sub_rows):
+            diff = (raw[rows, None, :] - keys[None, :, :]) / h
+            centers = pool.center - np.asarray(raw[rows], np.float64) / h
+            G = _gradient_factors(pool, p[rows], diff, r2[rows], layout, centers)
+            del diff
+            grad[rows] = G @ values
+            if return_se:
+                np.square(G, out=G)
+                se[rows] = np.sqrt(G @ variance)
+        still = coincident if pool.degree == 0 else np.zeros_like(coincident)
+        grad[still] = 0.0
+        grad[empty] = fill
+        if return_se:
+            se[still] = 0.0
+            se[empty] = fill
+        return (grad, se), empty
+
+    chunks = pool._run_chunks(
+        X, None, work, estimator.n_jobs, extra_row_bytes=8 * n_keys
+    )
+    grad = np.concatenate([c[0] for c in chunks]) if chunks else np.empty((0, d, 1))
+    se = None
+    if return_se:
+        se = np.concatenate([c[1] for c in chunks]) if chunks else np.empty_like(grad)
+    return _place(estimator, grad, pool.dtype), (
+        None if se is None else _place(estimator, se, pool.dtype)
+    )
+
+
+def _place(estimator, continuous, dtype):
+    """Put the continuous features' columns in place, NaN in the others."""
+    mask = getattr(estimator, "is_categorical_", None)
+    if mask is None:
+        return continuous.astype(dtype, copy=False)
+    out = np.full(
+        (continuous.shape[0], len(mask), continuous.shape[2]), np.nan, dtype=dtype
+    )
+    if not np.all(mask):
+        out[:, ~mask] = continuous
+    return out
