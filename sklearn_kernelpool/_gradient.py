@@ -180,12 +180,12 @@ def predict_gradient(estimator, X, return_se):
     h = pool.bandwidth
     fill = np.nan if pool.on_empty in ("nan", "raise") else 0.0
     budget = working_memory_bytes() / engine_threads(estimator.n_jobs)
-    sub_rows = max(1, int(budget // (8 * _ROW_ARRAYS * n_keys * d + 1)))
+    row_bytes = 8 * _ROW_ARRAYS * n_keys * d
 
     def work(X_chunk, workspace):
         queries = pool._queries(X_chunk)
         p, empty = pool._normalized_scores(queries, workspace, sparse=False)
-        p = np.array(p, dtype=np.float64)
+        p = np.asarray(p, dtype=np.float64)  # a new array: ours to change
         p[empty] = 0.0
         raw = queries[2]
         if len(queries) > 3:
@@ -193,6 +193,8 @@ def predict_gradient(estimator, X, return_se):
         else:
             r2, coincident = np.ones(len(raw)), np.zeros(len(raw), dtype=bool)
         n_rows = len(raw)
+        # The chunk's weights and the factors of its rows share the budget.
+        sub_rows = max(1, int((budget - p.nbytes) // row_bytes))
         grad = np.empty((n_rows, d, values.shape[1]))
         se = np.empty_like(grad) if return_se else None
         for rows in gen_batches(n_rows, sub_rows):
