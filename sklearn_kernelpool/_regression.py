@@ -595,10 +595,12 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         NaN, gradient and standard error alike.
 
         statsmodels' ``KernelReg(reg_type="ll").fit`` returns the same
-        local-linear marginal effects for the gaussian kernel and the same
-        bandwidth; its local-constant marginal effects differ from the
-        derivative of its own local-constant fit by a factor (statsmodels
-        0.15), and are not this quantity.
+        local-linear marginal effects (its second value) for the gaussian
+        kernel and the same bandwidth. Its local-constant marginal effects
+        (``reg_type="lc"``, statsmodels 0.15) are not the derivative of its
+        own local-constant fit (off by a constant factor with one feature,
+        by varying ones with more), so they are no reference for
+        ``degree=0``.
 
         Examples
         --------

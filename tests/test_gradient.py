@@ -129,11 +129,12 @@ def test_degree_0_flat_kernels_give_zero(kernel, data):
     assert_allclose(central_differences(reg.predict, Q), 0.0, atol=1e-12)
 
 
-@pytest.mark.parametrize("kernel", CANONICAL)
-@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
+@pytest.mark.parametrize(
+    "kernel, algorithm",
+    [(kernel, "brute") for kernel in CANONICAL]
+    + [(kernel, tree) for kernel in COMPACT for tree in ("kd_tree", "ball_tree")],
+)
 def test_degree_1_recovers_linear_slopes(kernel, algorithm):
-    if algorithm != "brute" and not KERNELS[kernel].is_compact:
-        pytest.skip("the trees pool compact kernels only")
     rng = np.random.default_rng(1)
     X = rng.uniform(0, 1, size=(200, 3))
     Y = np.column_stack([1.0 + X @ [2.0, -3.0, 0.5], 5.0 - X[:, 1]])
