@@ -34,7 +34,7 @@ from sklearn.utils import gen_batches
 from ._adaptive import safe_radii
 from ._base import validate_queries
 from ._chunking import working_memory_bytes
-from ._local_linear import MomentLayout, _apply_inverse, _centred_scale, _pseudo_inverse
+from ._local_linear import MomentLayout, _centred_scale, _pseudo_inverse
 from ._residuals import residual_variance
 from ._threads import engine_threads
 from ._xp_pool import is_array_api_pool
@@ -129,35 +129,43 @@ def check_gradient_support(estimator):
 
 
 def _gradient_factors(pool, p, diff, r2, layout, centers):
-    """``G`` of shape (n_rows, n_features, n_keys) for rows of weights ``p``.
+    """The factors ``G`` of rows of weights ``p``, and their correction.
 
-    ``diff`` holds ``D = z_q - z_i`` (n_rows, n_keys, n_features), ``r2`` the
-    squared adaptive scales (ones for a fixed width).
+    ``diff`` holds ``D = z_q - z_i`` with shape (n_rows, n_features, n_keys)
+    and is overwritten; ``r2`` the squared adaptive scales (ones for a fixed
+    width). Returns ``(G, mean)``: for degree 1, ``G`` of shape
+    (n_rows, n_features, n_keys) and ``mean`` None; for degree 0, ``p_i v_i``
+    in ``G`` and ``mean = sum_j p_j v_j`` of shape (n_rows, n_features), the
+    factors being ``G - p mean`` (left to the caller, which needs them only
+    for the standard errors).
     """
-    h = np.broadcast_to(pool.bandwidth, (diff.shape[2],))
+    d = diff.shape[1]
+    h = np.broadcast_to(pool.bandwidth, (d,))
     if pool.degree == 0:
-        s = np.einsum("qnf,qnf->qn", diff, diff) / r2[:, None]
+        s = np.einsum("qfn,qfn->qn", diff, diff)
+        s /= r2[:, None]
         inside = p > 0
         if np.isfinite(pool.kernel.support):
             inside &= s < pool.kernel.support**2
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             phi = _LOG_SLOPES[pool.kernel.name](np.where(inside, s, 0.0))
         a = np.where(inside, p * phi, 0.0)
-        scale = 1.0 / (h[None, :] * r2[:, None])  # (n_rows, d)
-        factors = np.einsum("qn,qnf->qfn", a, diff) * scale[:, :, None]
-        mean = factors.sum(axis=2)  # sum_j p_j v_j
-        factors -= p[:, None, :] * mean[:, :, None]
-        return factors
-    local = -diff
-    m = np.einsum("qn,qnf->qf", p, local)
-    local -= m[:, None, :]
-    weighted = local * p[:, :, None]
-    cov = np.einsum("qnf,qne->qfe", weighted, local)
-    del local
+        diff *= a[:, None, :]
+        diff *= (1.0 / (h[None, :] * r2[:, None]))[:, :, None]
+        return diff, diff.sum(axis=2)
+    # The local frame: K_i = z_i - z_q, centred on its weighted mean m.
+    local = np.negative(diff, out=diff)
+    m = np.matmul(local, p[:, :, None])[:, :, 0]
+    local -= m[:, :, None]
+    weighted = local * p[:, None, :]
+    cov = np.matmul(weighted, local.transpose(0, 2, 1))
     scale = _centred_scale(m, cov, centers)
     vectors, inverse, _ = _pseudo_inverse(cov, scale, layout)
-    factors = _apply_inverse(vectors, inverse, weighted.transpose(0, 2, 1))
-    return factors / h[None, :, None]
+    projected = np.matmul(vectors.transpose(0, 2, 1), weighted, out=weighted)
+    projected *= inverse[:, :, None]
+    factors = np.matmul(vectors, projected, out=local)
+    factors /= h[None, :, None]
+    return factors, None
 
 
 def predict_gradient(estimator, X, return_se):
@@ -176,8 +184,10 @@ def predict_gradient(estimator, X, return_se):
         variance = residual_variance(estimator)[0][pool.support]
     n_keys, d = pool.keys.shape
     layout = MomentLayout(d, values.shape[1], n_keys)
-    keys = pool.exact.keys  # unscaled keys of positive weight, float64
+    # The unscaled keys of positive weight (float64), one row per feature.
+    keys_t = np.ascontiguousarray(pool.exact.keys.T)
     h = pool.bandwidth
+    h_column = np.broadcast_to(h, (d,))[:, None]
     fill = np.nan if pool.on_empty in ("nan", "raise") else 0.0
     budget = working_memory_bytes() / engine_threads(estimator.n_jobs)
     row_bytes = 8 * _ROW_ARRAYS * n_keys * d
@@ -198,14 +208,21 @@ def predict_gradient(estimator, X, return_se):
         grad = np.empty((n_rows, d, values.shape[1]))
         se = np.empty_like(grad) if return_se else None
         for rows in gen_batches(n_rows, sub_rows):
-            diff = (raw[rows, None, :] - keys[None, :, :]) / h
-            centers = pool.center - np.asarray(raw[rows], np.float64) / h
-            G = _gradient_factors(pool, p[rows], diff, r2[rows], layout, centers)
+            q = raw[rows]
+            diff = (q[:, :, None] - keys_t[None]) / h_column
+            centers = pool.center - q / h
+            G, mean = _gradient_factors(pool, p[rows], diff, r2[rows], layout, centers)
             del diff
-            grad[rows] = G @ values
-            if return_se:
-                np.square(G, out=G)
-                se[rows] = np.sqrt(G @ variance)
+            grad[rows] = _times(G, values)
+            if mean is not None:
+                grad[rows] -= mean[:, :, None] * (p[rows] @ values)[:, None, :]
+            if not return_se:
+                continue
+            if mean is not None:
+                for j in range(d):
+                    G[:, j] -= p[rows] * mean[:, j, None]
+            np.square(G, out=G)
+            se[rows] = np.sqrt(_times(G, variance))
         still = coincident if pool.degree == 0 else np.zeros_like(coincident)
         grad[still] = 0.0
         grad[empty] = fill
@@ -224,6 +241,12 @@ def predict_gradient(estimator, X, return_se):
     return _place(estimator, grad, pool.dtype), (
         None if se is None else _place(estimator, se, pool.dtype)
     )
+
+
+def _times(G, matrix):
+    """``G @ matrix`` for ``G`` of shape (n_rows, d, n_keys), as one product."""
+    n_rows, d, n_keys = G.shape
+    return (G.reshape(n_rows * d, n_keys) @ matrix).reshape(n_rows, d, -1)
 
 
 def _place(estimator, continuous, dtype):
