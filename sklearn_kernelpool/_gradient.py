@@ -40,12 +40,13 @@ from ._threads import engine_threads
 from ._xp_pool import is_array_api_pool
 
 
+# Constant slopes are scalars, broadcast against the weights.
 def _zero(s):
-    return np.zeros_like(s)
+    return 0.0
 
 
 def _gaussian(s):
-    return np.full_like(s, -1.0)
+    return -1.0
 
 
 def _cauchy(s):
@@ -209,7 +210,8 @@ def predict_gradient(estimator, X, return_se):
         se = np.empty_like(grad) if return_se else None
         for rows in gen_batches(n_rows, sub_rows):
             q = raw[rows]
-            diff = (q[:, :, None] - keys_t[None]) / h_column
+            diff = np.subtract(q[:, :, None], keys_t[None])
+            diff /= h_column
             centers = pool.center - q / h
             G, mean = _gradient_factors(pool, p[rows], diff, r2[rows], layout, centers)
             del diff
