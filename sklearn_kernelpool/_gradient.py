@@ -154,10 +154,17 @@ def _gradient_factors(pool, p, diff, r2, layout, centers):
         diff *= a[:, None, :]
         diff *= (1.0 / (h[None, :] * r2[:, None]))[:, :, None]
         return diff, diff.sum(axis=2)
-    # The local frame: K_i = z_i - z_q, centred on its weighted mean m.
+    # The local frame: K_i = z_i - z_q, centred on its weighted mean m. The
+    # keys are first taken from the heaviest one, which then sits exactly at
+    # 0: where it carries almost all the weight, m is within rounding of it,
+    # and K_i - m would otherwise be rounding errors amplified by C^+.
     local = np.negative(diff, out=diff)
+    heaviest = np.argmax(p, axis=1)
+    reference = np.take_along_axis(local, heaviest[:, None, None], axis=2)
+    local -= reference
     m = np.matmul(local, p[:, :, None])[:, :, 0]
     local -= m[:, :, None]
+    m += reference[:, :, 0]
     weighted = local * p[:, None, :]
     cov = np.matmul(weighted, local.transpose(0, 2, 1))
     scale = _centred_scale(m, cov, centers)
@@ -215,9 +222,13 @@ def predict_gradient(estimator, X, return_se):
             centers = pool.center - q / h
             G, mean = _gradient_factors(pool, p[rows], diff, r2[rows], layout, centers)
             del diff
-            grad[rows] = _times(G, values)
-            if mean is not None:
-                grad[rows] -= mean[:, :, None] * (p[rows] @ values)[:, None, :]
+            # sum_i G_i (y_i - ybar): the sum of the factors is 0 (degree 1),
+            # or sum_i p_i (y_i - ybar) = 0 drops their correction (degree 0);
+            # so the level of y, times rounding errors, is left out.
+            ybar = p[rows] @ values
+            for k in range(values.shape[1]):
+                deviations = values[:, k][None, :] - ybar[:, k, None]
+                grad[rows, :, k] = np.matmul(G, deviations[:, :, None])[:, :, 0]
             if not return_se:
                 continue
             if mean is not None:
