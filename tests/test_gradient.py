@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _array_api import strict_namespace
 from _memory import FIXED_SLACK, INPUT_COPIES, output_bytes, traced_peak
 from _reference import FORMULAS
 from numpy.testing import assert_allclose, assert_array_equal
@@ -435,3 +436,12 @@ def test_validation(data):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         reg.predict_gradient(Q)
+
+
+def test_other_array_namespaces_are_refused(data):
+    xp = strict_namespace()
+    X, y, _, Q, _ = data
+    with config_context(array_api_dispatch=True):
+        reg = KernelAttentionRegressor().fit(xp.asarray(X), xp.asarray(y))
+        with pytest.raises(ValueError, match="predict_gradient works on NumPy arrays"):
+            reg.predict_gradient(xp.asarray(Q))
