@@ -26,6 +26,15 @@ the normalised attention weights ``p_i`` of the query give:
 
 The standard errors are ``sqrt(sum_i G_i^2 sigma_i^2)`` with the residual
 variances of :func:`._residuals.residual_variance`.
+
+Numerics: ``D_i`` is the difference of the unscaled coordinates, divided by
+the bandwidth; the local frame of degree 1 is first taken from the key of
+largest weight (so that a fit resting on keys of tiny weight, far from the
+data, keeps its relative accuracy), and the gradient is computed as
+``sum_i G_i (y_i - ybar)`` with ``ybar`` the local mean, which equals
+``sum_i G_i y_i`` because ``sum_i G_i = 0``. The ``n_features x n_keys``
+factors of a query are formed for a few queries at a time, within
+``working_memory`` shared with the chunk's weights.
 """
 
 import numpy as np
