@@ -545,6 +545,11 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             ``se(q)**2 = sum_i G_i(q)**2 sigma_i**2`` per feature, with the
             heteroscedasticity-consistent residual variances ``sigma_i**2``
             of the standard errors of ``predict`` (the same sandwich form).
+            They are conditional on the training ``X`` and measure the noise
+            only: the gradient estimates the derivative of the smoothed
+            curve, and the smoothing bias (small for ``degree=1``, which is
+            exact on linear functions; larger for ``degree=0``, above all
+            near the boundary of the data) is not in them.
 
         Returns
         -------
