@@ -225,26 +225,31 @@ def predict_gradient(estimator, X, return_se):
         grad = np.empty((n_rows, d, values.shape[1]))
         se = np.empty_like(grad) if return_se else None
         for rows in gen_batches(n_rows, sub_rows):
+            # Only the keys some query of the batch weighs (compact kernels).
+            used = np.flatnonzero(np.any(p[rows] != 0, axis=0))
+            if len(used) > n_keys // 2:
+                used = slice(None)  # no copies where most are weighed
+            weights, Y = p[rows][:, used], values[used]
             q = raw[rows]
-            diff = np.subtract(q[:, :, None], keys_t[None])
+            diff = np.subtract(q[:, :, None], keys_t[None, :, used])
             diff /= h_column
             centers = pool.center - q / h
-            G, mean = _gradient_factors(pool, p[rows], diff, r2[rows], layout, centers)
+            G, mean = _gradient_factors(pool, weights, diff, r2[rows], layout, centers)
             del diff
             # sum_i G_i (y_i - ybar): the sum of the factors is 0 (degree 1),
             # or sum_i p_i (y_i - ybar) = 0 drops their correction (degree 0);
             # so the level of y, times rounding errors, is left out.
-            ybar = p[rows] @ values
-            for k in range(values.shape[1]):
-                deviations = values[:, k][None, :] - ybar[:, k, None]
+            ybar = weights @ Y
+            for k in range(Y.shape[1]):
+                deviations = Y[:, k][None, :] - ybar[:, k, None]
                 grad[rows, :, k] = np.matmul(G, deviations[:, :, None])[:, :, 0]
             if not return_se:
                 continue
             if mean is not None:
                 for j in range(d):
-                    G[:, j] -= p[rows] * mean[:, j, None]
+                    G[:, j] -= weights * mean[:, j, None]
             np.square(G, out=G)
-            se[rows] = np.sqrt(_times(G, variance))
+            se[rows] = np.sqrt(_times(G, variance[used]))
         still = coincident if pool.degree == 0 else np.zeros_like(coincident)
         grad[still] = 0.0
         grad[empty] = fill
