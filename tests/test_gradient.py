@@ -481,3 +481,25 @@ def test_local_constant_standard_errors_match_the_spread_given_the_design():
         ses.append(se[:, 0])
     ratio = np.mean(ses, axis=0) / np.std(gradients, axis=0)
     assert np.all((ratio > 0.85) & (ratio < 1.15))
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("working_memory", [None, 1e-3])
+def test_compact_kernels_pool_only_the_keys_they_weigh(degree, working_memory):
+    # Narrow supports: each batch of queries forms its factors over the few
+    # keys it weighs; the result is that of the references all the same.
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 1, size=(300, 2))
+    y = np.sin(4 * X[:, 0]) * X[:, 1] + 0.1 * rng.normal(size=300)
+    Q = np.sort(rng.uniform(0.2, 0.8, size=(20, 2)), axis=0)
+    reg = KernelAttentionRegressor("triweight", 0.2, degree=degree).fit(X, y)
+    options = {} if working_memory is None else {"working_memory": working_memory}
+    with config_context(**options):
+        gradient = reg.predict_gradient(Q)
+    if degree == 0:
+        expected = central_differences(reg.predict, Q)
+    else:
+        expected = weighted_least_squares(X, y, Q, FORMULAS["triweight"], 0.2)[0][
+            ..., 0
+        ]
+    assert_allclose(gradient, expected, rtol=1e-6, atol=1e-7)
