@@ -27,6 +27,7 @@ from ._base import (
 from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._categorical_cv import CategoricalHeldOut
 from ._chunking import row_batches
+from ._diagnostics import SMOOTHER_CRITERIA, smoother_diagnostics
 from ._exceptions import BandwidthEdgeWarning
 from ._guard import guard_widths
 from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut
@@ -690,7 +691,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             None,
         ],
         "cv": ["cv_object"],
-        "scoring": [StrOptions(set(get_scorer_names())), callable, None],
+        "scoring": [
+            StrOptions(set(get_scorer_names()) | set(SMOOTHER_CRITERIA)),
+            callable,
+            None,
+        ],
         "per_feature": ["boolean", StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "degree": [Interval(Integral, 0, 1, closed="both"), StrOptions({"auto"})],
@@ -707,6 +712,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             None,
         ],
     }
+
+    # Whether fit computes ``effective_df_`` (the classifier's scoring pass
+    # does not need it).
+    _summarise = True
 
     def __init__(
         self,
@@ -802,6 +811,73 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             )
         return [int(k) for k in counts]
 
+    def _smoother_scoring(self):
+        """Whether ``scoring`` is a criterion of the in-sample smoother."""
+        return isinstance(self.scoring, str) and self.scoring in SMOOTHER_CRITERIA
+
+    def _check_smoother_scoring(self):
+        """Refuse what ``scoring="gcv"`` and ``"aicc"`` do not apply to."""
+        if not self._smoother_scoring():
+            return
+        if self.cv is not None:
+            raise ValueError(
+                f"scoring={self.scoring!r} is a criterion of the fit on the whole "
+                "training set, computed from the trace of its smoother matrix: "
+                f"it takes no cross-validation splits; got cv={self.cv!r}. Use "
+                "cv=None."
+            )
+        if self._per_feature_mode() is not False:
+            raise ValueError(
+                f"scoring={self.scoring!r} selects among the isotropic and "
+                "adaptive candidates; per-feature widths are learned on the "
+                "leave-one-out error. Use per_feature=False, or scoring=None; "
+                f"got per_feature={self.per_feature!r}."
+            )
+
+    def _smoother_criteria(self, params, results):
+        """Add the in-sample summaries of every candidate to ``results``.
+
+        ``effective_df``, ``gcv`` and ``aicc`` of each candidate fitted on all
+        the training data (:func:`._diagnostics.smoother_diagnostics`); with
+        ``scoring="gcv"`` or ``"aicc"`` the negated criterion replaces
+        ``mean_test_score``. Only with those scorings.
+        """
+        if not self._smoother_scoring():
+            return results
+        X, y, sample_weight, degree = self._smoother_data
+        summaries = [
+            smoother_diagnostics(
+                self._candidate(p, degree).fit(X, y, sample_weight=sample_weight)
+            )
+            for p in params
+        ]
+        results["effective_df"] = np.array([s.effective_df for s in summaries])
+        results["gcv"] = np.array([s.gcv for s in summaries])
+        results["aicc"] = np.array([s.aicc for s in summaries])
+        results["mean_test_score"] = -results[self.scoring]
+        return results
+
+    def _candidate(self, params, degree):
+        """An unfitted :class:`KernelAttentionRegressor` of one candidate."""
+        extra = {}
+        if "categorical_bandwidth" in params:
+            extra = {
+                "categorical_features": self.categorical_features,
+                "categorical_bandwidth": params["categorical_bandwidth"],
+            }
+        return KernelAttentionRegressor(
+            kernel=params["kernel"],
+            bandwidth=params["bandwidth"],
+            degree=params.get("degree", degree),
+            # Only rows of weight zero can be empty in their own fit, and
+            # they count for nothing in the criteria.
+            on_empty="nan" if self.on_empty == "raise" else self.on_empty,
+            algorithm=self.algorithm,
+            n_jobs=self.n_jobs,
+            n_neighbors=params.get("n_neighbors"),
+            **extra,
+        )
+
     def _per_feature_mode(self):
         """``per_feature`` as ``"auto"``, True or False."""
         if isinstance(self.per_feature, str):
@@ -834,7 +910,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         return h
 
     def _scorer(self, weighted):
-        if self.scoring is None:
+        if self.scoring is None or self._smoother_scoring():
             return None
         scorer = check_scoring(self, scoring=self.scoring)
         problem = _not_a_regression_scorer(scorer)
@@ -960,6 +1036,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 "KernelAttentionRegressor(n_neighbors=..., "
                 "categorical_features=...) directly."
             )
+        self._check_smoother_scoring()
         if self._per_feature_mode() is True and self.cv is not None:
             raise ValueError(
                 "per_feature=True learns the widths on the leave-one-out error "
@@ -1022,6 +1099,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self._say_search(X, names, grid, splits, len(degrees), counts, len(lambdas))
         data = (X, X64, y, Y, weights, sample_weight, scorer, weighted, splits)
         self._categorical = codes, lambdas
+        self._smoother_data = (
+            X_given if codes is not None else keys,
+            y,
+            given_weight,
+            degrees[0],
+        )
         params, results, capped = [], None, False
         if len(grid):
             params, results = self._score_grid(data, names, degrees, grid)
@@ -1103,6 +1186,13 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             **extra,
         ).fit(X_given if extra else keys, y, sample_weight=given_weight)
         # (it rescales the weights itself)
+        del self._smoother_data
+        if self._smoother_scoring():
+            self.effective_df_ = float(
+                self.cv_results_["effective_df"][self.best_index_]
+            )
+        elif self._summarise:
+            self.effective_df_ = smoother_diagnostics(self.best_estimator_).effective_df
         return self
 
     def _learn_categorical(self, X, X64, codes, y, Y, weights, scorer, weighted):
@@ -1209,7 +1299,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 [p["categorical_bandwidth"] for p in params]
             )
         results["params"] = params
-        return _in_grid_order(params, results)
+        params, results = _in_grid_order(params, results)
+        return params, self._smoother_criteria(params, results)
 
     def _score_adaptive(self, data, names, degrees, counts):
         """Score every (degree, kernel, n_neighbors) adaptive candidate.
@@ -1243,7 +1334,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 [p["degree"] for p in params], dtype=object
             )
         results["params"] = params
-        return params, results
+        return params, self._smoother_criteria(params, results)
 
     def _run(self, held_out, data, params, degrees):
         """The leave-one-out or K-fold results of the candidates ``params``."""
