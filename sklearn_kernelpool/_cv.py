@@ -349,6 +349,19 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         (``cv=n_samples``) need a scorer defined on one sample, which
         :math:`R^2` is not: use ``cv=None``, the exact leave-one-out.
 
+        ``"gcv"`` and ``"aicc"`` score each candidate fitted on all the data
+        by a criterion of its smoother matrix ``L`` (see
+        :meth:`KernelAttentionRegressor.smoother_diagnostics`):
+        generalised cross-validation [3]_, ``sigma2 / (1 - tr(L) / n)**2``,
+        or the corrected AIC [4]_ (R np's ``bwmethod="cv.aic"``),
+        ``log(sigma2) + (1 + tr(L) / n) / (1 - (tr(L) + 2) / n)``, with
+        ``sigma2`` the sample-weighted residual mean square and ``n`` the
+        rows of positive weight. ``mean_test_score`` is the negated
+        criterion (greater is better). They are defined on the whole
+        training set: they need ``cv=None`` and ``per_feature=False``
+        (``ValueError`` otherwise), and cost one more pass over the pairs
+        of points per candidate.
+
     per_feature : bool or "auto", default=False
         After the isotropic selection, learn one width per feature by
         minimising the leave-one-out squared error with L-BFGS-B on the log
@@ -532,7 +545,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         to the local mean, and ``rank_deficient_fraction``, the fraction
         whose local design was rank-deficient but of positive rank (a
         minimum-norm slope along the directions it determines); both are 0
-        for the candidates of degree 0 under ``degree="auto"``.
+        for the candidates of degree 0 under ``degree="auto"``. With
+        ``scoring="gcv"`` or ``"aicc"`` also ``effective_df``, ``gcv`` and
+        ``aicc`` of every candidate fitted on all the data.
         With ``n_neighbors``, the adaptive candidates follow the
         fixed ones, in the order of
         ``ParameterGrid({"kernel": ..., "n_neighbors": ...})`` (with
@@ -543,6 +558,13 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
+
+    effective_df_ : float
+        The effective degrees of freedom of ``best_estimator_``: the trace
+        of its smoother matrix on the training data, the sum of each
+        training row's own normalised weight in its own fit (0 for rows of
+        weight zero). See
+        :meth:`KernelAttentionRegressor.smoother_diagnostics`.
 
     categorical_bandwidth_ : float or ndarray of shape (n_categorical_features,)
         With categorical features, the selected ``lambda`` (one per feature
@@ -659,6 +681,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
        Statistical Association 99 (2004).
     .. [2] S. Varma and R. Simon, "Bias in error estimation when using
        cross-validation for model selection", BMC Bioinformatics 7 (2006).
+    .. [3] P. Craven and G. Wahba, "Smoothing noisy data with spline
+       functions", Numerische Mathematik 31 (1979).
+    .. [4] C. M. Hurvich, J. S. Simonoff and C.-L. Tsai, "Smoothing parameter
+       selection in nonparametric regression using an improved Akaike
+       information criterion", Journal of the Royal Statistical Society B 60
+       (1998).
 
     Examples
     --------
@@ -869,9 +897,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             kernel=params["kernel"],
             bandwidth=params["bandwidth"],
             degree=params.get("degree", degree),
-            # Only rows of weight zero can be empty in their own fit, and
-            # they count for nothing in the criteria.
-            on_empty="nan" if self.on_empty == "raise" else self.on_empty,
+            on_empty=self.on_empty,
             algorithm=self.algorithm,
             n_jobs=self.n_jobs,
             n_neighbors=params.get("n_neighbors"),

@@ -70,26 +70,26 @@ def smoother_diagnostics(estimator):
     values = np.asarray(estimator.values_, dtype=np.float64)
     values = values.reshape(values.shape[0], -1)
     n_samples = values.shape[0]
-    fitted = np.empty_like(values)
-    self_weight = np.empty(n_samples)
-    for batch, rows in smoother_rows(
-        estimator, training_keys(estimator), validated=True
-    ):
-        fitted[batch] = rows @ values
-        own = np.arange(n_samples)[batch]
-        self_weight[batch] = rows[np.arange(len(own)), own]
     weights = estimator.sample_weight_
     if weights is None:
         weights = np.ones(n_samples)
     weights = np.asarray(weights, dtype=np.float64)
-    positive = weights > 0
-    n = int(np.count_nonzero(positive))
     # Rows of weight zero are no observation: their column of L is zero (so
-    # is their own weight), and their residual counts for nothing.
-    effective_df = float(np.sum(self_weight[positive]))
-    residuals = values - fitted
+    # is their own weight), their residual counts for nothing, and their own
+    # fit (which may be empty) is not computed.
+    positive = np.flatnonzero(weights > 0)
+    n = len(positive)
+    fitted = np.full_like(values, np.nan)
+    self_weight = np.zeros(n_samples)
+    keys = training_keys(estimator)[positive]
+    for batch, rows in smoother_rows(estimator, keys, validated=True):
+        own = positive[batch]
+        fitted[own] = rows @ values
+        self_weight[own] = rows[np.arange(len(own)), own]
+    effective_df = float(np.sum(self_weight))
+    values, fitted_kept = values[positive], fitted[positive]
     w = weights[positive] / weights[positive].sum()
-    sigma2 = float(np.mean(w @ residuals[positive] ** 2))
+    sigma2 = float(np.mean(w @ (values - fitted_kept) ** 2))
     gcv, aicc = criteria(sigma2, effective_df, n)
     shape = estimator.values_.shape
     return Bunch(

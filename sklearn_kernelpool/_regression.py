@@ -533,7 +533,9 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
               sum_j w_j alpha(u_ij)`` for ``degree=0``); rows of weight zero
               have ``L_ii = 0``.
             - ``self_weight``: ndarray of shape (n_samples,), the ``L_ii``.
-            - ``fitted``: the in-sample fit ``L y``, shaped like ``y``.
+            - ``fitted``: the in-sample fit ``L y``, shaped like ``y``; NaN
+              on rows of weight zero, which are no observation (their own
+              fit is not computed).
             - ``n_observations``: ``n``.
             - ``sigma2``: the residual mean square
               ``sum_i w_i e_i**2 / sum_i w_i`` (averaged over the outputs).

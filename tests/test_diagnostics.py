@@ -117,6 +117,7 @@ def test_weights_zero_rows_count_for_nothing(data):
         more.fit(X_more, y_more, sample_weight=w)
         a, b = base.smoother_diagnostics(), more.smoother_diagnostics()
         assert_array_equal(b.self_weight[len(y) :], 0.0)
+        assert np.all(np.isnan(b.fitted[len(y) :]))
         for key in ("effective_df", "sigma2", "gcv", "aicc"):
             assert_allclose(b[key], a[key], rtol=1e-10)
         assert b.n_observations == len(y)
@@ -270,3 +271,25 @@ def test_an_unknown_scoring_names_the_criteria(data):
     X, y = data
     with pytest.raises(ValueError, match="'gcv'"):
         KernelAttentionRegressorCV(scoring="gvc").fit(X, y)
+
+
+@pytest.mark.parametrize("on_empty", ["raise", "nearest"])
+def test_an_empty_row_of_weight_zero_neither_warns_nor_raises(data, on_empty):
+    # Every row of positive weight pools itself; a row of weight zero far
+    # from the others would fall back, and is no observation.
+    X, y = data
+    X_more, y_more = np.vstack([X, [[100.0]]]), np.r_[y, 1.0]
+    w = np.r_[np.ones(len(y)), 0.0]
+    reg = KernelAttentionRegressor(
+        kernel="epanechnikov", bandwidth=0.5, on_empty=on_empty
+    )
+    summary = reg.fit(X_more, y_more, sample_weight=w).smoother_diagnostics()
+    base = KernelAttentionRegressor(kernel="epanechnikov", bandwidth=0.5).fit(X, y)
+    assert_allclose(summary.gcv, base.smoother_diagnostics().gcv, rtol=1e-12)
+    cv = KernelAttentionRegressorCV(
+        kernels="epanechnikov", bandwidths=[0.5, 1.0], on_empty="nearest", degree=0
+    )
+    cv.fit(X_more, y_more, sample_weight=w)
+    assert_allclose(
+        cv.effective_df_, cv.best_estimator_.smoother_diagnostics().effective_df
+    )
