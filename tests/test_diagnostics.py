@@ -293,3 +293,20 @@ def test_an_empty_row_of_weight_zero_neither_warns_nor_raises(data, on_empty):
     assert_allclose(
         cv.effective_df_, cv.best_estimator_.smoother_diagnostics().effective_df
     )
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # statsmodels' own
+def test_aicc_equals_statsmodels_aic_hurvich_for_local_constant(data):
+    # statsmodels' KernelReg(bw="aic") minimises the same criterion (its
+    # trace is the local-constant one whatever reg_type, so degree 0 only).
+    kernel_regression = pytest.importorskip(
+        "statsmodels.nonparametric.kernel_regression"
+    )
+    X, y = data
+    grid = [0.1, 0.2, 0.4, 0.8]
+    cv = KernelAttentionRegressorCV(
+        bandwidths=grid, degree=0, n_neighbors=None, scoring="aicc"
+    ).fit(X, y)
+    reg = kernel_regression.KernelReg(y, X, var_type="c", reg_type="lc", bw=[0.3])
+    expected = [float(reg.aic_hurvich(np.array([h]))[0]) for h in grid]
+    assert_allclose(cv.cv_results_["aicc"], expected, rtol=1e-10)
