@@ -28,7 +28,11 @@ from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._categorical_cv import CategoricalHeldOut
 from ._chunking import row_batches
 from ._diagnostics import SMOOTHER_CRITERIA, smoother_diagnostics
-from ._exceptions import BandwidthEdgeWarning
+from ._exceptions import (
+    BandwidthEdgeWarning,
+    EmptyNeighborhoodWarning,
+    LocalLinearFallbackWarning,
+)
 from ._guard import guard_widths
 from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut
 from ._pooling import ON_EMPTY
@@ -873,12 +877,17 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         if not self._smoother_scoring():
             return results
         X, y, sample_weight, degree = self._smoother_data
-        summaries = [
-            smoother_diagnostics(
-                self._candidate(p, degree).fit(X, y, sample_weight=sample_weight)
-            )
-            for p in params
-        ]
+        with warnings.catch_warnings():
+            # As while scoring by leave-one-out: the fallbacks of narrow
+            # candidates are no news (``best_estimator_`` still warns).
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+            summaries = [
+                smoother_diagnostics(
+                    self._candidate(p, degree).fit(X, y, sample_weight=sample_weight)
+                )
+                for p in params
+            ]
         results["effective_df"] = np.array([s.effective_df for s in summaries])
         results["gcv"] = np.array([s.gcv for s in summaries])
         results["aicc"] = np.array([s.aicc for s in summaries])
@@ -898,7 +907,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             bandwidth=params["bandwidth"],
             degree=params.get("degree", degree),
             on_empty=self.on_empty,
-            algorithm=self.algorithm,
+            # Every row of the smoother matrix is dense: brute force is the
+            # fastest way to all of them.
+            algorithm="brute",
             n_jobs=self.n_jobs,
             n_neighbors=params.get("n_neighbors"),
             **extra,
