@@ -11,9 +11,10 @@ corrected AIC of Hurvich, Simonoff and Tsai (1998).
 """
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import Bunch
 
-from ._residuals import smoother_rows, training_keys
+from ._residuals import smoother_rows
 from ._xp_pool import is_array_api_pool
 
 SMOOTHER_CRITERIA = ("gcv", "aicc")
@@ -52,6 +53,20 @@ def criteria(sigma2, effective_df, n):
     return gcv, aicc
 
 
+def _training_keys(estimator):
+    """The stored training keys, as the engine takes queries.
+
+    ``keys_`` is already validated (with categorical features, the
+    continuous columns then the category codes): validating it again as
+    queries would check feature names against a bare array and encode the
+    codes as categories.
+    """
+    keys = estimator.keys_
+    if sp.issparse(keys):
+        keys = sp.csr_array(keys) if isinstance(keys, sp.sparray) else keys.tocsr()
+    return keys
+
+
 def smoother_diagnostics(estimator):
     """The summaries of a fitted :class:`KernelAttentionRegressor`.
 
@@ -81,7 +96,7 @@ def smoother_diagnostics(estimator):
     n = len(positive)
     fitted = np.full_like(values, np.nan)
     self_weight = np.zeros(n_samples)
-    keys = training_keys(estimator)[positive]
+    keys = _training_keys(estimator)[positive]
     for batch, rows in smoother_rows(estimator, keys, validated=True):
         own = positive[batch]
         fitted[own] = rows @ values

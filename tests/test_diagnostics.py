@@ -310,3 +310,31 @@ def test_aicc_equals_statsmodels_aic_hurvich_for_local_constant(data):
     reg = kernel_regression.KernelReg(y, X, var_type="c", reg_type="lc", bw=[0.3])
     expected = [float(reg.aic_hurvich(np.array([h]))[0]) for h in grid]
     assert_allclose(cv.cv_results_["aicc"], expected, rtol=1e-10)
+
+
+def test_categorical_frame_with_string_categories():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(7)
+    labels = rng.choice(["north", "south", "east"], size=30)
+    X = pd.DataFrame({"x": rng.uniform(0, 2, 30), "region": labels})
+    y = X["x"].to_numpy() + (labels == "north")
+    reg = KernelAttentionRegressor(
+        bandwidth=0.4, categorical_features=["region"], categorical_bandwidth=0.2
+    )
+    summary = reg.fit(X, y).smoother_diagnostics()
+    codes = np.unique(labels, return_inverse=True)[1][:, None]
+    L = smoother_matrix(X[["x"]].to_numpy(), "gaussian", 0.4, codes=codes, lam=0.2)
+    assert_allclose(summary.self_weight, np.diag(L), rtol=1e-10)
+    assert_allclose(summary.fitted, L @ y, rtol=1e-10)
+
+
+def test_sparse_keys_give_the_dense_summaries(data):
+    sparse = pytest.importorskip("scipy.sparse")
+    X, y = data
+    X2 = np.hstack([X, np.zeros_like(X)])
+    dense = KernelAttentionRegressor(bandwidth=0.5).fit(X2, y).smoother_diagnostics()
+    for container in (sparse.csr_matrix, sparse.csc_array):
+        reg = KernelAttentionRegressor(bandwidth=0.5).fit(container(X2), y)
+        summary = reg.smoother_diagnostics()
+        assert_allclose(summary.self_weight, dense.self_weight, rtol=1e-12)
+        assert_allclose(summary.gcv, dense.gcv, rtol=1e-12)
