@@ -94,8 +94,6 @@ class _ProbabilityCV(KernelAttentionRegressorCV):
     (a scorer, or None for the log-loss).
     """
 
-    _summarise = False
-
     def _say(self, message, level=1):
         if self.verbose >= level:
             print(f"[KernelAttentionClassifierCV] {message}")

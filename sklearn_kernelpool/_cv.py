@@ -182,6 +182,16 @@ def _check_grid(X, grid, automatic):
     scale_coordinates(X, grid.min(), X.dtype, "X")
 
 
+def _quiet_diagnostics(estimator):
+    """:func:`._diagnostics.smoother_diagnostics` without the fallback
+    warnings of the in-sample fits: as while scoring by leave-one-out, the
+    fallbacks of narrow candidates are no news (``predict`` still warns)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        return smoother_diagnostics(estimator)
+
+
 class _Predicted(RegressorMixin, BaseEstimator):
     """Stands in for a fitted estimator whose predictions are known.
 
@@ -568,7 +578,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         of its smoother matrix on the training data, the sum of each
         training row's own normalised weight in its own fit (0 for rows of
         weight zero). See
-        :meth:`KernelAttentionRegressor.smoother_diagnostics`.
+        :meth:`KernelAttentionRegressor.smoother_diagnostics`. Computed on
+        first access (one pass over the pairs of training keys, within
+        ``working_memory``), or known from the search with
+        ``scoring="gcv"`` or ``"aicc"``.
 
     categorical_bandwidth_ : float or ndarray of shape (n_categorical_features,)
         With categorical features, the selected ``lambda`` (one per feature
@@ -745,10 +758,6 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         ],
     }
 
-    # Whether fit computes ``effective_df_`` (the classifier's scoring pass
-    # does not need it).
-    _summarise = True
-
     def __init__(
         self,
         kernels=("gaussian",),
@@ -877,17 +886,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         if not self._smoother_scoring():
             return results
         X, y, sample_weight, degree = self._smoother_data
-        with warnings.catch_warnings():
-            # As while scoring by leave-one-out: the fallbacks of narrow
-            # candidates are no news (``best_estimator_`` still warns).
-            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
-            warnings.simplefilter("ignore", LocalLinearFallbackWarning)
-            summaries = [
-                smoother_diagnostics(
-                    self._candidate(p, degree).fit(X, y, sample_weight=sample_weight)
-                )
-                for p in params
-            ]
+        summaries = [
+            _quiet_diagnostics(
+                self._candidate(p, degree).fit(X, y, sample_weight=sample_weight)
+            )
+            for p in params
+        ]
         results["effective_df"] = np.array([s.effective_df for s in summaries])
         results["gcv"] = np.array([s.gcv for s in summaries])
         results["aicc"] = np.array([s.aicc for s in summaries])
@@ -1224,13 +1228,28 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         ).fit(X_given if extra else keys, y, sample_weight=given_weight)
         # (it rescales the weights itself)
         del self._smoother_data
+        # effective_df_, computed on first access unless known already.
+        self._effective_df = None
         if self._smoother_scoring():
-            self.effective_df_ = float(
+            self._effective_df = float(
                 self.cv_results_["effective_df"][self.best_index_]
             )
-        elif self._summarise:
-            self.effective_df_ = smoother_diagnostics(self.best_estimator_).effective_df
         return self
+
+    @property
+    def effective_df_(self):
+        """The effective degrees of freedom of ``best_estimator_``.
+
+        The trace of its smoother matrix on the training data (see
+        :meth:`KernelAttentionRegressor.smoother_diagnostics`), computed on
+        first access by one pass over the pairs of training keys within
+        ``working_memory`` (known from the search with ``scoring="gcv"`` or
+        ``"aicc"``), so that ``fit`` does not pay for it.
+        """
+        check_is_fitted(self)
+        if getattr(self, "_effective_df", None) is None:
+            self._effective_df = _quiet_diagnostics(self.best_estimator_).effective_df
+        return self._effective_df
 
     def _learn_categorical(self, X, X64, codes, y, Y, weights, scorer, weighted):
         """Per-feature widths and lambdas (:mod:`._categorical_widths`), kept
