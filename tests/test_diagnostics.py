@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from _reference import FORMULAS
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.exceptions import NotFittedError
 
 from sklearn_kernelpool import KernelAttentionRegressor, KernelAttentionRegressorCV
 
@@ -338,3 +339,21 @@ def test_sparse_keys_give_the_dense_summaries(data):
         summary = reg.smoother_diagnostics()
         assert_allclose(summary.self_weight, dense.self_weight, rtol=1e-12)
         assert_allclose(summary.gcv, dense.gcv, rtol=1e-12)
+
+
+def test_effective_df_falls_as_the_bandwidth_grows_and_needs_a_fit(data):
+    # Degree 0: L_ii = 1 / (1 + sum_j alpha(u_ij) / alpha(0)), each term of
+    # the sum non-decreasing in h for kernels that fall with distance.
+    X, y = data
+    grid = np.geomspace(0.01, 10, 12)
+    for kernel in ("gaussian", "epanechnikov", "cauchy"):
+        cv = KernelAttentionRegressorCV(
+            kernels=kernel, bandwidths=grid, degree=0, n_neighbors=None, scoring="gcv"
+        )
+        df = cv.fit(X, y).cv_results_["effective_df"]
+        assert np.all(np.diff(df) <= 1e-12)
+        assert df[0] > 0.8 * len(y) and df[-1] == pytest.approx(1, rel=0.05)
+    with pytest.raises(NotFittedError):
+        _ = KernelAttentionRegressorCV().effective_df_
+    with pytest.raises(NotFittedError):
+        KernelAttentionRegressor().smoother_diagnostics()
