@@ -27,7 +27,12 @@ from ._base import (
 from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._categorical_cv import CategoricalHeldOut
 from ._chunking import row_batches
-from ._exceptions import BandwidthEdgeWarning
+from ._diagnostics import SMOOTHER_CRITERIA, smoother_diagnostics
+from ._exceptions import (
+    BandwidthEdgeWarning,
+    EmptyNeighborhoodWarning,
+    LocalLinearFallbackWarning,
+)
 from ._guard import guard_widths
 from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut
 from ._pooling import ON_EMPTY
@@ -175,6 +180,16 @@ def _check_grid(X, grid, automatic):
             f"{what} from {grid.min():.3g} to {grid.max():.3g}. {fix}"
         )
     scale_coordinates(X, grid.min(), X.dtype, "X")
+
+
+def _quiet_diagnostics(estimator):
+    """:func:`._diagnostics.smoother_diagnostics` without the fallback
+    warnings of the in-sample fits: as while scoring by leave-one-out, the
+    fallbacks of narrow candidates are no news (``predict`` still warns)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        return smoother_diagnostics(estimator)
 
 
 class _Predicted(RegressorMixin, BaseEstimator):
@@ -347,6 +362,19 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         raises a ``ValueError``). Splits that hold out a single sample
         (``cv=n_samples``) need a scorer defined on one sample, which
         :math:`R^2` is not: use ``cv=None``, the exact leave-one-out.
+
+        ``"gcv"`` and ``"aicc"`` score each candidate fitted on all the data
+        by a criterion of its smoother matrix ``L`` (see
+        :meth:`KernelAttentionRegressor.smoother_diagnostics`):
+        generalised cross-validation [3]_, ``sigma2 / (1 - tr(L) / n)**2``,
+        or the corrected AIC [4]_ (R np's ``bwmethod="cv.aic"``),
+        ``log(sigma2) + (1 + tr(L) / n) / (1 - (tr(L) + 2) / n)``, with
+        ``sigma2`` the sample-weighted residual mean square and ``n`` the
+        rows of positive weight. ``mean_test_score`` is the negated
+        criterion (greater is better). They are defined on the whole
+        training set: they need ``cv=None`` and ``per_feature=False``
+        (``ValueError`` otherwise), and cost one more pass over the pairs
+        of points per candidate.
 
     per_feature : bool or "auto", default=False
         After the isotropic selection, learn one width per feature by
@@ -531,7 +559,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         to the local mean, and ``rank_deficient_fraction``, the fraction
         whose local design was rank-deficient but of positive rank (a
         minimum-norm slope along the directions it determines); both are 0
-        for the candidates of degree 0 under ``degree="auto"``.
+        for the candidates of degree 0 under ``degree="auto"``. With
+        ``scoring="gcv"`` or ``"aicc"`` also ``effective_df``, ``gcv`` and
+        ``aicc`` of every candidate fitted on all the data.
         With ``n_neighbors``, the adaptive candidates follow the
         fixed ones, in the order of
         ``ParameterGrid({"kernel": ..., "n_neighbors": ...})`` (with
@@ -542,6 +572,16 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
+
+    effective_df_ : float
+        The effective degrees of freedom of ``best_estimator_``: the trace
+        of its smoother matrix on the training data, the sum of each
+        training row's own normalised weight in its own fit (0 for rows of
+        weight zero). See
+        :meth:`KernelAttentionRegressor.smoother_diagnostics`. Computed on
+        first access (one pass over the pairs of training keys, within
+        ``working_memory``), or known from the search with
+        ``scoring="gcv"`` or ``"aicc"``.
 
     categorical_bandwidth_ : float or ndarray of shape (n_categorical_features,)
         With categorical features, the selected ``lambda`` (one per feature
@@ -658,6 +698,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
        Statistical Association 99 (2004).
     .. [2] S. Varma and R. Simon, "Bias in error estimation when using
        cross-validation for model selection", BMC Bioinformatics 7 (2006).
+    .. [3] P. Craven and G. Wahba, "Smoothing noisy data with spline
+       functions", Numerische Mathematik 31 (1979).
+    .. [4] C. M. Hurvich, J. S. Simonoff and C.-L. Tsai, "Smoothing parameter
+       selection in nonparametric regression using an improved Akaike
+       information criterion", Journal of the Royal Statistical Society B 60
+       (1998).
 
     Examples
     --------
@@ -690,7 +736,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             None,
         ],
         "cv": ["cv_object"],
-        "scoring": [StrOptions(set(get_scorer_names())), callable, None],
+        "scoring": [
+            StrOptions(set(get_scorer_names()) | set(SMOOTHER_CRITERIA)),
+            callable,
+            None,
+        ],
         "per_feature": ["boolean", StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "degree": [Interval(Integral, 0, 1, closed="both"), StrOptions({"auto"})],
@@ -802,6 +852,73 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             )
         return [int(k) for k in counts]
 
+    def _smoother_scoring(self):
+        """Whether ``scoring`` is a criterion of the in-sample smoother."""
+        return isinstance(self.scoring, str) and self.scoring in SMOOTHER_CRITERIA
+
+    def _check_smoother_scoring(self):
+        """Refuse what ``scoring="gcv"`` and ``"aicc"`` do not apply to."""
+        if not self._smoother_scoring():
+            return
+        if self.cv is not None:
+            raise ValueError(
+                f"scoring={self.scoring!r} is a criterion of the fit on the whole "
+                "training set, computed from the trace of its smoother matrix: "
+                f"it takes no cross-validation splits; got cv={self.cv!r}. Use "
+                "cv=None."
+            )
+        if self._per_feature_mode() is not False:
+            raise ValueError(
+                f"scoring={self.scoring!r} selects among the isotropic and "
+                "adaptive candidates; per-feature widths are learned on the "
+                "leave-one-out error. Use per_feature=False, or scoring=None; "
+                f"got per_feature={self.per_feature!r}."
+            )
+
+    def _smoother_criteria(self, params, results):
+        """Add the in-sample summaries of every candidate to ``results``.
+
+        ``effective_df``, ``gcv`` and ``aicc`` of each candidate fitted on all
+        the training data (:func:`._diagnostics.smoother_diagnostics`); with
+        ``scoring="gcv"`` or ``"aicc"`` the negated criterion replaces
+        ``mean_test_score``. Only with those scorings.
+        """
+        if not self._smoother_scoring():
+            return results
+        X, y, sample_weight, degree = self._smoother_data
+        summaries = [
+            _quiet_diagnostics(
+                self._candidate(p, degree).fit(X, y, sample_weight=sample_weight)
+            )
+            for p in params
+        ]
+        results["effective_df"] = np.array([s.effective_df for s in summaries])
+        results["gcv"] = np.array([s.gcv for s in summaries])
+        results["aicc"] = np.array([s.aicc for s in summaries])
+        results["mean_test_score"] = -results[self.scoring]
+        return results
+
+    def _candidate(self, params, degree):
+        """An unfitted :class:`KernelAttentionRegressor` of one candidate."""
+        extra = {}
+        if "categorical_bandwidth" in params:
+            extra = {
+                "categorical_features": self.categorical_features,
+                "categorical_bandwidth": params["categorical_bandwidth"],
+            }
+        return KernelAttentionRegressor(
+            kernel=params["kernel"],
+            bandwidth=params["bandwidth"],
+            degree=params.get("degree", degree),
+            on_empty=self.on_empty,
+            # Every row of the smoother matrix is dense: brute force is the
+            # fastest way to all of them.
+            algorithm="brute",
+            n_jobs=self.n_jobs,
+            n_neighbors=params.get("n_neighbors"),
+            **extra,
+        )
+
     def _per_feature_mode(self):
         """``per_feature`` as ``"auto"``, True or False."""
         if isinstance(self.per_feature, str):
@@ -834,7 +951,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         return h
 
     def _scorer(self, weighted):
-        if self.scoring is None:
+        if self.scoring is None or self._smoother_scoring():
             return None
         scorer = check_scoring(self, scoring=self.scoring)
         problem = _not_a_regression_scorer(scorer)
@@ -960,6 +1077,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 "KernelAttentionRegressor(n_neighbors=..., "
                 "categorical_features=...) directly."
             )
+        self._check_smoother_scoring()
         if self._per_feature_mode() is True and self.cv is not None:
             raise ValueError(
                 "per_feature=True learns the widths on the leave-one-out error "
@@ -1022,6 +1140,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self._say_search(X, names, grid, splits, len(degrees), counts, len(lambdas))
         data = (X, X64, y, Y, weights, sample_weight, scorer, weighted, splits)
         self._categorical = codes, lambdas
+        self._smoother_data = (
+            X_given if codes is not None else keys,
+            y,
+            given_weight,
+            degrees[0],
+        )
         params, results, capped = [], None, False
         if len(grid):
             params, results = self._score_grid(data, names, degrees, grid)
@@ -1103,7 +1227,29 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             **extra,
         ).fit(X_given if extra else keys, y, sample_weight=given_weight)
         # (it rescales the weights itself)
+        del self._smoother_data
+        # effective_df_, computed on first access unless known already.
+        self._effective_df = None
+        if self._smoother_scoring():
+            self._effective_df = float(
+                self.cv_results_["effective_df"][self.best_index_]
+            )
         return self
+
+    @property
+    def effective_df_(self):
+        """The effective degrees of freedom of ``best_estimator_``.
+
+        The trace of its smoother matrix on the training data (see
+        :meth:`KernelAttentionRegressor.smoother_diagnostics`), computed on
+        first access by one pass over the pairs of training keys within
+        ``working_memory`` (known from the search with ``scoring="gcv"`` or
+        ``"aicc"``), so that ``fit`` does not pay for it.
+        """
+        check_is_fitted(self)
+        if getattr(self, "_effective_df", None) is None:
+            self._effective_df = _quiet_diagnostics(self.best_estimator_).effective_df
+        return self._effective_df
 
     def _learn_categorical(self, X, X64, codes, y, Y, weights, scorer, weighted):
         """Per-feature widths and lambdas (:mod:`._categorical_widths`), kept
@@ -1209,7 +1355,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 [p["categorical_bandwidth"] for p in params]
             )
         results["params"] = params
-        return _in_grid_order(params, results)
+        params, results = _in_grid_order(params, results)
+        return params, self._smoother_criteria(params, results)
 
     def _score_adaptive(self, data, names, degrees, counts):
         """Score every (degree, kernel, n_neighbors) adaptive candidate.
@@ -1243,7 +1390,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 [p["degree"] for p in params], dtype=object
             )
         results["params"] = params
-        return params, results
+        return params, self._smoother_criteria(params, results)
 
     def _run(self, held_out, data, params, degrees):
         """The leave-one-out or K-fold results of the candidates ``params``."""

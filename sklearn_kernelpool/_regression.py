@@ -16,6 +16,7 @@ from ._base import (
     validate_queries,
 )
 from ._categorical import CATEGORICAL_CONSTRAINTS, check_no_categorical
+from ._diagnostics import smoother_diagnostics
 from ._persistence import (
     check_loaded_estimator,
     check_picklable_kernel,
@@ -625,6 +626,72 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             gradient = gradient[..., 0]
             se = None if se is None else se[..., 0]
         return (gradient, se) if return_se else gradient
+
+    def smoother_diagnostics(self):
+        """Effective degrees of freedom, GCV and AICc of the fit on its data.
+
+        The fitted estimator is a linear smoother of its training values: its
+        in-sample fit is ``L y``, row ``i`` of ``L`` the attention weights of
+        training key ``i`` as a query (:meth:`attention_weights`; the
+        equivalent-kernel weights for ``degree=1``, the adaptive widths of
+        ``n_neighbors`` at the key itself). Computed here on the stored
+        training data, in one pass over the pairs of keys within
+        ``working_memory``; ``fit`` only stores the data.
+
+        Returns
+        -------
+        diagnostics : :class:`~sklearn.utils.Bunch`
+            With ``n`` the training rows of positive weight, ``w`` the
+            sample weights (1 without) and ``e = y - L y``:
+
+            - ``effective_df``: the trace of ``L``, ``sum_i L_ii``, each
+              row's own normalised weight in its own fit (``w_i alpha(0) /
+              sum_j w_j alpha(u_ij)`` for ``degree=0``); rows of weight zero
+              have ``L_ii = 0``.
+            - ``self_weight``: ndarray of shape (n_samples,), the ``L_ii``.
+            - ``fitted``: the in-sample fit ``L y``, shaped like ``y``; NaN
+              on rows of weight zero, which are no observation (their own
+              fit is not computed).
+            - ``n_observations``: ``n``.
+            - ``sigma2``: the residual mean square
+              ``sum_i w_i e_i**2 / sum_i w_i`` (averaged over the outputs).
+            - ``rss``: ``n * sigma2``, the residual sum of squares without
+              weights.
+            - ``gcv``: generalised cross-validation [1]_,
+              ``sigma2 / (1 - tr / n)**2``, that is ``n RSS / (n - tr)**2``;
+              ``+inf`` where ``tr >= n``.
+            - ``aicc``: the corrected AIC of [2]_ (R np's
+              ``bwmethod="cv.aic"``), ``log(sigma2) + (1 + tr / n) / (1 -
+              (tr + 2) / n)``; ``+inf`` where ``tr + 2 >= n``.
+
+            With integer weights, weight 2 gives the same ``L_ii`` sum,
+            fit and ``sigma2`` as a duplicated row, but ``n`` counts rows:
+            the weights are relative, and scaling them changes nothing.
+
+        References
+        ----------
+        .. [1] P. Craven and G. Wahba, "Smoothing noisy data with spline
+           functions", Numerische Mathematik 31 (1979).
+        .. [2] C. M. Hurvich, J. S. Simonoff and C.-L. Tsai, "Smoothing
+           parameter selection in nonparametric regression using an improved
+           Akaike information criterion", Journal of the Royal Statistical
+           Society B 60 (1998).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_kernelpool import KernelAttentionRegressor
+        >>> X = np.linspace(0, 1, 50)[:, None]
+        >>> y = np.sin(6 * X[:, 0])
+        >>> smooth = KernelAttentionRegressor(bandwidth=0.5).fit(X, y)
+        >>> rough = KernelAttentionRegressor(bandwidth=0.02).fit(X, y)
+        >>> smooth.smoother_diagnostics().effective_df < 3
+        True
+        >>> rough.smoother_diagnostics().effective_df > 20
+        True
+        """
+        check_is_fitted(self)
+        return smoother_diagnostics(self)
 
     def _check_numpy_queries(self, X, method):
         """Refuse non-NumPy queries to an estimator fitted on NumPy arrays."""

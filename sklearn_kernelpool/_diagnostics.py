@@ -1,0 +1,119 @@
+"""Model summaries of a fitted smoother: effective degrees of freedom, GCV, AICc.
+
+A fitted estimator is a linear smoother on its training keys: its in-sample
+fit is ``L y``, with ``L`` the smoother matrix whose row ``i`` holds the
+normalised attention weights of training key ``i`` as a query (the
+equivalent-kernel weights for ``degree=1``). Its trace, the sum of each
+row's own weight in its own fit, is the effective number of parameters
+(degrees of freedom) of the fit; with the residual mean square it gives the
+generalised cross-validation criterion of Craven and Wahba (1979) and the
+corrected AIC of Hurvich, Simonoff and Tsai (1998).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import Bunch
+
+from ._residuals import smoother_rows
+from ._xp_pool import is_array_api_pool
+
+SMOOTHER_CRITERIA = ("gcv", "aicc")
+
+
+def criteria(sigma2, effective_df, n):
+    """GCV and AICc from the residual mean square and the trace of ``L``.
+
+    ``gcv = sigma2 / (1 - tr / n)**2`` (``n RSS / (n - tr)**2`` without
+    weights) and ``aicc = log(sigma2) + (1 + tr / n) / (1 - (tr + 2) / n)``;
+    each is ``+inf`` where its denominator is not positive (``tr >= n``,
+    respectively ``tr + 2 >= n``), and NaN where an input is NaN.
+
+    Parameters
+    ----------
+    sigma2, effective_df : float or ndarray
+        The residual mean squares and the traces, broadcast together.
+    n : int
+        The number of observations (training rows of positive weight).
+
+    Returns
+    -------
+    gcv, aicc : ndarray
+        The criteria, of the broadcast shape.
+    """
+    sigma2 = np.asarray(sigma2, dtype=np.float64)
+    ratio = np.asarray(effective_df, dtype=np.float64) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gcv_den = (1.0 - ratio) ** 2
+        gcv = np.where(ratio < 1.0, sigma2 / gcv_den, np.inf)
+        aicc_den = 1.0 - (ratio + 2.0 / n)
+        aicc = np.where(aicc_den > 0, np.log(sigma2) + (1.0 + ratio) / aicc_den, np.inf)
+    nan = np.isnan(sigma2) | np.isnan(ratio)
+    gcv = np.where(nan, np.nan, gcv)
+    aicc = np.where(nan, np.nan, aicc)
+    return gcv, aicc
+
+
+def _training_keys(estimator):
+    """The stored training keys, as the engine takes queries.
+
+    ``keys_`` is already validated (with categorical features, the
+    continuous columns then the category codes): validating it again as
+    queries would check feature names against a bare array and encode the
+    codes as categories.
+    """
+    keys = estimator.keys_
+    if sp.issparse(keys):
+        keys = sp.csr_array(keys) if isinstance(keys, sp.sparray) else keys.tocsr()
+    return keys
+
+
+def smoother_diagnostics(estimator):
+    """The summaries of a fitted :class:`KernelAttentionRegressor`.
+
+    Computed on its stored training keys and values from the dense smoother
+    rows, batch by batch within ``working_memory``
+    (:func:`._residuals.smoother_rows`): one pass over the pairs of
+    training keys. See :meth:`KernelAttentionRegressor.smoother_diagnostics`
+    for the definitions.
+    """
+    if is_array_api_pool(estimator._pool):
+        raise ValueError(
+            "smoother_diagnostics needs an estimator fitted on NumPy arrays or "
+            "SciPy sparse matrices; the array API path does not compute the "
+            "smoother matrix."
+        )
+    values = np.asarray(estimator.values_, dtype=np.float64)
+    values = values.reshape(values.shape[0], -1)
+    n_samples = values.shape[0]
+    weights = estimator.sample_weight_
+    if weights is None:
+        weights = np.ones(n_samples)
+    weights = np.asarray(weights, dtype=np.float64)
+    # Rows of weight zero are no observation: their column of L is zero (so
+    # is their own weight), their residual counts for nothing, and their own
+    # fit (which may be empty) is not computed.
+    positive = np.flatnonzero(weights > 0)
+    n = len(positive)
+    fitted = np.full_like(values, np.nan)
+    self_weight = np.zeros(n_samples)
+    keys = _training_keys(estimator)[positive]
+    for batch, rows in smoother_rows(estimator, keys, validated=True):
+        own = positive[batch]
+        fitted[own] = rows @ values
+        self_weight[own] = rows[np.arange(len(own)), own]
+    effective_df = float(np.sum(self_weight))
+    values, fitted_kept = values[positive], fitted[positive]
+    w = weights[positive] / weights[positive].sum()
+    sigma2 = float(np.mean(w @ (values - fitted_kept) ** 2))
+    gcv, aicc = criteria(sigma2, effective_df, n)
+    shape = estimator.values_.shape
+    return Bunch(
+        effective_df=effective_df,
+        self_weight=self_weight,
+        fitted=fitted.reshape(shape),
+        n_observations=n,
+        rss=n * sigma2,
+        sigma2=sigma2,
+        gcv=float(gcv),
+        aicc=float(aicc),
+    )
