@@ -1833,8 +1833,15 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 scorer, predictions, X, y, weights, False, weighted
             )
 
-    # -- predict ---------------------------------------------------------
-    def predict(self, X):
+    # -- predict and inference, by best_estimator_ ------------------------
+    def _best_queries(self, X):
+        """``X`` validated as this search's queries, for ``best_estimator_``."""
+        check_is_fitted(self)
+        if getattr(self, "is_categorical_", None) is None:
+            X = validate_queries(self, X)
+        return X
+
+    def predict(self, X, return_std=False, return_se=False):
         """Predict with ``best_estimator_``.
 
         Parameters
@@ -1842,15 +1849,78 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         X : {array-like, sparse matrix} of shape (n_queries, n_features)
             The queries.
 
+        return_std : bool, default=False
+            Whether to return the local spread of the training values, as
+            :meth:`KernelAttentionRegressor.predict` does.
+
+        return_se : bool, default=False
+            Whether to return the standard error of the fitted mean, as
+            :meth:`KernelAttentionRegressor.predict` does, at the selected
+            parameters (the selection itself is not accounted for).
+
         Returns
         -------
         y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
             The pooled values.
+
+        y_std, y_se : ndarray of the shape of ``y_pred``
+            Only with ``return_std=True``, respectively ``return_se=True``,
+            in this order.
         """
-        check_is_fitted(self)
-        if getattr(self, "is_categorical_", None) is None:
-            X = validate_queries(self, X)
-        return self.best_estimator_.predict(X)
+        X = self._best_queries(X)
+        return self.best_estimator_.predict(
+            X, return_std=return_std, return_se=return_se
+        )
+
+    def confidence_interval(
+        self,
+        X,
+        *,
+        level=0.95,
+        method="asymptotic",
+        simultaneous=False,
+        n_resamples=999,
+        random_state=None,
+    ):
+        """Confidence intervals of the mean function, by ``best_estimator_``.
+
+        See :meth:`KernelAttentionRegressor.confidence_interval` for the
+        parameters and the returned ``(lower, upper)``. The intervals hold
+        the selected parameters fixed: they do not account for the
+        selection itself.
+        """
+        X = self._best_queries(X)
+        return self.best_estimator_.confidence_interval(
+            X,
+            level=level,
+            method=method,
+            simultaneous=simultaneous,
+            n_resamples=n_resamples,
+            random_state=random_state,
+        )
+
+    def prediction_interval(self, X, *, level=0.9, method="jackknife+", cv=None):
+        """Prediction intervals of new observations, by ``best_estimator_``.
+
+        See :meth:`KernelAttentionRegressor.prediction_interval` for the
+        parameters and the returned ``(lower, upper)``. The leave-one-out
+        fits hold the selected parameters fixed: the coverage guarantee of
+        jackknife+ assumes parameters chosen without the data, and the
+        selection of one bandwidth out of a grid is not accounted for.
+        """
+        X = self._best_queries(X)
+        return self.best_estimator_.prediction_interval(
+            X, level=level, method=method, cv=cv
+        )
+
+    def predict_gradient(self, X, return_se=False):
+        """The gradient of the fit at each query, by ``best_estimator_``.
+
+        See :meth:`KernelAttentionRegressor.predict_gradient` for the
+        parameters and what is returned.
+        """
+        X = self._best_queries(X)
+        return self.best_estimator_.predict_gradient(X, return_se=return_se)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
