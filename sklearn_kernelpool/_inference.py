@@ -22,7 +22,12 @@ from sklearn.utils._param_validation import (
 from ._base import validate_queries
 from ._chunking import row_batches
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
-from ._residuals import residual_parts, smoother_rows, variance_from_residuals
+from ._residuals import (
+    residual_parts,
+    smoother_rows,
+    training_keys,
+    variance_from_residuals,
+)
 from ._xp_pool import is_array_api_pool
 
 INTERVAL_CONSTRAINTS = {
@@ -155,7 +160,7 @@ class _Resampling:
             # Rows of weight zero have zero columns in L; their fit may be NaN.
             fitted = np.where((weights == 0)[:, None], 0.0, fitted)
         self.fitted = fitted
-        self.keys = validate_queries(estimator, estimator.keys_)
+        self.keys = training_keys(estimator)
         self.denominator = denominator
         self.bootstrap = bootstrap
         self.n_resamples = n_resamples

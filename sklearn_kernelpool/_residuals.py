@@ -8,6 +8,7 @@ training values.
 """
 
 import numpy as np
+from scipy import sparse as sp
 
 from ._base import validate_queries
 from ._chunking import row_batches
@@ -34,8 +35,13 @@ def smoother_rows(estimator, X, *, validated=False):
 
 
 def training_keys(estimator):
-    """The validated training keys of a fitted estimator, as queries."""
-    return validate_queries(estimator, estimator.keys_)
+    """The validated training keys of a fitted estimator, as queries.
+
+    ``keys_`` were validated in ``fit`` (categorical features already
+    encoded as the engine's codes): only sparse keys change, to CSR.
+    """
+    keys = estimator.keys_
+    return keys.tocsr() if sp.issparse(keys) else keys
 
 
 def residual_variance(estimator):
