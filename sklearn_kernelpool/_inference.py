@@ -50,13 +50,14 @@ def check_numpy_estimator(estimator, option):
         )
 
 
-def _quiet_rows(estimator, X):
-    """:func:`smoother_rows` of validated ``X``, without the fallback
-    warnings (the caller's ``predict`` already reports its queries')."""
+def _quiet_rows(estimator, X, share=1):
+    """:func:`smoother_rows` of validated ``X`` within ``working_memory /
+    share``, without the fallback warnings (the caller's ``predict``
+    already reports its queries')."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         warnings.simplefilter("ignore", LocalLinearFallbackWarning)
-        yield from smoother_rows(estimator, X, validated=True)
+        yield from smoother_rows(estimator, X, validated=True, share=share)
 
 
 def _residuals(estimator):
@@ -139,6 +140,11 @@ def confidence_interval(
     )
 
 
+# The resamples, the queries' rows and their studentised draws, and the
+# smoother rows of a pass each get a third of ``working_memory``.
+_SHARE = 3
+
+
 class _Resampling:
     """Draws of the studentised deviations ``t(q) = (f(q) - E f(q)) / se(q)``.
 
@@ -168,7 +174,7 @@ class _Resampling:
         self.scale = np.sqrt(variance)  # (n, k)
         n, k = variance.shape
         # The noise, y*, its fit, residuals and variances: a few (n, b k).
-        self.blocks = list(row_batches(n_resamples, 6 * 8 * n * k))
+        self.blocks = list(row_batches(n_resamples, _SHARE * 6 * 8 * n * k))
 
     def _noise(self):
         """Yield ``(block, noise)``, noise ``(n, b * k)`` ordered (b, k)."""
@@ -194,7 +200,7 @@ class _Resampling:
         estimator = self.estimator
         weights = estimator.sample_weight_
         residuals = np.empty_like(resampled)
-        for batch, rows in _quiet_rows(estimator, self.keys):
+        for batch, rows in _quiet_rows(estimator, self.keys, _SHARE):
             residuals[batch] = resampled[batch] - rows @ resampled
         if weights is not None:
             # Rows of weight zero (NaN rows under on_empty="nan") never count.
@@ -222,9 +228,9 @@ class _Resampling:
         m = X.shape[0]
         low, high = np.empty((m, k)), np.empty((m, k))
         probabilities = [0.5 - level / 2, 0.5 + level / 2]
-        for group in row_batches(m, 8 * (2 * n + 2 * self.n_resamples * k)):
+        for group in row_batches(m, _SHARE * 8 * (n + 2 * self.n_resamples * k)):
             rows = np.empty((group.stop - group.start, n))
-            for batch, part in _quiet_rows(self.estimator, X[group]):
+            for batch, part in _quiet_rows(self.estimator, X[group], _SHARE):
                 rows[batch] = part
             t = np.empty((rows.shape[0], self.n_resamples, k))
             for block, noise in self._noise():
@@ -239,7 +245,7 @@ class _Resampling:
         largest = np.zeros((self.n_resamples, k))
         for block, noise in self._noise():
             variances = self._variances(noise)
-            for batch, rows in _quiet_rows(self.estimator, X):
+            for batch, rows in _quiet_rows(self.estimator, X, _SHARE):
                 t = np.abs(self._t(rows, noise, variances, se[batch]))
                 largest[block] = np.maximum(largest[block], t.max(axis=0))
         return np.quantile(largest, level, axis=0)

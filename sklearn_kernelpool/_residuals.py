@@ -9,6 +9,7 @@ training values.
 
 import numpy as np
 from scipy import sparse as sp
+from sklearn import config_context, get_config
 
 from ._base import validate_queries
 from ._chunking import row_batches
@@ -18,19 +19,24 @@ from ._chunking import row_batches
 _INFORMATIVE = 1e-8
 
 
-def smoother_rows(estimator, X, *, validated=False):
+def smoother_rows(estimator, X, *, validated=False, share=1):
     """Yield ``(batch, rows)``: the dense smoother rows of ``X[batch]``.
 
     ``rows`` has shape ``(n_batch, n_samples_fit)`` and float64 dtype; the
     batches are sized so that a few such arrays fit in scikit-learn's
-    ``working_memory``. ``X`` is validated first unless ``validated``.
+    ``working_memory`` divided by ``share`` (the caller keeps the rest).
+    ``X`` is validated first unless ``validated``.
     """
     if not validated:
         X = validate_queries(estimator, X)
     pool = estimator._pool
     n_keys = pool.n_samples_fit
-    for batch in row_batches(X.shape[0], 4 * 8 * n_keys):
-        rows = pool.attention_weights(X[batch], n_jobs=estimator.n_jobs, sparse=False)
+    memory = get_config()["working_memory"] / share
+    for batch in row_batches(X.shape[0], share * 4 * 8 * n_keys):
+        with config_context(working_memory=memory):
+            rows = pool.attention_weights(
+                X[batch], n_jobs=estimator.n_jobs, sparse=False
+            )
         yield batch, np.asarray(rows, dtype=np.float64)
 
 
