@@ -282,7 +282,9 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
     ``predict(X, return_std=True)`` estimates the conditional standard
     deviation of ``y`` around the prediction (the local spread of the
-    values), not the standard error of the prediction.
+    values), not the standard error of the prediction, which is
+    ``predict(X, return_se=True)``; :meth:`confidence_interval` gives
+    intervals and bands of the fitted mean function from it.
 
     With ``sklearn.config_context(array_api_dispatch=True)`` (and
     ``SCIPY_ARRAY_API=1``), arrays of other array API namespaces, such as
@@ -293,7 +295,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     ``return_std`` and dense ``attention_weights``. The trees, ``degree=1``,
     callable kernels and ``sparse=True`` work on NumPy arrays only and raise
     a ``ValueError`` for other arrays; ``algorithm="auto"`` is then brute
-    force. See the user guide, "GPU and other arrays".
+    force. So do ``return_se`` and :meth:`confidence_interval`. See the
+    user guide, "GPU and other arrays".
 
     References
     ----------
