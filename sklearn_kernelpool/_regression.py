@@ -541,7 +541,11 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             they are draws of the estimated normal law of the fit,
             ``t(q) = l(q) . (sigma g) / se(q)`` with ``g`` standard normal,
             so that the band accounts for the correlation of neighbouring
-            queries (unlike a Bonferroni band). Each output of a
+            queries (unlike a Bonferroni band); it ignores the error of
+            ``se`` itself, so it covers less than ``level`` where few keys
+            weigh in each window (about 0.88 for 0.95 with 25 keys, 0.95
+            with 100: ``benchmarks/bench_inference.py``), where the
+            re-studentised bootstrap band holds better. Each output of a
             multi-output ``y`` gets its own band.
 
         n_resamples : int, default=999
