@@ -159,9 +159,8 @@ def test_simultaneous_bootstrap_band_covers_the_whole_line(heteroscedastic):
     # A linear truth, unbiased under degree=1: the 95 % sup-t band over 12
     # queries covers the whole line in at least 93 % of 250 data sets. The
     # Monte-Carlo standard error of a coverage of 0.95 is
-    # sqrt(0.95 * 0.05 / 250) = 0.014. (About 40 keys weigh in each window;
-    # with fewer the Rademacher bootstrap-t covers a little less, about
-    # 0.925 with 25: see benchmarks/bench_inference.py.)
+    # sqrt(0.95 * 0.05 / 250) = 0.014. (With fewer keys per window the band
+    # covers a little less: see benchmarks/bench_inference.py.)
     rng = np.random.RandomState(11)
     n, Q = 200, np.linspace(0.05, 0.95, 12)[:, None]
     truth = 1 + 2 * Q[:, 0]
