@@ -17,6 +17,7 @@ from ._base import (
 )
 from ._categorical import CATEGORICAL_CONSTRAINTS, check_no_categorical
 from ._diagnostics import smoother_diagnostics
+from ._inference import check_numpy_estimator, confidence_interval, standard_error
 from ._persistence import (
     check_loaded_estimator,
     check_picklable_kernel,
@@ -283,7 +284,9 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
     ``predict(X, return_std=True)`` estimates the conditional standard
     deviation of ``y`` around the prediction (the local spread of the
-    values), not the standard error of the prediction.
+    values), not the standard error of the prediction, which is
+    ``predict(X, return_se=True)``; :meth:`confidence_interval` gives
+    intervals and bands of the fitted mean function from it.
 
     With ``sklearn.config_context(array_api_dispatch=True)`` (and
     ``SCIPY_ARRAY_API=1``), arrays of other array API namespaces, such as
@@ -294,7 +297,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     ``return_std`` and dense ``attention_weights``. The trees, ``degree=1``,
     callable kernels and ``sparse=True`` work on NumPy arrays only and raise
     a ``ValueError`` for other arrays; ``algorithm="auto"`` is then brute
-    force. See the user guide, "GPU and other arrays".
+    force. So do ``return_se`` and :meth:`confidence_interval`. See the
+    user guide, "GPU and other arrays".
 
     References
     ----------
@@ -393,7 +397,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         self.values_ = y
         return self
 
-    def predict(self, X, return_std=False):
+    def predict(self, X, return_std=False, return_se=False):
         """Pool the training values with attention weights for each query.
 
         Parameters
@@ -404,6 +408,9 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         return_std : bool, default=False
             Whether to return, with the predictions, the attention-weighted
             standard deviation of the training values around them.
+
+        return_se : bool, default=False
+            Whether to return, last, the standard error of the predictions.
 
         Returns
         -------
@@ -433,20 +440,185 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             exact to a few ulps of those deviations (of ``y`` itself for
             the residuals of ``degree=1``), however far the local mean is
             from the global one. The same holds on every path.
+
+        y_se : ndarray of the shape of ``y_pred``
+            Only with ``return_se=True``: the heteroscedasticity-consistent
+            standard error of ``y_pred`` as an estimate of the smoothed
+            curve ``E[y_pred]``, ``sqrt(sum_i l_i(q)**2 sigma_i**2)`` with
+            ``l(q)`` the row of :meth:`attention_weights` (the
+            equivalent-kernel weights for ``degree=1``) and ``sigma_i**2 =
+            e_i**2 / (1 - 2 L_ii + sum_j L_ij**2)`` the variance of training
+            value ``i`` from its residual ``e = y - L y`` under the smoother
+            matrix ``L`` of the training keys, corrected for the degrees of
+            freedom the fit takes from row ``i`` (the HC2 correction of least
+            squares when ``L`` is a projection; Wasserman, All of
+            Nonparametric Statistics, 2006, section 5.7). A key alone in its
+            neighbourhood (correction below 1e-8) gets the pooled estimate
+            ``sum_k e_k**2 / sum_k (1 - 2 L_kk + sum_j L_kj**2)``. Sample
+            weights multiply the kernel, so they enter through ``l(q)``:
+            each training row is one observation with its own variance
+            whatever its weight (a weight of 2 is not two independent copies
+            here), and rows of weight zero never change the standard error.
+            A query that falls back gets the standard error of the value it
+            gets (nearest keys, weighted mean, NaN under ``"nan"``). Costs
+            one extra pass of the smoother over the training keys (``O(n**2)``
+            kernel evaluations, fewer on the trees) for the variances and one
+            over the queries, each within ``working_memory``; NumPy input
+            only (a ``ValueError`` on the array API path).
         """
         check_is_fitted(self)
         check_flag("return_std", return_std)
+        check_flag("return_se", return_se)
         if is_array_api_pool(self._pool):
+            if return_se:
+                check_numpy_estimator(self, "return_se=True")
             X = validate_array_api_queries(self, X, "predict")
             pooled = self._pool.pool(X, return_std=return_std)
         else:
             self._check_numpy_queries(X, "predict")
             X = validate_queries(self, X)
             pooled = self._pool.pool(X, n_jobs=self.n_jobs, return_std=return_std)
-        if not return_std:
-            return self._shape_like_y(pooled)
-        mean, std = pooled
-        return self._shape_like_y(mean), self._shape_like_y(std)
+        outputs = list(pooled) if return_std else [pooled]
+        if return_se:
+            se = standard_error(self, X).astype(outputs[0].dtype, copy=False)
+            outputs.append(se)
+        outputs = tuple(self._shape_like_y(output) for output in outputs)
+        return outputs if len(outputs) > 1 else outputs[0]
+
+    def confidence_interval(
+        self,
+        X,
+        *,
+        level=0.95,
+        method="asymptotic",
+        simultaneous=False,
+        n_resamples=999,
+        random_state=None,
+    ):
+        """Confidence intervals of the smoothed mean function at the queries.
+
+        The intervals cover ``E[f(q)] = sum_i l_i(q) E[y_i]``, the curve the
+        estimator smooths, not the regression function itself: their
+        centre carries the smoothing bias, of order ``h**2`` (zero for a
+        linear truth with ``degree=1``). To cover the true curve, undersmooth:
+        use a bandwidth smaller than the one that minimises the error of the
+        fit (such as the one :class:`KernelAttentionRegressorCV` selects),
+        so that the bias is small against the standard error.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
+            The queries.
+
+        level : float, default=0.95
+            The confidence level, in (0, 1).
+
+        method : {"asymptotic", "bootstrap"}, default="asymptotic"
+            - ``"asymptotic"``: ``y_pred -+ z se`` with ``se`` the standard
+              error of :meth:`predict` (``return_se=True``) and ``z`` the
+              normal quantile;
+            - ``"bootstrap"``: the wild bootstrap of the whole smoother
+              (Haerdle and Marron 1991): ``y*_i = f(x_i) + v_i sigma_i``
+              with Rademacher multipliers ``v_i = -+1`` (which match the
+              first two moments and, in studentised wild bootstraps,
+              perform better than Mammen's two-point law: Davidson and
+              Flachaire 2008) and ``sigma_i`` the residual standard
+              deviations of :meth:`predict`. The refit is linear,
+              ``f*(q) = l(q) . y*``, and each resample is studentised
+              again with its own residuals ``y* - L y*`` and the same
+              variance estimator, ``t* = (f*(q) - l(q) . f(x)) / se*(q)``:
+              centred on the bootstrap mean, so that the doubly smoothed
+              curve ``l(q) . f(x)`` never enters the interval, which is
+              the percentile-t interval ``[y_pred - t*_{(1+level)/2} se,
+              y_pred - t*_{(1-level)/2} se]`` (Hall 1992).
+
+        simultaneous : bool, default=False
+            Whether to return a band that covers the smoothed curve at all
+            the given queries at once, with probability ``level``: the
+            sup-t band ``y_pred -+ c se`` with ``c`` the ``level`` quantile
+            of ``max_q |t(q)|`` over the queries (Montiel Olea and
+            Plagborg-Moller 2019; Neumann and Polzehl 1998 for the wild
+            bootstrap of kernel smoothers). Under ``"bootstrap"`` the ``t``
+            are the studentised resamples above; under ``"asymptotic"``
+            they are draws of the estimated normal law of the fit,
+            ``t(q) = l(q) . (sigma g) / se(q)`` with ``g`` standard normal,
+            so that the band accounts for the correlation of neighbouring
+            queries (unlike a Bonferroni band); it ignores the error of
+            ``se`` itself, so it covers less than ``level`` where few keys
+            weigh in each window (about 0.88 for 0.95 over 12 queries with
+            120 keys uniform on [0, 1], bandwidth 0.12 and ``degree=1``,
+            where the re-studentised bootstrap band covers about 0.93:
+            ``benchmarks/bench_inference.py``). Each output of a
+            multi-output ``y`` gets its own band.
+
+        n_resamples : int, default=999
+            The number of bootstrap resamples, or of normal draws for the
+            asymptotic simultaneous band; unused by the asymptotic
+            pointwise interval.
+
+        random_state : int, RandomState instance or None, default=None
+            Seeds the resampling: the same ``random_state`` gives the same
+            bounds.
+
+        Returns
+        -------
+        lower, upper : ndarray of the shape of ``predict(X)``
+            The bounds; NaN where the standard error is NaN
+            (``on_empty="nan"``).
+
+        Notes
+        -----
+        The resampling needs, per block of resamples, a pass of the
+        smoother over the training keys (the re-studentising residuals)
+        and one over the queries; blocks of resamples, of queries and of
+        training rows are sized within ``working_memory``. NumPy input only
+        (a ``ValueError`` on the array API path).
+
+        References
+        ----------
+        .. [1] W. Haerdle and J. S. Marron, "Bootstrap simultaneous error
+           bars for nonparametric regression", Annals of Statistics 19
+           (1991).
+        .. [2] E. Mammen, "Bootstrap and wild bootstrap for high
+           dimensional linear models", Annals of Statistics 21 (1993).
+        .. [3] P. Hall, "The Bootstrap and Edgeworth Expansion", Springer
+           (1992).
+        .. [4] M. H. Neumann and J. Polzehl, "Simultaneous bootstrap
+           confidence bands in nonparametric regression", Journal of
+           Nonparametric Statistics 9 (1998).
+        .. [5] J. L. Montiel Olea and M. Plagborg-Moller, "Simultaneous
+           confidence bands: theory, implementation, and an application to
+           SVARs", Journal of Applied Econometrics 34 (2019).
+        .. [6] R. Davidson and E. Flachaire, "The wild bootstrap, tamed at
+           last", Journal of Econometrics 146 (2008).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_kernelpool import KernelAttentionRegressor
+        >>> rng = np.random.RandomState(0)
+        >>> X = rng.uniform(0, 1, (200, 1))
+        >>> y = 2 * X[:, 0] + rng.normal(scale=0.1, size=200)
+        >>> reg = KernelAttentionRegressor(bandwidth=0.1, degree=1).fit(X, y)
+        >>> lower, upper = reg.confidence_interval([[0.5]])
+        >>> bool(lower[0] < 1.0 < upper[0])
+        True
+        >>> lower, upper = reg.confidence_interval(
+        ...     [[0.25], [0.5]], method="bootstrap", simultaneous=True,
+        ...     random_state=0)
+        >>> lower.shape
+        (2,)
+        """
+        check_is_fitted(self)
+        return confidence_interval(
+            self,
+            X,
+            level=level,
+            method=method,
+            simultaneous=simultaneous,
+            n_resamples=n_resamples,
+            random_state=random_state,
+        )
 
     def attention_weights(self, X, *, sparse=False):
         """The normalised attention weights of each query over the training rows.

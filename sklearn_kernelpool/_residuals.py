@@ -8,6 +8,8 @@ training values.
 """
 
 import numpy as np
+from scipy import sparse as sp
+from sklearn import config_context, get_config
 
 from ._base import validate_queries
 from ._chunking import row_batches
@@ -17,25 +19,35 @@ from ._chunking import row_batches
 _INFORMATIVE = 1e-8
 
 
-def smoother_rows(estimator, X, *, validated=False):
+def smoother_rows(estimator, X, *, validated=False, share=1):
     """Yield ``(batch, rows)``: the dense smoother rows of ``X[batch]``.
 
     ``rows`` has shape ``(n_batch, n_samples_fit)`` and float64 dtype; the
     batches are sized so that a few such arrays fit in scikit-learn's
-    ``working_memory``. ``X`` is validated first unless ``validated``.
+    ``working_memory`` divided by ``share`` (the caller keeps the rest).
+    ``X`` is validated first unless ``validated``.
     """
     if not validated:
         X = validate_queries(estimator, X)
     pool = estimator._pool
     n_keys = pool.n_samples_fit
-    for batch in row_batches(X.shape[0], 4 * 8 * n_keys):
-        rows = pool.attention_weights(X[batch], n_jobs=estimator.n_jobs, sparse=False)
+    memory = get_config()["working_memory"] / share
+    for batch in row_batches(X.shape[0], share * 4 * 8 * n_keys):
+        with config_context(working_memory=memory):
+            rows = pool.attention_weights(
+                X[batch], n_jobs=estimator.n_jobs, sparse=False
+            )
         yield batch, np.asarray(rows, dtype=np.float64)
 
 
 def training_keys(estimator):
-    """The validated training keys of a fitted estimator, as queries."""
-    return validate_queries(estimator, estimator.keys_)
+    """The validated training keys of a fitted estimator, as queries.
+
+    ``keys_`` were validated in ``fit`` (categorical features already
+    encoded as the engine's codes): only sparse keys change, to CSR.
+    """
+    keys = estimator.keys_
+    return keys.tocsr() if sp.issparse(keys) else keys
 
 
 def residual_variance(estimator):
@@ -57,6 +69,10 @@ def residual_variance(estimator):
     weight, and a row of weight zero has a zero column in ``L``, so its own
     residual never reaches a standard error.
 
+    The cost is one pass of the smoother over the training keys: ``O(n**2)``
+    kernel evaluations (fewer on the trees), in batches of rows within
+    ``working_memory``.
+
     Returns
     -------
     variance : ndarray of shape (n_samples_fit, n_outputs)
@@ -66,6 +82,12 @@ def residual_variance(estimator):
     self_weight : ndarray of shape (n_samples_fit,)
         The diagonal ``L_ii`` of the smoother matrix.
     """
+    variance, fitted, self_weight, _ = residual_parts(estimator)
+    return variance, fitted, self_weight
+
+
+def residual_parts(estimator):
+    """:func:`residual_variance` and the row corrections ``d_i``, ``(n,)``."""
     values = np.asarray(estimator.values_, dtype=np.float64).reshape(
         estimator.values_.shape[0], -1
     )
@@ -80,21 +102,31 @@ def residual_variance(estimator):
         diagonal = rows[np.arange(rows.shape[0]), np.arange(n)[batch]]
         self_weight[batch] = diagonal
         denominator[batch] = 1.0 - 2.0 * diagonal + np.einsum("ij,ij->i", rows, rows)
-    squared = (values - fitted) ** 2
+    variance = variance_from_residuals(
+        (values - fitted) ** 2, denominator, estimator.sample_weight_
+    )
+    return variance, fitted, self_weight, denominator
+
+
+def variance_from_residuals(squared, denominator, weights):
+    """``sigma_i**2`` from squared residuals ``(n, m)`` and corrections ``d_i``.
+
+    Each of the ``m`` columns (outputs, or resamples of a bootstrap) is
+    estimated on its own, as in :func:`residual_variance`.
+    """
     informative = denominator > _INFORMATIVE
-    weights = estimator.sample_weight_
     counted = informative if weights is None else informative & (weights > 0)
-    variance = np.empty_like(values)
+    variance = np.empty_like(squared)
     variance[informative] = squared[informative] / denominator[informative, None]
     if not np.all(informative):
         total = np.sum(denominator[counted])
         pooled = (
             np.sum(squared[counted], axis=0) / total
             if total > 0
-            else np.full(values.shape[1], np.nan)
+            else np.full(squared.shape[1], np.nan)
         )
         variance[~informative] = pooled
     if weights is not None:
         # Zero columns of L: any finite value; 0 keeps NaN out of L**2 @ var.
         variance[weights == 0] = 0.0
-    return variance, fitted, self_weight
+    return variance
