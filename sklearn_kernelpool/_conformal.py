@@ -1,0 +1,440 @@
+"""Jackknife+ and CV+ prediction intervals from closed-form leave-out fits.
+
+Jackknife+ (Barber, Candes, Ramdas and Tibshirani, "Predictive inference
+with the jackknife+", Ann. Statist. 49 (2021)) needs, at every query ``q``,
+the fits ``mu_{-i}(q)`` of the model without each training row ``i`` and the
+leave-one-out residuals ``R_i = |y_i - mu_{-i}(x_i)|``. For attention
+pooling they follow from the same weights as the prediction, without any
+refit:
+
+- degree 0: with ``p_i`` the normalised weights of ``q`` and ``f = sum_i p_i
+  y_i``, ``mu_{-i}(q) = (f - p_i y_i) / (1 - p_i)``;
+- degree 1: the case-deletion formula of the weighted least squares at
+  ``q``: ``mu_{-i}(q) = f(q) - l_i r_i / (1 - h_ii)`` with ``l_i`` the
+  equivalent-kernel weight, ``r_i = y_i - b - beta . (k_i - q)`` the residual
+  of key ``i`` from the local model and ``h_ii = p_i (1 + (k_i - m)^T C^+
+  (k_i - m))`` its local leverage (``m``, ``C`` the local mean and covariance
+  of the keys, ``C^+`` the pseudo-inverse of the fit). Deleting a key that
+  leaves the column space of the design unchanged (``1 - h_ii > 0``) is a
+  rank-preserving update, for which Sherman-Morrison holds with ``C^+``.
+
+The pairs ``(q, i)`` where the formula is undefined (``i`` holds all the
+weight of ``q``, ``1 - h_ii`` below 1e-6, or the fallback of an empty
+neighbourhood depends on ``i``) are computed by the definition: the engine
+built without row ``i`` (its sample weight set to zero), with the same
+widths and ``on_empty`` policy, predicts at ``q``. CV+ does the same with
+the moments summed over the keys outside each fold.
+"""
+
+import warnings
+from fractions import Fraction
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.model_selection import check_cv
+
+from . import _local_linear
+from ._base import validate_queries
+from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+
+METHODS = ("jackknife+", "cv+")
+# A leave-out denominator below this (in units of the query's total weight)
+# has lost the weights of the remaining keys to underflow: computed exactly.
+_TINY_REST = 1e-150
+# Leverages this close to one drop the rank of the local design.
+_LEVERAGE_MARGIN = 1e-6
+
+
+def order_ranks(level, n):
+    """The 1-based ranks of the paper's two order statistics.
+
+    ``floor(alpha (n + 1))`` for the lower bound (0: minus infinity) and
+    ``ceil((1 - alpha) (n + 1))`` for the upper (above ``n``: infinity), with
+    ``alpha = 1 - level`` computed on the decimal that ``level`` prints as,
+    so that ``level=0.9`` and ``n=19`` give ranks 2 and 18 exactly.
+    """
+    exact = Fraction(repr(float(level)))
+    alpha = 1 - exact
+    low = (alpha * (n + 1)).__floor__()
+    high = (exact * (n + 1)).__ceil__()
+    return int(low), int(high)
+
+
+def _check_arguments(estimator, level, method, cv, n):
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, Real):
+        raise ValueError(f"level must be a float in (0, 1); got {level!r}.")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be a float in (0, 1); got {level!r}.")
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"method must be one of {list(METHODS)}; got {method!r}.")
+    if getattr(estimator, "n_neighbors", None) is not None:
+        raise ValueError(
+            "prediction_interval does not support adaptive widths "
+            f"(n_neighbors={estimator.n_neighbors!r}): the width of a query "
+            "depends on the other keys, so the fits without each row have no "
+            "closed form here. Use n_neighbors=None."
+        )
+    if n < 2:
+        raise ValueError(
+            "prediction_interval needs at least 2 training rows of positive "
+            f"sample weight; got {n}."
+        )
+    if method == "jackknife+":
+        if cv is not None:
+            raise ValueError(
+                f"cv is only used with method='cv+'; got cv={cv!r} with "
+                "method='jackknife+'."
+            )
+        return None
+    if cv is None:
+        cv = 5
+    if isinstance(cv, Integral) and not isinstance(cv, (bool, np.bool_)):
+        if not 2 <= cv <= n:
+            raise ValueError(
+                f"cv must be an int in [2, n] with n={n} the number of training "
+                f"rows of positive sample weight, or a cross-validation "
+                f"splitter; got cv={cv!r}."
+            )
+    elif isinstance(cv, (bool, np.bool_, Real, str)) or not hasattr(cv, "split"):
+        raise ValueError(
+            "cv must be an int >= 2 or a cross-validation splitter with a "
+            f"split method; got {cv!r}."
+        )
+    splitter = check_cv(cv)
+    fold = np.full(n, -1)
+    k = 0
+    for k, (_, test) in enumerate(splitter.split(np.zeros((n, 1)))):
+        test = np.asarray(test)
+        if np.any(fold[test] >= 0):
+            raise ValueError(
+                "cv must split the training rows into disjoint folds; the "
+                "splitter's test sets overlap."
+            )
+        fold[test] = k
+    if np.any(fold < 0):
+        raise ValueError(
+            "cv must put every training row of positive sample weight in one "
+            "test fold; the splitter left "
+            f"{int(np.count_nonzero(fold < 0))} row(s) out."
+        )
+    if k < 1:
+        raise ValueError("cv must give at least 2 folds.")
+    return fold
+
+
+class _LeaveOut:
+    """The engine of a fitted estimator and its fits without some rows."""
+
+    def __init__(self, estimator):
+        pool = self.pool = estimator._pool
+        self.support = pool.support
+        values = np.asarray(estimator.values_, dtype=np.float64)
+        values = values.reshape(values.shape[0], -1)[self.support]
+        # Centred values: leave-out fits are differences of weighted sums.
+        self.center = np.mean(values, axis=0)
+        self.Y = values - self.center
+        self.keys = pool.keys.astype(np.float64)
+        self.degree = pool.degree
+        self.moments = self.degree == 1 and pool._uses_moments()
+        self._cache = {}
+
+    def row_bytes(self, width):
+        """Bytes of the work of one query against ``width`` leave-out fits."""
+        n, d = self.keys.shape
+        k = self.Y.shape[1]
+        return 8 * (n * (8 + 2 * d + 6 * k) + width * (d + 2) * k)
+
+    # -- the exact fits --------------------------------------------------------
+    def exact(self, X_rows, removed, key):
+        """The engine without the support rows ``removed`` predicting at
+        ``X_rows``, centred; cached under ``key`` (None: not cached)."""
+        loo = self._cache.get(key) if key is not None else None
+        if loo is None:
+            pool = self.pool
+            weights = np.array(pool._arguments["sample_weight"], dtype=np.float64)
+            weights[self.support[removed]] = 0.0
+            if not np.any(weights > 0):
+                return np.full((len(X_rows), self.Y.shape[1]), np.nan)
+            loo = type(pool)(**{**pool._arguments, "sample_weight": weights})
+            if key is not None and len(self._cache) < 64:
+                self._cache[key] = loo
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+            try:
+                out = loo.pool(X_rows, n_jobs=1)
+            except ValueError as exc:
+                raise ValueError(
+                    "prediction_interval: the fit without some training rows has "
+                    "no key of positive weight near a query, which "
+                    "on_empty='raise' refuses; choose another on_empty policy "
+                    "or a wider bandwidth."
+                ) from exc
+        return np.asarray(out, dtype=np.float64) - self.center
+
+    # -- the weights -----------------------------------------------------------
+    def weights(self, X_chunk, workspace):
+        """Normalised local-constant weights (float64), the queries, and the
+        empty rows (whose weights are the ``on_empty`` fallback's)."""
+        queries = self.pool._queries(X_chunk)
+        P, empty = self.pool._normalized_scores(queries, workspace, sparse=False)
+        return np.asarray(P, dtype=np.float64), queries[1], empty
+
+    # -- leave-one-out ---------------------------------------------------------
+    def leave_one_out(self, X_chunk, P, Q, empty, cols=None):
+        """``mu_{-i}(q)`` for the rows of a chunk, centred.
+
+        Shape ``(n_rows, n_keys, n_outputs)``, or ``(n_rows, 1, n_outputs)``
+        for one column per row (``cols``: the support index of each row).
+        """
+        r, n = P.shape
+        if cols is None:
+            Psel = P
+        else:
+            Psel = P[np.arange(r), cols][:, None]
+        mu = np.empty((r, Psel.shape[1], self.Y.shape[1]))
+        hard = np.zeros(Psel.shape, dtype=bool)
+        local = np.zeros(r, dtype=bool)
+        if self.degree == 1:
+            local = ~empty & np.all(np.isfinite(P), axis=1)
+        if np.any(~local):
+            rows = np.flatnonzero(~local)
+            sub = None if cols is None else cols[rows]
+            mu[rows], hard[rows] = self._constant(P[rows], sub)
+        if np.any(local):
+            rows = np.flatnonzero(local)
+            sub = None if cols is None else cols[rows]
+            mu[rows], hard[rows] = self._linear(P[rows], Q[rows], sub)
+        for i in np.unique(np.nonzero(hard)[1] if cols is None else cols[hard[:, 0]]):
+            if cols is None:
+                rows = np.flatnonzero(hard[:, i])
+                mu[rows, i] = self.exact(X_chunk[rows], [i], None)
+            else:
+                rows = np.flatnonzero(hard[:, 0] & (cols == i))
+                mu[rows, 0] = self.exact(X_chunk[rows], [i], None)
+        return mu
+
+    def _constant(self, P, cols):
+        """Degree 0: ``(f - p_i y_i) / (1 - p_i)``, the denominators exact."""
+        Y = self.Y
+        f = P @ Y
+        total = P.sum(axis=1)
+        r = len(P)
+        if cols is None:
+            rest = total[:, None] - P
+            num = f[:, None, :] - P[:, :, None] * Y[None]
+            own = P
+        else:
+            own = P[np.arange(r), cols][:, None]
+            rest = total[:, None] - own
+            num = f[:, None, :] - own[:, :, None] * Y[cols][:, None, :]
+        # The one key of a row that may hold most of its weight: its
+        # leave-out sums from the other keys, free of cancellation.
+        big_rows, big_at = np.nonzero(own > 0.5)
+        if len(big_rows):
+            big_cols = big_at if cols is None else cols[big_rows]
+            other = P[big_rows].copy()
+            other[np.arange(len(big_rows)), big_cols] = 0.0
+            rest[big_rows, big_at] = other.sum(axis=1)
+            num[big_rows, big_at] = other @ Y
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mu = num / rest[:, :, None]
+        hard = (own > 0) & ~(rest >= _TINY_REST * total[:, None])
+        hard &= np.isfinite(total)[:, None]
+        return mu, hard
+
+    def _geometry(self, P, Q):
+        """Local means, eigenvectors, inverted eigenvalues of the rows."""
+        layout = self.pool.layout
+        d = self.keys.shape[1]
+        r = len(P)
+        m = np.empty((r, d))
+        vectors = np.empty((r, d, d))
+        inverse = np.empty((r, d))
+        redo = np.ones(r, dtype=bool)
+        if self.moments:
+            means = P @ self.pool.geometry_matrix
+            means = means[:, :-1] / means[:, -1:]
+            m, vectors, inverse, _ = _local_linear._local_geometry(means, Q, layout)
+            redo = _local_linear.keys_cancelled(means, layout)
+        rows = np.flatnonzero(redo)
+        if len(rows):
+            mr, cov, scale = _local_linear.centred_geometry(P[rows], self.keys, layout)
+            v, inv, _ = _local_linear._pseudo_inverse(cov, scale, layout)
+            m[rows], vectors[rows], inverse[rows] = mr, v, inv
+        return m, vectors, inverse
+
+    def _linear(self, P, Q, cols):
+        """Degree 1: ``f - l_i r_i / (1 - h_ii)``."""
+        P = P / P.sum(axis=1, keepdims=True)
+        m, V, inv = self._geometry(P, Q)
+        Y = self.Y
+        r = len(P)
+        if cols is None:
+            Kc = self.keys[None] - m[:, None, :]
+            Psel, Ysel = P, Y[None]
+        else:
+            Kc = self.keys[cols][:, None, :] - m[:, None, :]
+            Psel, Ysel = P[np.arange(r), cols][:, None], Y[cols][:, None, :]
+        # C^+ applied through the eigendecomposition of the fit.
+        g = np.einsum("rfe,re,rge,rg->rf", V, inv, V, m - Q)
+        ybar = P @ Y
+        Kall = self.keys[None] - m[:, None, :]
+        cross = np.einsum("rn,rnf,nk->rfk", P, Kall, Y)
+        del Kall
+        beta = np.einsum("rfe,re,rge,rgk->rfk", V, inv, V, cross)
+        f = ybar - np.einsum("rfk,rf->rk", beta, m - Q)
+        T = np.einsum("rcf,rfe->rce", Kc, V)
+        leverage = Psel * (1.0 + np.einsum("rce,re,rce->rc", T, inv, T))
+        del T
+        ell = Psel * (1.0 - np.einsum("rcf,rf->rc", Kc, g))
+        resid = Ysel - ybar[:, None, :] - np.einsum("rcf,rfk->rck", Kc, beta)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mu = f[:, None, :] - (ell / (1.0 - leverage))[:, :, None] * resid
+        hard = (Psel > 0) & ~(1.0 - leverage > _LEVERAGE_MARGIN)
+        return mu, hard
+
+    # -- leave-fold-out --------------------------------------------------------
+    def leave_folds_out(self, X_chunk, P, Q, empty, fold, n_folds):
+        """``mu_{-S_k}(q)`` for every fold ``k``: (n_rows, n_folds, n_outputs)."""
+        r = len(P)
+        mu = np.empty((r, n_folds, self.Y.shape[1]))
+        local = np.zeros(r, dtype=bool)
+        if self.degree == 1:
+            local = ~empty & np.all(np.isfinite(P), axis=1)
+        layout = self.pool.layout
+        for k in range(n_folds):
+            keep = fold != k
+            Pk = P[:, keep]
+            total = Pk.sum(axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mu[:, k] = (Pk @ self.Y[keep]) / total[:, None]
+            hard = ~(total >= _TINY_REST * P.sum(axis=1)) & np.isfinite(total)
+            rows = np.flatnonzero(local & ~hard)
+            if len(rows):
+                mu[rows, k] = self._fold_linear(Pk[rows], Q[rows], keep, layout)
+            rows = np.flatnonzero(hard)
+            if len(rows):
+                key = ("fold", k) if n_folds <= 64 else None
+                mu[rows, k] = self.exact(X_chunk[rows], np.flatnonzero(~keep), key)
+        return mu
+
+    def _fold_linear(self, Pk, Q, keep, layout):
+        """The local-linear fits of normalised rows over the kept keys."""
+        Pk = Pk / Pk.sum(axis=1, keepdims=True)
+        keys, Y = self.keys[keep], self.Y[keep]
+        if self.moments:
+            sums = Pk @ _local_linear.moment_matrix(keys, Y)
+            mean, _, _ = _local_linear.solve(sums, Q, layout, False)
+            redo = np.flatnonzero(_local_linear.cancelled(sums, layout))
+        else:
+            mean = np.empty((len(Pk), Y.shape[1]))
+            redo = np.arange(len(Pk))
+        if len(redo):
+            mean[redo] = _local_linear.centred_fit(
+                Pk[redo], keys, Y, Q[redo], layout, False
+            )[0]
+        return mean
+
+
+def _order_statistic(values, rank, sign):
+    """The ``rank``-th smallest of each row over axis 1 (partial selection).
+
+    ``rank`` < 1 gives -inf, above the count +inf (``sign`` picks which).
+    An undefined (NaN) leave-out fit or residual counts as ``sign * inf``:
+    it can only widen the interval. ``values`` is overwritten.
+    """
+    n = values.shape[1]
+    shape = (values.shape[0], values.shape[2])
+    if rank < 1 or rank > n:
+        return np.full(shape, sign * np.inf)
+    values[np.isnan(values)] = sign * np.inf
+    return np.partition(values, rank - 1, axis=1)[:, rank - 1]
+
+
+def prediction_interval(estimator, X, level, method, cv):
+    """The bounds of :meth:`KernelAttentionRegressor.prediction_interval`.
+
+    Returns ``(lower, upper)`` of shape (n_queries, n_outputs).
+    """
+    if estimator._pool.__class__.__name__ != "KernelPool":
+        raise ValueError(
+            "prediction_interval works on NumPy arrays only; the estimator was "
+            "fitted on arrays of another array API namespace."
+        )
+    n = len(estimator._pool.support)
+    fold = _check_arguments(estimator, level, method, cv, n)
+    X = validate_queries(estimator, X)
+    state = _LeaveOut(estimator)
+    pool = state.pool
+    low, high = order_ranks(level, n)
+    p = state.Y.shape[1]
+    train = np.asarray(pool._arguments["keys"])[state.support]
+
+    if fold is None:
+
+        def train_work(X_chunk, workspace, start):
+            P, Q, empty = state.weights(X_chunk, workspace)
+            cols = np.arange(start, start + len(X_chunk))
+            return state.leave_one_out(X_chunk, P, Q, empty, cols)[:, 0]
+
+        def query_fits(X_chunk, P, Q, empty):
+            return state.leave_one_out(X_chunk, P, Q, empty)
+
+        width = 1
+    else:
+        n_folds = int(fold.max()) + 1
+
+        def train_work(X_chunk, workspace, start):
+            P, Q, empty = state.weights(X_chunk, workspace)
+            mu = state.leave_folds_out(X_chunk, P, Q, empty, fold, n_folds)
+            own = fold[start : start + len(X_chunk)]
+            return mu[np.arange(len(X_chunk)), own]
+
+        def query_fits(X_chunk, P, Q, empty):
+            mu = state.leave_folds_out(X_chunk, P, Q, empty, fold, n_folds)
+            return mu[:, fold]
+
+        width = n_folds
+    extra = state.row_bytes(width)
+
+    # The residuals R_i = |y_i - mu_{-i}(x_i)|, chunk by chunk.
+    counter = _Counter()
+
+    def residual_work(X_chunk, workspace):
+        start = counter.advance(len(X_chunk))
+        return train_work(X_chunk, workspace, start), np.zeros(len(X_chunk), bool)
+
+    loo_fit = _run(pool, train, residual_work, extra, p)
+    R = np.abs(state.Y - np.asarray(loo_fit, dtype=np.float64))
+
+    def query_work(X_chunk, workspace):
+        P, Q, empty = state.weights(X_chunk, workspace)
+        mu = query_fits(X_chunk, P, Q, empty)
+        lower = _order_statistic(mu - R[None], low, -1.0)
+        upper = _order_statistic(mu + R[None], high, 1.0)
+        # A query without a prediction (empty under on_empty="nan").
+        undefined = empty & np.isnan(P).any(axis=1)
+        lower[undefined] = upper[undefined] = np.nan
+        return np.hstack([lower, upper]), empty
+
+    out = _run(pool, X, query_work, extra, 2 * p)
+    lower, upper = out[:, :p] + state.center, out[:, p:] + state.center
+    return lower, upper
+
+
+class _Counter:
+    """The start of each chunk of a sequential run of chunks."""
+
+    def __init__(self):
+        self.position = 0
+
+    def advance(self, n):
+        start, self.position = self.position, self.position + n
+        return start
+
+
+def _run(pool, X, work, extra, width):
+    """``pool._run_chunks`` on one thread, the chunks' rows concatenated."""
+    chunks = pool._run_chunks(X, None, work, 1, extra_row_bytes=extra)
+    return np.concatenate(chunks) if chunks else np.empty((0, width))
