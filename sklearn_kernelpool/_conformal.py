@@ -192,16 +192,21 @@ class _LeaveOut:
             Psel = P
         else:
             Psel = P[np.arange(r), cols][:, None]
-        mu = np.empty((r, Psel.shape[1], self.Y.shape[1]))
-        hard = np.zeros(Psel.shape, dtype=bool)
         local = np.zeros(r, dtype=bool)
         if self.degree == 1:
             local = ~empty & np.all(np.isfinite(P), axis=1)
-        if np.any(~local):
+        if np.all(local):
+            mu, hard = self._linear(P, Q, cols)
+        elif not np.any(local):
+            mu, hard = self._constant(P, cols)
+        else:
+            mu = np.empty((r, Psel.shape[1], self.Y.shape[1]))
+            hard = np.zeros(Psel.shape, dtype=bool)
+        if np.any(~local) and np.any(local):
             rows = np.flatnonzero(~local)
             sub = None if cols is None else cols[rows]
             mu[rows], hard[rows] = self._constant(P[rows], sub)
-        if np.any(local):
+        if np.any(local) and np.any(~local):
             rows = np.flatnonzero(local)
             sub = None if cols is None else cols[rows]
             mu[rows], hard[rows] = self._linear(P[rows], Q[rows], sub)
@@ -243,56 +248,107 @@ class _LeaveOut:
         hard &= np.isfinite(total)[:, None]
         return mu, hard
 
-    def _geometry(self, P, Q):
-        """Local means, eigenvectors, inverted eigenvalues of the rows."""
-        layout = self.pool.layout
-        d = self.keys.shape[1]
-        r = len(P)
-        m = np.empty((r, d))
-        vectors = np.empty((r, d, d))
-        inverse = np.empty((r, d))
-        redo = np.ones(r, dtype=bool)
-        if self.moments:
-            means = P @ self.pool.geometry_matrix
-            means = means[:, :-1] / means[:, -1:]
-            m, vectors, inverse, _ = _local_linear._local_geometry(means, Q, layout)
-            redo = _local_linear.keys_cancelled(means, layout)
-        rows = np.flatnonzero(redo)
-        if len(rows):
-            mr, cov, scale = _local_linear.centred_geometry(P[rows], self.keys, layout)
-            v, inv, _ = _local_linear._pseudo_inverse(cov, scale, layout)
-            m[rows], vectors[rows], inverse[rows] = mr, v, inv
-        return m, vectors, inverse
+    @property
+    def _moment_matrix(self):
+        if "moments" not in self._cache:
+            self._cache["moments"] = _local_linear.moment_matrix(self.keys, self.Y)
+        return self._cache["moments"]
 
     def _linear(self, P, Q, cols):
-        """Degree 1: ``f - l_i r_i / (1 - h_ii)``."""
+        """Degree 1: ``f - l_i r_i / (1 - h_ii)``.
+
+        The local fit from the pooled moments, and the per-key terms
+        expanded about the local mean of the keys (their cancellation is
+        bounded as in :func:`._local_linear.cancelled`); rows whose moments
+        cancel are computed about their own local means.
+        """
         P = P / P.sum(axis=1, keepdims=True)
-        m, V, inv = self._geometry(P, Q)
-        Y = self.Y
-        r = len(P)
-        if cols is None:
-            Kc = self.keys[None] - m[:, None, :]
-            Psel, Ysel = P, Y[None]
-        else:
-            Kc = self.keys[cols][:, None, :] - m[:, None, :]
-            Psel, Ysel = P[np.arange(r), cols][:, None], Y[cols][:, None, :]
-        # C^+ applied through the eigendecomposition of the fit.
-        g = np.einsum("rfe,re,rge,rg->rf", V, inv, V, m - Q)
-        ybar = P @ Y
-        Kall = self.keys[None] - m[:, None, :]
-        cross = np.einsum("rn,rnf,nk->rfk", P, Kall, Y)
-        del Kall
-        beta = np.einsum("rfe,re,rge,rgk->rfk", V, inv, V, cross)
-        f = ybar - np.einsum("rfk,rf->rk", beta, m - Q)
-        T = np.einsum("rcf,rfe->rce", Kc, V)
-        leverage = Psel * (1.0 + np.einsum("rce,re,rce->rc", T, inv, T))
-        del T
-        ell = Psel * (1.0 - np.einsum("rcf,rf->rc", Kc, g))
-        resid = Ysel - ybar[:, None, :] - np.einsum("rcf,rfk->rck", Kc, beta)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mu = f[:, None, :] - (ell / (1.0 - leverage))[:, :, None] * resid
-        hard = (Psel > 0) & ~(1.0 - leverage > _LEVERAGE_MARGIN)
+        layout = self.pool.layout
+        r, d = len(P), self.keys.shape[1]
+        k = self.Y.shape[1]
+        mu = hard = None
+        redo = np.ones(r, dtype=bool)
+        if self.moments:
+            sums = P @ self._moment_matrix
+            redo = _local_linear.cancelled(sums, layout)
+            rows = np.flatnonzero(~redo)
+            if len(rows) == r:
+                rows = slice(None)
+            if len(P[rows]):
+                means = sums[rows, :-1] / sums[rows, -1:]
+                m, V, inv, _ = _local_linear._local_geometry(means, Q[rows], layout)
+                ybar = means[:, layout.values]
+                cross = means[:, layout.cross].reshape(-1, d, k)
+                cross -= m[:, :, None] * ybar[:, None, :]
+                sub = None if cols is None else cols[rows]
+                fit = self._deleted(
+                    P[rows], Q[rows], sub, m, V, inv, ybar, cross, expanded=True
+                )
+                if not np.any(redo):
+                    return fit
+                mu = np.empty((r,) + fit[0].shape[1:])
+                hard = np.zeros((r, fit[0].shape[1]), dtype=bool)
+                mu[rows], hard[rows] = fit
+        rows = np.flatnonzero(redo)
+        if len(rows):
+            Pr = P[rows]
+            m, cov, scale = _local_linear.centred_geometry(Pr, self.keys, layout)
+            V, inv, _ = _local_linear._pseudo_inverse(cov, scale, layout)
+            ybar = Pr @ self.Y
+            cross = np.empty((len(rows), d, k))
+            for j in range(len(rows)):
+                nz = np.flatnonzero(Pr[j])
+                wK = (self.keys[nz] - m[j]) * Pr[j, nz, None]
+                cross[j] = wK.T @ (self.Y[nz] - ybar[j])
+            sub = None if cols is None else cols[rows]
+            fit = self._deleted(
+                Pr, Q[rows], sub, m, V, inv, ybar, cross, expanded=False
+            )
+            if mu is None:
+                mu = np.empty((r,) + fit[0].shape[1:])
+                hard = np.zeros((r, fit[0].shape[1]), dtype=bool)
+            mu[rows], hard[rows] = fit
         return mu, hard
+
+    def _deleted(self, P, Q, cols, m, V, inv, ybar, cross, expanded):
+        """The case-deletion formula from the local fit of each row."""
+        r = len(P)
+        A = np.einsum("rfe,re,rge->rfg", V, inv, V)  # C^+
+        g = np.einsum("rfg,rg->rf", A, m - Q)
+        beta = np.einsum("rfg,rgk->rfk", A, cross)
+        f = ybar - np.einsum("rfk,rf->rk", beta, m - Q)
+        if cols is None:
+            Psel, Ysel = P, self.Y[None]
+        else:
+            Psel, Ysel = P[np.arange(r), cols][:, None], self.Y[cols][:, None, :]
+        if expanded and cols is None:
+            # (k - m) terms for every key by products with the keys.
+            keys = self.keys
+            kg = g @ keys.T - np.einsum("rf,rf->r", g, m)[:, None]
+            i, j = np.triu_indices(keys.shape[1])
+            upper = A[:, i, j] * np.where(i == j, 1.0, 2.0)
+            Am = np.einsum("rfg,rg->rf", A, m)
+            quad = upper @ (keys[:, i] * keys[:, j]).T
+            quad -= 2.0 * (Am @ keys.T)
+            quad += np.einsum("rf,rf->r", Am, m)[:, None]
+            kb = np.tensordot(beta, keys, axes=([1], [1])).transpose(0, 2, 1)
+            kb -= np.einsum("rf,rfk->rk", m, beta)[:, None, :]
+        else:
+            K = self.keys[None] if cols is None else self.keys[cols][:, None, :]
+            Kc = K - m[:, None, :]
+            kg = np.einsum("rcf,rf->rc", Kc, g)
+            quad = np.einsum("rcf,rfg,rcg->rc", Kc, A, Kc)
+            kb = np.einsum("rcf,rfk->rck", Kc, beta)
+        leverage = Psel * (1.0 + quad)
+        ell = Psel * (1.0 - kg)
+        kb -= Ysel
+        kb += ybar[:, None, :]  # minus the residuals of the keys
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            factor = ell / (1.0 - leverage)
+            kb *= factor[:, :, None]
+            kb += f[:, None, :]
+        hard = (Psel > 0) & ~(1.0 - leverage > _LEVERAGE_MARGIN)
+        return kb, hard
 
     # -- leave-fold-out --------------------------------------------------------
     def leave_folds_out(self, X_chunk, P, Q, empty, fold, n_folds):
@@ -348,8 +404,11 @@ def _order_statistic(values, rank, sign):
     shape = (values.shape[0], values.shape[2])
     if rank < 1 or rank > n:
         return np.full(shape, sign * np.inf)
+    # The selection runs along the last, contiguous axis.
+    values = np.ascontiguousarray(values.transpose(0, 2, 1))
     values[np.isnan(values)] = sign * np.inf
-    return np.partition(values, rank - 1, axis=1)[:, rank - 1]
+    values.partition(rank - 1, axis=-1)
+    return values[:, :, rank - 1]
 
 
 def prediction_interval(estimator, X, level, method, cv):
