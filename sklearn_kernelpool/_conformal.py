@@ -35,6 +35,7 @@ from sklearn.model_selection import check_cv
 
 from . import _local_linear
 from ._base import validate_queries
+from ._chunking import row_batches
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 
 METHODS = ("jackknife+", "cv+")
@@ -222,7 +223,7 @@ class _LeaveOut:
     def _constant(self, P, cols):
         """Degree 0: ``(f - p_i y_i) / (1 - p_i)``, the denominators exact."""
         Y = self.Y
-        f = P @ Y
+        f = _dot(P, Y)
         total = P.sum(axis=1)
         r = len(P)
         if cols is None:
@@ -241,7 +242,7 @@ class _LeaveOut:
             other = P[big_rows].copy()
             other[np.arange(len(big_rows)), big_cols] = 0.0
             rest[big_rows, big_at] = other.sum(axis=1)
-            num[big_rows, big_at] = other @ Y
+            num[big_rows, big_at] = _dot(other, Y)
         with np.errstate(invalid="ignore", divide="ignore"):
             mu = num / rest[:, :, None]
         hard = (own > 0) & ~(rest >= _TINY_REST * total[:, None])
@@ -269,7 +270,7 @@ class _LeaveOut:
         mu = hard = None
         redo = np.ones(r, dtype=bool)
         if self.moments:
-            sums = P @ self._moment_matrix
+            sums = _dot(P, self._moment_matrix)
             redo = _local_linear.cancelled(sums, layout)
             rows = np.flatnonzero(~redo)
             if len(rows) == r:
@@ -294,7 +295,7 @@ class _LeaveOut:
             Pr = P[rows]
             m, cov, scale = _local_linear.centred_geometry(Pr, self.keys, layout)
             V, inv, _ = _local_linear._pseudo_inverse(cov, scale, layout)
-            ybar = Pr @ self.Y
+            ybar = _dot(Pr, self.Y)
             cross = np.empty((len(rows), d, k))
             for j in range(len(rows)):
                 nz = np.flatnonzero(Pr[j])
@@ -324,12 +325,12 @@ class _LeaveOut:
         if expanded and cols is None:
             # (k - m) terms for every key by products with the keys.
             keys = self.keys
-            kg = g @ keys.T - np.einsum("rf,rf->r", g, m)[:, None]
+            kg = _dot(g, keys.T) - np.einsum("rf,rf->r", g, m)[:, None]
             i, j = np.triu_indices(keys.shape[1])
             upper = A[:, i, j] * np.where(i == j, 1.0, 2.0)
             Am = np.einsum("rfg,rg->rf", A, m)
-            quad = upper @ (keys[:, i] * keys[:, j]).T
-            quad -= 2.0 * (Am @ keys.T)
+            quad = _dot(upper, (keys[:, i] * keys[:, j]).T)
+            quad -= 2.0 * _dot(Am, keys.T)
             quad += np.einsum("rf,rf->r", Am, m)[:, None]
             kb = np.tensordot(beta, keys, axes=([1], [1])).transpose(0, 2, 1)
             kb -= np.einsum("rf,rfk->rk", m, beta)[:, None, :]
@@ -364,7 +365,7 @@ class _LeaveOut:
             Pk = P[:, keep]
             total = Pk.sum(axis=1)
             with np.errstate(invalid="ignore", divide="ignore"):
-                mu[:, k] = (Pk @ self.Y[keep]) / total[:, None]
+                mu[:, k] = _dot(Pk, self.Y[keep]) / total[:, None]
             hard = ~(total >= _TINY_REST * P.sum(axis=1)) & np.isfinite(total)
             rows = np.flatnonzero(local & ~hard)
             if len(rows):
@@ -380,7 +381,7 @@ class _LeaveOut:
         Pk = Pk / Pk.sum(axis=1, keepdims=True)
         keys, Y = self.keys[keep], self.Y[keep]
         if self.moments:
-            sums = Pk @ _local_linear.moment_matrix(keys, Y)
+            sums = _dot(Pk, _local_linear.moment_matrix(keys, Y))
             mean, _, _ = _local_linear.solve(sums, Q, layout, False)
             redo = np.flatnonzero(_local_linear.cancelled(sums, layout))
         else:
@@ -391,6 +392,11 @@ class _LeaveOut:
                 Pk[redo], keys, Y, Q[redo], layout, False
             )[0]
         return mean
+
+
+def _dot(A, B):
+    """``A @ B`` (rows of weights times columns of keys or values)."""
+    return A @ B
 
 
 def _order_statistic(values, rank, sign):
@@ -432,54 +438,60 @@ def prediction_interval(estimator, X, level, method, cv):
 
     if fold is None:
 
-        def train_work(X_chunk, workspace, start):
-            P, Q, empty = state.weights(X_chunk, workspace)
-            cols = np.arange(start, start + len(X_chunk))
-            return state.leave_one_out(X_chunk, P, Q, empty, cols)[:, 0]
+        def train_fits(X_rows, P, Q, empty, start):
+            cols = np.arange(start, start + len(X_rows))
+            return state.leave_one_out(X_rows, P, Q, empty, cols)[:, 0]
 
-        def query_fits(X_chunk, P, Q, empty):
-            return state.leave_one_out(X_chunk, P, Q, empty)
+        def query_fits(X_rows, P, Q, empty):
+            return state.leave_one_out(X_rows, P, Q, empty)
 
         width = 1
     else:
         n_folds = int(fold.max()) + 1
 
-        def train_work(X_chunk, workspace, start):
-            P, Q, empty = state.weights(X_chunk, workspace)
-            mu = state.leave_folds_out(X_chunk, P, Q, empty, fold, n_folds)
-            own = fold[start : start + len(X_chunk)]
-            return mu[np.arange(len(X_chunk)), own]
+        def train_fits(X_rows, P, Q, empty, start):
+            mu = state.leave_folds_out(X_rows, P, Q, empty, fold, n_folds)
+            own = fold[start : start + len(X_rows)]
+            return mu[np.arange(len(X_rows)), own]
 
-        def query_fits(X_chunk, P, Q, empty):
-            mu = state.leave_folds_out(X_chunk, P, Q, empty, fold, n_folds)
+        def query_fits(X_rows, P, Q, empty):
+            mu = state.leave_folds_out(X_rows, P, Q, empty, fold, n_folds)
             return mu[:, fold]
 
         width = n_folds
-    extra = state.row_bytes(width)
+    # A chunk holds its weights, the leave-out fits of its rows are computed
+    # in batches of rows: each within half of working_memory (a block of
+    # brute-force rows, one row, at least).
+    row_bytes = 2 * state.row_bytes(width)
+    chunk_bytes = 16 * state.keys.shape[0]
 
     # The residuals R_i = |y_i - mu_{-i}(x_i)|, chunk by chunk.
     counter = _Counter()
 
     def residual_work(X_chunk, workspace):
         start = counter.advance(len(X_chunk))
-        return train_work(X_chunk, workspace, start), np.zeros(len(X_chunk), bool)
+        P, Q, empty = state.weights(X_chunk, workspace)
+        out = np.empty((len(X_chunk), p))
+        for b in row_batches(len(X_chunk), row_bytes):
+            out[b] = train_fits(X_chunk[b], P[b], Q[b], empty[b], start + b.start)
+        return out, np.zeros(len(X_chunk), dtype=bool)
 
-    loo_fit = _run(pool, train, residual_work, extra, p)
-    R = np.abs(state.Y - np.asarray(loo_fit, dtype=np.float64))
+    loo_fit = _run(pool, train, residual_work, chunk_bytes, p)
+    R = np.abs(state.Y - loo_fit)
 
     def query_work(X_chunk, workspace):
         P, Q, empty = state.weights(X_chunk, workspace)
-        mu = query_fits(X_chunk, P, Q, empty)
-        lower = _order_statistic(mu - R[None], low, -1.0)
-        upper = _order_statistic(mu + R[None], high, 1.0)
+        out = np.empty((len(X_chunk), 2 * p))
+        for b in row_batches(len(X_chunk), row_bytes):
+            mu = query_fits(X_chunk[b], P[b], Q[b], empty[b])
+            out[b, :p] = _order_statistic(mu - R[None], low, -1.0)
+            out[b, p:] = _order_statistic(mu + R[None], high, 1.0)
         # A query without a prediction (empty under on_empty="nan").
-        undefined = empty & np.isnan(P).any(axis=1)
-        lower[undefined] = upper[undefined] = np.nan
-        return np.hstack([lower, upper]), empty
+        out[empty & np.isnan(P).any(axis=1)] = np.nan
+        return out, empty
 
-    out = _run(pool, X, query_work, extra, 2 * p)
-    lower, upper = out[:, :p] + state.center, out[:, p:] + state.center
-    return lower, upper
+    out = _run(pool, X, query_work, chunk_bytes, 2 * p)
+    return out[:, :p] + state.center, out[:, p:] + state.center
 
 
 class _Counter:
