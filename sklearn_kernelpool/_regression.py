@@ -484,9 +484,10 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
 
         method : {"jackknife+", "cv+"}, default="jackknife+"
             ``"jackknife+"``: leave-one-out fits. ``"cv+"``: fits without
-            each fold ``S_k`` of ``cv``, the residual of row ``i`` from the
-            fit without its fold, ``mu_{-S_k(i)}`` in place of ``mu_{-i}``
-            (guarantee ``1 - 2 alpha - sqrt(2 / n_k)``-type, see the paper);
+            each fold ``S_k`` of ``cv`` and the residual of row ``i`` from
+            the fit without its fold, ``mu_{-S_k(i)}`` in place of
+            ``mu_{-i}``; for folds of equal size the coverage is at least
+            ``1 - 2 alpha - sqrt(2 / n)`` (Theorem 4 of the paper).
             ``cv=n`` is jackknife+.
 
         cv : int or cross-validation splitter, default=None

@@ -125,6 +125,27 @@ def test_sparse_neighbourhoods_follow_on_empty(on_empty, degree, algorithm):
     assert_allclose(upper, ref_upper, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
+@pytest.mark.parametrize("degree", [0, 1])
+def test_every_algorithm_equals_refits(data, algorithm, degree):
+    X, y, Q = data
+    reg = KernelAttentionRegressor(
+        kernel="biweight", bandwidth=0.4, degree=degree, algorithm=algorithm
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bounds = reg.fit(X, y).prediction_interval(Q, level=0.8)
+    ref = reference_interval(reg, X, y, Q, 0.8)
+    assert_allclose(bounds, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_float32_keys(data):
+    X, y, Q = data
+    reg = KernelAttentionRegressor(bandwidth=0.6, degree=1)
+    bounds = reg.fit(X.astype(np.float32), y).prediction_interval(Q)
+    assert_allclose(bounds, reg.fit(X, y).prediction_interval(Q), rtol=1e-4, atol=1e-4)
+
+
 def test_on_empty_raise_names_the_policy():
     X = np.array([[0.0], [1.0], [5.0]])
     reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=1.5, on_empty="raise")
