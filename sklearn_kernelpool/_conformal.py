@@ -39,6 +39,7 @@ from ._chunking import row_batches
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 
 METHODS = ("jackknife+", "cv+")
+_EPS = float(np.finfo(np.float64).eps)
 # A leave-out denominator below this (in units of the query's total weight)
 # has lost the weights of the remaining keys to underflow: computed exactly.
 _TINY_REST = 1e-150
@@ -399,6 +400,46 @@ def _dot(A, B):
     return A @ B
 
 
+def _select(mu, sorted_R, order, rank):
+    """The ``rank``-th smallest of ``mu[r, i] + R_i`` for each row ``r``.
+
+    ``sorted_R`` holds the residuals in increasing order, ``order`` their
+    indices. With ``lo``, ``hi`` the extremes of a row of ``mu`` and ``t`` the
+    ``rank``-th smallest residual, the answer lies in ``[lo + t, hi + t]``:
+    a key whose residual is below ``t - (hi - lo)`` has a value below it and
+    one above ``t + (hi - lo)`` a value above it (margins widened by the
+    rounding), so only the keys between are selected from (a contiguous run
+    of ``sorted_R``), by partial selection. The values are those of the full
+    computation, so is the result. Rows with a non-finite entry are selected
+    from all their values (:func:`_order_statistic`). Ranks out of ``[1, n]``
+    give -inf or +inf.
+    """
+    r, n = mu.shape
+    if rank < 1:
+        return np.full(r, -np.inf)
+    if rank > n:
+        return np.full(r, np.inf)
+    out = np.empty(r)
+    lo, hi = mu.min(axis=1), mu.max(axis=1)
+    pivot = sorted_R[rank - 1]
+    margin = (hi - lo) + 8 * _EPS * (np.abs(lo) + np.abs(hi) + pivot)
+    with np.errstate(invalid="ignore"):
+        start = np.searchsorted(sorted_R, pivot - margin, side="left")
+        stop = np.searchsorted(sorted_R, pivot + margin, side="right")
+    finite = np.isfinite(lo) & np.isfinite(hi)
+    for row in np.flatnonzero(finite):
+        a, b = start[row], stop[row]
+        values = mu[row, order[a:b]] + sorted_R[a:b]
+        out[row] = np.partition(values, rank - 1 - a)[rank - 1 - a]
+    rows = np.flatnonzero(~finite)
+    if len(rows):
+        R = np.empty(n)
+        R[order] = sorted_R
+        values = (mu[rows] + R)[:, :, None]
+        out[rows] = _order_statistic(values, rank, 1.0)[:, 0]
+    return out
+
+
 def _order_statistic(values, rank, sign):
     """The ``rank``-th smallest of each row over axis 1 (partial selection).
 
@@ -478,14 +519,18 @@ def prediction_interval(estimator, X, level, method, cv):
 
     loo_fit = _run(pool, train, residual_work, chunk_bytes, p)
     R = np.abs(state.Y - loo_fit)
+    # The residuals sorted once, for the selection of every query.
+    order = [np.argsort(R[:, j], kind="stable") for j in range(p)]
+    sorted_R = [R[order[j], j] for j in range(p)]
 
     def query_work(X_chunk, workspace):
         P, Q, empty = state.weights(X_chunk, workspace)
         out = np.empty((len(X_chunk), 2 * p))
         for b in row_batches(len(X_chunk), row_bytes):
             mu = query_fits(X_chunk[b], P[b], Q[b], empty[b])
-            out[b, :p] = _order_statistic(mu - R[None], low, -1.0)
-            out[b, p:] = _order_statistic(mu + R[None], high, 1.0)
+            for j in range(p):
+                out[b, j] = -_select(-mu[:, :, j], sorted_R[j], order[j], n - low + 1)
+                out[b, p + j] = _select(mu[:, :, j], sorted_R[j], order[j], high)
         # A query without a prediction (empty under on_empty="nan").
         out[empty & np.isnan(P).any(axis=1)] = np.nan
         return out, empty

@@ -403,3 +403,20 @@ def test_memory_stays_within_working_memory(degree, method):
     bounds, peak = traced_peak(call, working_memory=2)
     assert peak < 2 * 2**20 + 2**20 + 2**20
     assert_allclose(bounds, call(), rtol=1e-12, atol=1e-12)
+
+
+def test_selection_from_the_band_of_residuals_equals_a_sort():
+    from sklearn_kernelpool._conformal import _select
+
+    rng = np.random.default_rng(11)
+    n = 500
+    R = np.round(np.abs(rng.normal(size=n)), 2)  # many ties
+    order = np.argsort(R, kind="stable")
+    mu = rng.normal(size=(40, n)) * rng.choice([0.0, 1e-3, 1.0, 100.0], (40, 1))
+    mu += rng.choice([0.0, 1e6], (40, 1))
+    mu[3, 7] = np.nan
+    mu[4, 9] = np.inf
+    for rank in (0, 1, 2, 250, 499, 500, 501):
+        values = np.where(np.isnan(mu + R), np.inf, mu + R)
+        expected = _kth(values, rank, -1 if rank < 1 else 1)
+        assert_array_equal(_select(mu, R[order], order, rank), expected)
