@@ -166,6 +166,8 @@ class _LeaveOut:
             try:
                 out = loo.pool(X_rows, n_jobs=1)
             except ValueError as exc:
+                if self.pool.on_empty != "raise":
+                    raise
                 raise ValueError(
                     "prediction_interval: the fit without some training rows has "
                     "no key of positive weight near a query, which "
