@@ -138,19 +138,22 @@ class _LeaveOut:
         self.keys = pool.keys.astype(np.float64)
         self.degree = pool.degree
         self.moments = self.degree == 1 and pool._uses_moments()
-        self._cache = {}
+        self._cache = {}  # per-fold masks and moment matrices
+        self._pools = {}  # engines without a fold
 
     def row_bytes(self, width):
-        """Bytes of the work of one query against ``width`` leave-out fits."""
+        """Bytes of the work of one query against ``width`` leave-out fits:
+        about ten arrays of one value per key, three per output, and the
+        fits."""
         n, d = self.keys.shape
         k = self.Y.shape[1]
-        return 8 * (n * (8 + 2 * d + 6 * k) + width * (d + 2) * k)
+        return 8 * (n * (10 + 3 * k) + width * (d + 2) * k)
 
     # -- the exact fits --------------------------------------------------------
     def exact(self, X_rows, removed, key):
         """The engine without the support rows ``removed`` predicting at
         ``X_rows``, centred; cached under ``key`` (None: not cached)."""
-        loo = self._cache.get(key) if key is not None else None
+        loo = self._pools.get(key) if key is not None else None
         if loo is None:
             pool = self.pool
             weights = np.array(pool._arguments["sample_weight"], dtype=np.float64)
@@ -158,8 +161,8 @@ class _LeaveOut:
             if not np.any(weights > 0):
                 return np.full((len(X_rows), self.Y.shape[1]), np.nan)
             loo = type(pool)(**{**pool._arguments, "sample_weight": weights})
-            if key is not None and len(self._cache) < 64:
-                self._cache[key] = loo
+            if key is not None and len(self._pools) < 64:
+                self._pools[key] = loo
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
             warnings.simplefilter("ignore", LocalLinearFallbackWarning)
@@ -364,7 +367,7 @@ class _LeaveOut:
             local = ~empty & np.all(np.isfinite(P), axis=1)
         layout = self.pool.layout
         for k in range(n_folds):
-            keep = fold != k
+            keep = self._kept(fold, k)
             Pk = P[:, keep]
             total = Pk.sum(axis=1)
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -372,19 +375,30 @@ class _LeaveOut:
             hard = ~(total >= _TINY_REST * P.sum(axis=1)) & np.isfinite(total)
             rows = np.flatnonzero(local & ~hard)
             if len(rows):
-                mu[rows, k] = self._fold_linear(Pk[rows], Q[rows], keep, layout)
+                mu[rows, k] = self._fold_linear(Pk[rows], Q[rows], k, keep, layout)
             rows = np.flatnonzero(hard)
             if len(rows):
                 key = ("fold", k) if n_folds <= 64 else None
                 mu[rows, k] = self.exact(X_chunk[rows], np.flatnonzero(~keep), key)
         return mu
 
-    def _fold_linear(self, Pk, Q, keep, layout):
+    def _kept(self, fold, k):
+        """The mask of the keys outside fold ``k``, one array per fold."""
+        key = ("kept", k)
+        if key not in self._cache:
+            self._cache[key] = fold != k
+        return self._cache[key]
+
+    def _fold_linear(self, Pk, Q, k, keep, layout):
         """The local-linear fits of normalised rows over the kept keys."""
         Pk = Pk / Pk.sum(axis=1, keepdims=True)
         keys, Y = self.keys[keep], self.Y[keep]
         if self.moments:
-            sums = _dot(Pk, _local_linear.moment_matrix(keys, Y))
+            matrix = self._cache.get(("moments", k))
+            if matrix is None:
+                matrix = self._moment_matrix[keep]
+                self._cache[("moments", k)] = matrix
+            sums = _dot(Pk, matrix)
             mean, _, _ = _local_linear.solve(sums, Q, layout, False)
             redo = np.flatnonzero(_local_linear.cancelled(sums, layout))
         else:

@@ -389,15 +389,15 @@ def test_jackknife_plus_covers_fresh_observations(truth, degree, bandwidth):
 @pytest.mark.parametrize("degree", [0, 1])
 @pytest.mark.parametrize("method", ["jackknife+", "cv+"])
 def test_memory_stays_within_working_memory(degree, method):
-    # 3,000 keys and queries: the leave-out fits of every pair would take
-    # 69 MiB; the chunks take working_memory, one block of brute-force scores
+    # 2,000 keys and queries: the leave-out fits of every pair would take
+    # 31 MiB; the chunks take working_memory, one block of brute-force scores
     # (1 MiB) at least, and the arrays of one value per key.
     from _memory import traced_peak
 
     rng = np.random.default_rng(10)
-    X = rng.uniform(0, 1, (3_000, 2))
-    y = np.sin(3 * X[:, 0]) + rng.normal(0, 0.1, 3_000)
-    Q = rng.uniform(0, 1, (3_000, 2))
+    X = rng.uniform(0, 1, (2_000, 2))
+    y = np.sin(3 * X[:, 0]) + rng.normal(0, 0.1, 2_000)
+    Q = rng.uniform(0, 1, (2_000, 2))
     reg = KernelAttentionRegressor(bandwidth=0.1, degree=degree).fit(X, y)
     call = functools.partial(reg.prediction_interval, Q, method=method)
     bounds, peak = traced_peak(call, working_memory=2)
