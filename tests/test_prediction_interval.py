@@ -1,0 +1,422 @@
+"""Jackknife+ and CV+ prediction intervals against refits without each row."""
+
+import functools
+import math
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import sparse
+from sklearn import clone, config_context
+from sklearn.model_selection import KFold
+
+from sklearn_kernelpool import KernelAttentionRegressor
+
+
+def _ranks(level, n):
+    # The paper's ranks, from the decimal the level prints as.
+    alpha = round(1 - level, 12)
+    return math.floor(round(alpha * (n + 1), 9)), math.ceil(round(level * (n + 1), 9))
+
+
+def _kth(values, rank, sign):
+    # The rank-th smallest per row (axis 1) by a full sort.
+    if rank < 1 or rank > values.shape[1]:
+        return np.full((values.shape[0],) + values.shape[2:], sign * np.inf)
+    return np.sort(values, axis=1)[:, rank - 1]
+
+
+def _refit(reg, X, y, w, keep):
+    """The estimator refitted on the rows ``keep``, its widths fixed."""
+    model = clone(reg).set_params(bandwidth=reg.bandwidth_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.fit(X[keep], y[keep], None if w is None else w[keep])
+
+
+def _predict(model, Q):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.predict(Q).reshape(len(Q), -1)
+
+
+def reference_interval(reg, X, y, Q, level, w=None, folds=None):
+    """Refit without each row (or fold) and take the paper's order statistics.
+
+    Rows of sample weight zero are not part of the model: left out of
+    everything. ``folds``: a fold label per row of positive weight (CV+).
+    """
+    X = np.asarray(X)
+    Y = np.asarray(y, dtype=float).reshape(len(X), -1)
+    rows = np.arange(len(X)) if w is None else np.flatnonzero(w > 0)
+    n = len(rows)
+    if folds is None:
+        folds = np.arange(n)
+    mu = np.empty((len(Q), n, Y.shape[1]))
+    R = np.empty((n, Y.shape[1]))
+    for k in np.unique(folds):
+        out = rows[folds == k]
+        keep = np.setdiff1d(np.arange(len(X)), out)
+        model = _refit(reg, X, y, w, keep)
+        mu[:, folds == k] = _predict(model, Q)[:, None, :]
+        R[folds == k] = np.abs(Y[out] - _predict(model, X[out]))
+    low, high = _ranks(level, n)
+    # An undefined fit (on_empty="nan") can only widen the interval.
+    below, above = mu - R[None], mu + R[None]
+    lower = _kth(np.where(np.isnan(below), -np.inf, below), low, -1)
+    upper = _kth(np.where(np.isnan(above), np.inf, above), high, 1)
+    undefined = np.isnan(_predict(reg, Q)).any(axis=1)
+    lower[undefined] = upper[undefined] = np.nan
+    if np.ndim(y) == 1:
+        return lower[:, 0], upper[:, 0]
+    return lower, upper
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, size=(25, 2))
+    y = np.sin(4 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=25)
+    Q = rng.uniform(-0.1, 1.1, size=(15, 2))
+    return X, y, Q
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechikov", "boxcar"])
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_jackknife_plus_equals_refits(data, kernel, degree, weighted):
+    X, y, Q = data
+    w = np.random.default_rng(1).uniform(0.5, 2.0, len(X)) if weighted else None
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.6, degree=degree)
+    reg.fit(X, y, sample_weight=w)
+    lower, upper = reg.prediction_interval(Q, level=0.8)
+    ref_lower, ref_upper = reference_interval(reg, X, y, Q, 0.8, w)
+    assert lower.shape == upper.shape == (len(Q),)
+    assert_allclose(lower, ref_lower, rtol=1e-9, atol=1e-9)
+    assert_allclose(upper, ref_upper, rtol=1e-9, atol=1e-9)
+    assert np.all(lower <= upper)
+
+
+@pytest.mark.parametrize("on_empty", ["nearest", "mean", "nan"])
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+def test_sparse_neighbourhoods_follow_on_empty(on_empty, degree, algorithm):
+    # A narrow compact kernel: many queries with one or no key in reach, and
+    # keys alone in their own neighbourhood, so that the fits without a row
+    # fall back to on_empty.
+    rng = np.random.default_rng(2)
+    X = np.sort(rng.uniform(0, 10, size=(20, 1)), axis=0)
+    y = X[:, 0] ** 0.5 + 0.1 * rng.normal(size=20)
+    Q = np.linspace(-1, 11, 40)[:, None]
+    reg = KernelAttentionRegressor(
+        kernel="epanechikov",
+        bandwidth=0.7,
+        degree=degree,
+        on_empty=on_empty,
+        algorithm=algorithm,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg.fit(X, y)
+        lower, upper = reg.prediction_interval(Q, level=0.7)
+    ref_lower, ref_upper = reference_interval(reg, X, y, Q, 0.7)
+    assert_allclose(lower, ref_lower, rtol=1e-9, atol=1e-9)
+    assert_allclose(upper, ref_upper, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
+@pytest.mark.parametrize("degree", [0, 1])
+def test_every_algorithm_equals_refits(data, algorithm, degree):
+    X, y, Q = data
+    reg = KernelAttentionRegressor(
+        kernel="biweight", bandwidth=0.4, degree=degree, algorithm=algorithm
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bounds = reg.fit(X, y).prediction_interval(Q, level=0.8)
+    ref = reference_interval(reg, X, y, Q, 0.8)
+    assert_allclose(bounds, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_float32_keys(data):
+    X, y, Q = data
+    reg = KernelAttentionRegressor(bandwidth=0.6, degree=1)
+    bounds = reg.fit(X.astype(np.float32), y).prediction_interval(Q)
+    assert_allclose(bounds, reg.fit(X, y).prediction_interval(Q), rtol=1e-4, atol=1e-4)
+
+
+def test_on_empty_raise_names_the_policy():
+    X = np.array([[0.0], [1.0], [5.0]])
+    reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=1.5, on_empty="raise")
+    reg.fit(X, [0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="on_empty='raise'"):
+        reg.prediction_interval([[0.5]], level=0.5)
+
+
+def test_gaussian_far_queries_and_dominant_keys():
+    # A narrow gaussian: a query's weight sits on one key, and the fit
+    # without it is carried by weights below the underflow of the first.
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 10, size=(15, 1))
+    y = np.cos(X[:, 0]) + 0.1 * rng.normal(size=15)
+    Q = np.concatenate([X[:5, :] + 1e-3, [[-30.0], [40.0]]])
+    for degree in (0, 1):
+        reg = KernelAttentionRegressor(bandwidth=0.05, degree=degree).fit(X, y)
+        lower, upper = reg.prediction_interval(Q, level=0.75)
+        ref_lower, ref_upper = reference_interval(reg, X, y, Q, 0.75)
+        assert_allclose(lower, ref_lower, rtol=1e-7, atol=1e-9)
+        assert_allclose(upper, ref_upper, rtol=1e-7, atol=1e-9)
+
+
+def test_sample_weight_zero_rows_are_not_part_of_the_model(data):
+    X, y, Q = data
+    w = np.random.default_rng(4).uniform(0.5, 2.0, len(X))
+    w[[2, 7, 11]] = 0.0
+    y_moved = y.copy()
+    y_moved[[2, 7, 11]] = 1e6
+    for degree in (0, 1):
+        reg = KernelAttentionRegressor(bandwidth=0.5, degree=degree)
+        bounds = reg.fit(X, y, sample_weight=w).prediction_interval(Q, level=0.8)
+        ref = reference_interval(reg, X, y, Q, 0.8, w)
+        assert_allclose(bounds, ref, rtol=1e-9, atol=1e-9)
+        dropped = reg.fit(X[w > 0], y[w > 0], sample_weight=w[w > 0])
+        assert_allclose(dropped.prediction_interval(Q, level=0.8), bounds, rtol=1e-12)
+        moved = reg.fit(X, y_moved, sample_weight=w).prediction_interval(Q, level=0.8)
+        assert_allclose(moved, bounds, rtol=1e-12)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_multi_output_and_sparse_X(data, degree):
+    X, y, Q = data
+    Y = np.column_stack([y, np.cos(3 * X[:, 1])])
+    reg = KernelAttentionRegressor(bandwidth=0.5, degree=degree).fit(X, Y)
+    lower, upper = reg.prediction_interval(Q, level=0.85)
+    assert lower.shape == upper.shape == (len(Q), 2)
+    ref = reference_interval(reg, X, Y, Q, 0.85)
+    assert_allclose((lower, upper), ref, rtol=1e-9, atol=1e-9)
+    for j in range(2):
+        single = clone(reg).fit(X, Y[:, j]).prediction_interval(Q, level=0.85)
+        assert_allclose(single, (lower[:, j], upper[:, j]), rtol=1e-12)
+    sparse_fit = clone(reg).fit(sparse.csr_array(X), Y)
+    bounds = sparse_fit.prediction_interval(sparse.csr_array(Q), level=0.85)
+    assert_allclose(bounds, (lower, upper), rtol=1e-9, atol=1e-12)
+
+
+def test_categorical_features():
+    rng = np.random.default_rng(5)
+    X = np.column_stack([rng.uniform(0, 1, 30), rng.integers(0, 3, 30)])
+    y = X[:, 0] + X[:, 1] + 0.1 * rng.normal(size=30)
+    Q = np.column_stack([rng.uniform(0, 1, 10), rng.integers(0, 4, 10)])
+    for degree in (0, 1):
+        reg = KernelAttentionRegressor(
+            bandwidth=0.3, degree=degree, categorical_features=[1]
+        ).fit(X, y)
+        bounds = reg.prediction_interval(Q, level=0.8)
+        ref = reference_interval(reg, X, y, Q, 0.8)
+        assert_allclose(bounds, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_rank_deficient_local_designs():
+    # Two collinear features: every local design has rank 1 (min-norm).
+    rng = np.random.default_rng(6)
+    t = rng.uniform(0, 1, 20)
+    X = np.column_stack([t, 2 * t])
+    y = 3 * t + 0.1 * rng.normal(size=20)
+    s = rng.uniform(0, 1, 8)
+    Q = np.column_stack([s, 2 * s + rng.normal(0, 0.05, 8)])
+    reg = KernelAttentionRegressor(bandwidth=0.4, degree=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg.fit(X, y)
+        bounds = reg.prediction_interval(Q, level=0.8)
+    ref = reference_interval(reg, X, y, Q, 0.8)
+    assert_allclose(bounds, ref, rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechikov"])
+def test_cv_plus_with_n_folds_is_jackknife_plus(data, degree, kernel):
+    X, y, Q = data
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.6, degree=degree)
+    reg.fit(X, y)
+    jack = reg.prediction_interval(Q, level=0.8)
+    cv = reg.prediction_interval(Q, level=0.8, method="cv+", cv=len(X))
+    assert_allclose(cv, jack, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("kernel", ["gaussian", "boxcar"])
+def test_cv_plus_equals_refits_per_fold(data, degree, kernel):
+    X, y, Q = data
+    w = np.random.default_rng(7).uniform(0.5, 2.0, len(X))
+    w[3] = 0.0
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=0.5, degree=degree)
+    reg.fit(X, y, sample_weight=w)
+    n = int(np.count_nonzero(w))
+    for cv in (3, KFold(4, shuffle=True, random_state=0)):
+        splitter = KFold(cv) if isinstance(cv, int) else cv
+        folds = np.empty(n, dtype=int)
+        for k, (_, test) in enumerate(splitter.split(np.zeros((n, 1)))):
+            folds[test] = k
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            bounds = reg.prediction_interval(Q, level=0.8, method="cv+", cv=cv)
+        ref = reference_interval(reg, X, y, Q, 0.8, w, folds=folds)
+        assert_allclose(bounds, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_default_cv_is_five_contiguous_folds(data):
+    X, y, Q = data
+    reg = KernelAttentionRegressor(bandwidth=0.5).fit(X, y)
+    assert_array_equal(
+        reg.prediction_interval(Q, method="cv+"),
+        reg.prediction_interval(Q, method="cv+", cv=KFold(5)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("n", "level", "low", "high"),
+    [
+        (19, 0.9, 2, 18),
+        (9, 0.9, 1, 9),
+        (8, 0.9, 0, 9),
+        (3, 0.5, 2, 2),
+        (1000, 0.95, 50, 951),
+    ],
+)
+def test_paper_ranks_and_infinite_bounds(n, level, low, high):
+    from sklearn_kernelpool._conformal import order_ranks
+
+    assert order_ranks(level, n) == (low, high)
+    assert _ranks(level, n) == (low, high)
+    rng = np.random.default_rng(8)
+    if n > 100:
+        return
+    X = rng.uniform(0, 1, (n, 1))
+    y = X[:, 0] + rng.normal(0, 0.1, n)
+    reg = KernelAttentionRegressor(bandwidth=0.5).fit(X, y)
+    lower, upper = reg.prediction_interval([[0.5], [0.2]], level=level)
+    assert np.all(np.isneginf(lower)) == (low < 1)
+    assert np.all(np.isposinf(upper)) == (high > n)
+    assert_allclose(
+        (lower, upper), reference_interval(reg, X, y, [[0.5], [0.2]], level)
+    )
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("method", ["jackknife+", "cv+"])
+def test_working_memory_does_not_change_the_bounds(degree, method):
+    rng = np.random.default_rng(9)
+    X = rng.uniform(0, 1, (300, 2))
+    y = np.sin(3 * X[:, 0]) + rng.normal(0, 0.1, 300)
+    Q = rng.uniform(0, 1, (200, 2))
+    reg = KernelAttentionRegressor(bandwidth=0.3, degree=degree).fit(X, y)
+    big = reg.prediction_interval(Q, method=method)
+    with config_context(working_memory=0.05):
+        small = reg.prediction_interval(Q, method=method)
+    # Equal up to the rounding of products over batches of other sizes.
+    assert_allclose(small, big, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"level": 0.0}, "level must be a float in \\(0, 1\\); got 0.0"),
+        ({"level": 1.0}, "level must be"),
+        ({"level": "0.9"}, "level must be"),
+        ({"level": True}, "level must be"),
+        (
+            {"method": "jackknife"},
+            "method must be one of \\['jackknife\\+', 'cv\\+'\\]",
+        ),
+        ({"cv": 3}, "cv is only used with method='cv\\+'"),
+        ({"method": "cv+", "cv": 1}, "cv must be an int in \\[2, n\\]"),
+        ({"method": "cv+", "cv": 26}, "cv must be an int in \\[2, n\\]"),
+        ({"method": "cv+", "cv": 2.5}, "cv must be an int >= 2 or a cross-validation"),
+        ({"method": "cv+", "cv": "5"}, "cv must be an int >= 2 or a cross-validation"),
+    ],
+)
+def test_bad_arguments(data, kwargs, match):
+    X, y, Q = data
+    reg = KernelAttentionRegressor(bandwidth=0.5).fit(X, y)
+    with pytest.raises(ValueError, match=match):
+        reg.prediction_interval(Q, **kwargs)
+
+
+def test_refusals():
+    X = np.arange(10.0)[:, None]
+    y = np.arange(10.0)
+    reg = KernelAttentionRegressor(n_neighbors=3).fit(X, y)
+    with pytest.raises(ValueError, match="n_neighbors=3"):
+        reg.prediction_interval(X)
+    w = np.zeros(10)
+    w[4] = 1.0
+    reg = KernelAttentionRegressor().fit(X, y, sample_weight=w)
+    with pytest.raises(ValueError, match="at least 2 training rows"):
+        reg.prediction_interval(X)
+    with pytest.raises(Exception, match="not fitted"):
+        KernelAttentionRegressor().prediction_interval(X)
+
+
+def _coverage(truth, degree, bandwidth, n=150, n_reps=60, n_fresh=40, seed=0):
+    rng = np.random.default_rng(seed)
+    hits = []
+    for _ in range(n_reps):
+        X = rng.uniform(0, 1, (n, 1))
+        y = truth(X[:, 0]) + rng.normal(0, 0.3, n)
+        Xf = rng.uniform(0, 1, (n_fresh, 1))
+        yf = truth(Xf[:, 0]) + rng.normal(0, 0.3, n_fresh)
+        reg = KernelAttentionRegressor(bandwidth=bandwidth, degree=degree).fit(X, y)
+        lower, upper = reg.prediction_interval(Xf, level=0.9)
+        hits.append(np.mean((lower <= yf) & (yf <= upper)))
+    return float(np.mean(hits))
+
+
+@pytest.mark.parametrize(
+    ("truth", "degree", "bandwidth"),
+    [(lambda x: 1 + 2 * x, 1, 0.3), (lambda x: np.sin(2 * np.pi * x), 1, 0.08)],
+)
+def test_jackknife_plus_covers_fresh_observations(truth, degree, bandwidth):
+    # 60 repetitions x 40 fresh points: the mean coverage has a Monte-Carlo
+    # standard error of about 0.01 (the fresh points of one repetition share
+    # its interval, so somewhat more than sqrt(0.09 / 2400) = 0.006); the
+    # band 0.87-0.93 is about three of them either side of 0.9.
+    coverage = _coverage(truth, degree, bandwidth)
+    assert 0.87 <= coverage <= 0.93
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("method", ["jackknife+", "cv+"])
+def test_memory_stays_within_working_memory(degree, method):
+    # 2,000 keys and queries: the leave-out fits of every pair would take
+    # 31 MiB; the chunks take working_memory, one block of brute-force scores
+    # (1 MiB) at least, and the arrays of one value per key.
+    from _memory import traced_peak
+
+    rng = np.random.default_rng(10)
+    X = rng.uniform(0, 1, (2_000, 2))
+    y = np.sin(3 * X[:, 0]) + rng.normal(0, 0.1, 2_000)
+    Q = rng.uniform(0, 1, (2_000, 2))
+    reg = KernelAttentionRegressor(bandwidth=0.1, degree=degree).fit(X, y)
+    call = functools.partial(reg.prediction_interval, Q, method=method)
+    bounds, peak = traced_peak(call, working_memory=2)
+    assert peak < 2 * 2**20 + 2**20 + 2**20
+    assert_allclose(bounds, call(), rtol=1e-12, atol=1e-12)
+
+
+def test_selection_from_the_band_of_residuals_equals_a_sort():
+    from sklearn_kernelpool._conformal import _select
+
+    rng = np.random.default_rng(11)
+    n = 500
+    R = np.round(np.abs(rng.normal(size=n)), 2)  # many ties
+    order = np.argsort(R, kind="stable")
+    mu = rng.normal(size=(40, n)) * rng.choice([0.0, 1e-3, 1.0, 100.0], (40, 1))
+    mu += rng.choice([0.0, 1e6], (40, 1))
+    mu[3, 7] = np.nan
+    mu[4, 9] = np.inf
+    for rank in (0, 1, 2, 250, 499, 500, 501):
+        values = np.where(np.isnan(mu + R), np.inf, mu + R)
+        expected = _kth(values, rank, -1 if rank < 1 else 1)
+        assert_array_equal(_select(mu, R[order], order, rank), expected)
