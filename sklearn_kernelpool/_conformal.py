@@ -217,6 +217,8 @@ class _LeaveOut:
             rows = np.flatnonzero(local)
             sub = None if cols is None else cols[rows]
             mu[rows], hard[rows] = self._linear(P[rows], Q[rows], sub)
+        if not hard.any():
+            return mu
         for i in np.unique(np.nonzero(hard)[1] if cols is None else cols[hard[:, 0]]):
             if cols is None:
                 rows = np.flatnonzero(hard[:, i])
@@ -242,8 +244,9 @@ class _LeaveOut:
             num = f[:, None, :] - own[:, :, None] * Y[cols][:, None, :]
         # The one key of a row that may hold most of its weight: its
         # leave-out sums from the other keys, free of cancellation.
-        big_rows, big_at = np.nonzero(own > 0.5)
-        if len(big_rows):
+        big = own > 0.5
+        if big.any():
+            big_rows, big_at = np.nonzero(big)
             big_cols = big_at if cols is None else cols[big_rows]
             other = P[big_rows].copy()
             other[np.arange(len(big_rows)), big_cols] = 0.0
