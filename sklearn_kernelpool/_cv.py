@@ -27,7 +27,11 @@ from ._base import (
 from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._categorical_cv import CategoricalHeldOut
 from ._chunking import row_batches
-from ._diagnostics import SMOOTHER_CRITERIA, smoother_diagnostics
+from ._diagnostics import (
+    SMOOTHER_CRITERIA,
+    in_sample_criteria,
+    smoother_diagnostics,
+)
 from ._exceptions import (
     BandwidthEdgeWarning,
     EmptyNeighborhoodWarning,
@@ -885,6 +889,18 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         """
         if not self._smoother_scoring():
             return results
+        if "effective_df" not in results:
+            # Adaptive widths: a training point's width with its own key
+            # among its neighbours is not that of its leave-one-out fit, so
+            # the in-sample fit needs its own pass.
+            results = self._smoother_refits(params, results)
+        results["mean_test_score"] = -results[self.scoring]
+        return results
+
+    def _smoother_refits(self, params, results):
+        """The in-sample summaries of ``params`` by refitting each candidate
+        and computing its smoother rows (one pass over the pairs of points
+        per candidate)."""
         X, y, sample_weight, degree = self._smoother_data
         summaries = [
             _quiet_diagnostics(
@@ -895,7 +911,6 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         results["effective_df"] = np.array([s.effective_df for s in summaries])
         results["gcv"] = np.array([s.gcv for s in summaries])
         results["aicc"] = np.array([s.aicc for s in summaries])
-        results["mean_test_score"] = -results[self.scoring]
         return results
 
     def _candidate(self, params, degree):
@@ -1582,14 +1597,18 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             flat.append(stacked.reshape(-1, *stacked.shape[3:]))
         return tuple(flat)
 
-    def _held_out(self, held_out, rows, degrees, groups=None, train=None):
+    def _held_out(
+        self, held_out, rows, degrees, groups=None, train=None, in_sample=False
+    ):
         """Held-out predictions, empty and flagged rows of every candidate of
         ``held_out`` (fixed widths) or, while adaptive candidates are scored,
         of those (:meth:`_score_adaptive`), in ``params`` order.
 
         ``train`` None: every point, excluding its group (its own key under
         leave-one-out when ``groups`` is None); else the ``rows`` held out
-        from the ``train`` points.
+        from the ``train`` points. With ``in_sample`` (leave-one-out of fixed
+        widths only) also the in-sample summaries of every candidate
+        (:meth:`_in_sample`), from the same sums.
         """
         pool = getattr(self, "_adaptive", None)
         if pool is None:
@@ -1597,7 +1616,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 sums = held_out.sums_excluding_groups(groups)
             else:
                 sums = held_out.sums_split(rows, train)
-            return self._flat(held_out, sums, rows, degrees, groups, train)
+            flat = self._flat(held_out, sums, rows, degrees, groups, train)
+            if in_sample:
+                return *flat, self._in_sample(held_out, sums, degrees)
+            return flat
         if train is None:
             sums = pool.sums_excluding_groups(groups)
         else:
@@ -1612,9 +1634,29 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             for i in range(3)
         )
 
+    def _in_sample(self, held_out, sums, degrees):
+        """``effective_df``, ``gcv`` and ``aicc`` of every fixed-width
+        candidate fitted on all the data, in ``params`` order, from the
+        leave-one-out sums (:meth:`._loo.HeldOut.in_sample`)."""
+        parts = []
+        for d in degrees:
+            fitted, self_weight = held_out.in_sample(sums, degree=d)
+            parts.append(
+                in_sample_criteria(held_out.Y, held_out.weights, fitted, self_weight)
+            )
+        # (degrees, 4, kernels, bandwidths) -> ParameterGrid's order:
+        # bandwidth, then degree, then kernel.
+        stacked = np.asarray(parts).transpose(1, 3, 0, 2).reshape(4, -1)
+        return {"effective_df": stacked[0], "gcv": stacked[2], "aicc": stacked[3]}
+
     def _loo(self, held_out, X, y, weights, scorer, weighted, degrees):
         n = X.shape[0]
-        predictions, empty, singular = self._held_out(held_out, np.arange(n), degrees)
+        in_sample = (
+            self._smoother_scoring() and getattr(self, "_adaptive", None) is None
+        )
+        predictions, empty, singular, *summaries = self._held_out(
+            held_out, np.arange(n), degrees, in_sample=in_sample
+        )
 
         def others(rows):
             allowed = np.ones((len(rows), n), dtype=bool)
@@ -1629,6 +1671,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         if held_out.degree == 1:
             results["singular_fraction"] = singular[..., 0].mean(axis=1)
             results["rank_deficient_fraction"] = singular[..., 1].mean(axis=1)
+        for summary in summaries:
+            results.update(summary)
         return results
 
     def _loo_scores(

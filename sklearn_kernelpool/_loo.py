@@ -375,9 +375,11 @@ class HeldOut:
                     for t in range(n_threads)
                 )
                 sums = np.sum(parts, axis=0)
-        self._restabilise(sums, X, unit, weights, groups)
+        shifts = self._restabilise(sums, X, unit, weights, groups)
         unsorted = np.empty_like(sums)
         unsorted[:, :, order] = sums
+        self.log_scale = np.empty_like(shifts)
+        self.log_scale[:, :, order] = shifts
         return unsorted
 
     def _edge(self, left, right, Q, K, d2):
@@ -410,9 +412,12 @@ class HeldOut:
     def _restabilise(self, sums, X, unit, weights, groups):
         """Recompute, with a shift, the rows of log kernels that underflowed.
 
-        Rows are recomputed in batches within ``working_memory``.
+        Rows are recomputed in batches within ``working_memory``. Returns the
+        shifts, shape (n_kernels, n_bandwidths, n): the logarithm of the
+        factor by which each row's sums were divided (0 where none was).
         """
         n = len(X)
+        shifts = np.zeros(sums.shape[:-1])
         for k, kernel in enumerate(self.kernels):
             if kernel.log_function is None:
                 continue
@@ -425,17 +430,22 @@ class HeldOut:
                         allowed[np.arange(len(chunk)), chunk] = False
                     else:
                         allowed = groups[chunk][:, None] != groups[None, :]
-                    sums[k, m, chunk] = self._shifted_sums(
-                        kernel, h, X[chunk], X, allowed, unit, weights
+                    sums[k, m, chunk], shifts[k, m, chunk] = self._shifted_sums(
+                        kernel, h, X[chunk], X, allowed, unit, weights, True
                     )
+        return shifts
 
     @staticmethod
-    def _shifted_sums(kernel, h, Q, X, allowed, unit_moments, weights):
+    def _shifted_sums(
+        kernel, h, Q, X, allowed, unit_moments, weights, return_shift=False
+    ):
         """Sums of queries over the allowed keys as a shifted softmax.
 
-        The result is the true sums times a positive factor per row, which
-        leaves the predictions unchanged. ``unit_moments`` are the moments of
-        unit weight: the weights enter the scores through their logarithm.
+        The result is the true sums times a positive factor per row,
+        ``exp(-shift)``, which leaves the predictions unchanged.
+        ``unit_moments`` are the moments of unit weight: the weights enter
+        the scores through their logarithm. With ``return_shift`` the shifts
+        (the largest logit of each row) are returned too.
         """
         allowed = allowed & (weights > 0)[None, :]
         left, _ = _augment(Q)
@@ -457,6 +467,8 @@ class HeldOut:
         np.maximum(logits, _LOGIT_FLOOR, out=logits)
         scores = np.exp(logits, out=logits)
         scores[~allowed] = 0.0
+        if return_shift:
+            return scores @ unit_moments, top[:, 0]
         return scores @ unit_moments
 
     # -- one split -----------------------------------------------------------
@@ -671,6 +683,126 @@ class HeldOut:
         n_keys = (positive.sum() - counts)[groups[rows]]
         centers = (X.sum(axis=0) - totals[groups[rows]]) / n_keys[:, None]
         return n_keys, centers
+
+    # -- in-sample fits -------------------------------------------------------
+    def in_sample(self, sums, degree=None):
+        """In-sample fits and self weights of every candidate, from the
+        leave-one-out sums.
+
+        The fit of all the data at a training point ``i`` pools the keys of
+        its leave-one-out fit and its own key: its sums are the leave-one-out
+        sums of the last :meth:`sums_excluding_groups` (with ``groups=None``)
+        plus the self term ``c_i = w_i alpha(0)`` times the point's own
+        moments, in the scale of the row (times ``exp(-shift)`` where the
+        row was recomputed with a shift, see :attr:`log_scale`). For degree 0
+        the self weight is ``L_ii = c_i / (D_{-i} + c_i)`` and the fit
+        ``(N_{-i} + c_i y_i) / (D_{-i} + c_i)``; for degree 1 the fit is the
+        local-linear solve of the completed moments about the mean of the
+        keys of positive weight and ``L_ii = p_ii (1 + g . (m - x_i))``, the
+        equivalent-kernel weight of :func:`._local_linear.equivalent_kernel`
+        (minimum-norm where the design is rank-deficient, ``p_ii`` on rank
+        0); rows whose moments cancel are fitted again about their own
+        means from their weights over every key, as the estimator does. No
+        other pass over the pairs of points is made.
+
+        Parameters
+        ----------
+        sums : ndarray of shape (n_kernels, n_bandwidths, n, n_columns)
+            The leave-one-out sums of :meth:`sums_excluding_groups`.
+        degree : {0, 1} or None
+            As for :meth:`predictions`.
+
+        Returns
+        -------
+        fitted : ndarray of shape (n_kernels, n_bandwidths, n, n_outputs)
+            The in-sample fits; NaN on rows of weight zero that pool nothing.
+        self_weight : ndarray of shape (n_kernels, n_bandwidths, n)
+            ``L_ii``; 0 on rows of weight zero.
+        """
+        degree = self.degree if degree is None else degree
+        positive = self.weights > 0
+        with np.errstate(divide="ignore"):
+            log_weights = np.log(self.weights)
+        n, d = self.X.shape
+        p = self.Y.shape[1]
+        fitted = np.empty((*sums.shape[:-1], p))
+        self_weight = np.zeros(sums.shape[:-1])
+        layout = None
+        columns = slice(None)
+        if self.degree == 1:
+            layout = _local_linear.MomentLayout(d, p, int(positive.sum()))
+            if degree == 0:
+                columns = np.r_[np.arange(sums.shape[-1])[layout.values], -1]
+        for k, kernel in enumerate(self.kernels):
+            with np.errstate(divide="ignore"):
+                log_alpha0 = float(np.log(kernel.function(np.zeros(1)))[0])
+            for m in range(sums.shape[1]):
+                # The self term in the scale of the row; both parts divided
+                # by max(1, c_i) so that neither overflows.
+                log_self = log_weights + log_alpha0 - self.log_scale[k, m]
+                top = np.maximum(log_self, 0.0)
+                own = np.exp(log_self - top)
+                full = sums[k, m] * np.exp(-top)[:, None]
+                full += own[:, None] * self.unit_moments
+                total = full[:, -1]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    p_self = np.where(positive, own / total, 0.0)
+                if degree == 0:
+                    fitted[k, m], _ = solve_moments(full[:, columns])
+                    fitted[k, m] += self.value_center
+                    self_weight[k, m] = p_self
+                    continue
+                fitted[k, m], _, _ = _local_linear.solve(full, self.X, layout, False)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    geometry = full[:, : layout.values.start] / total[:, None]
+                offset, g, _ = _local_linear.equivalent_kernel(geometry, self.X, layout)
+                own_weight = p_self * (offset - np.einsum("nf,nf->n", g, self.X))
+                self_weight[k, m] = np.where(positive, own_weight, 0.0)
+                redo = positive & _local_linear.cancelled(full, layout)
+                self._in_sample_refit(fitted[k, m], self_weight[k, m], redo, (k, m))
+                fitted[k, m] += self.value_center
+        return fitted, self_weight
+
+    def _in_sample_refit(self, fitted, self_weight, redo, candidate):
+        """In-sample local-linear fits and self weights of the ``redo`` rows
+        about their own means (:func:`._local_linear.centred_fit`), from their
+        weights over every key of positive weight; updated in place."""
+        redo = np.flatnonzero(redo)
+        n, d = self.X.shape
+        values = self.Y - self.value_center
+        n_keys = int(np.count_nonzero(self.weights > 0))
+        layout = _local_linear.MomentLayout(d, values.shape[1], n_keys)
+        row = 8 * (d + 4) * n + _local_linear.fit_bytes(n, d, values.shape[1])
+        for batch in row_batches(len(redo), row):
+            points = redo[batch]
+            p = self._full_weights(candidate, points)
+            mean, _, _ = _local_linear.centred_fit(
+                p, self.X, values, self.X[points], layout, False
+            )
+            offset, g, _ = _local_linear.centred_kernel(
+                p, self.X, self.X[points], layout
+            )
+            own = p[np.arange(len(points)), points]
+            fitted[points] = mean
+            self_weight[points] = own * (
+                offset - np.einsum("nf,nf->n", g, self.X[points])
+            )
+
+    def _full_weights(self, candidate, points):
+        """Normalised weights of ``points`` over every key of positive
+        weight, themselves included, shape (len(points), n)."""
+        kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
+        allowed = np.broadcast_to(self.weights > 0, (len(points), len(self.X)))
+        diff = self.X[points][:, None, :] - self.X[None, :, :]
+        u = np.sqrt(np.einsum("rnf,rnf->rn", diff, diff)) / h
+        with np.errstate(divide="ignore"):
+            if kernel.log_function is not None:
+                logits = kernel.log_function(u) + np.log(self.weights)
+                logits[~allowed] = -np.inf
+                scores = np.exp(logits - logits.max(axis=1, keepdims=True))
+            else:
+                scores = np.where(allowed, kernel.function(u) * self.weights, 0.0)
+        return scores / scores.sum(axis=1, keepdims=True)
 
     # -- fallbacks -----------------------------------------------------------
     def nearest_values(self, queries, allowed):
