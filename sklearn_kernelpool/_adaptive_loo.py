@@ -17,6 +17,12 @@ which the fitted estimator takes its decisions too (the neighbour distance,
 the support edge, the keys at distance zero), so that the held-out
 predictions equal those of the refitted estimator. The pooled moments, the
 local-linear solves and the fallbacks are those of :class:`._loo.HeldOut`.
+
+:meth:`._loo.HeldOut.in_sample` does not apply here: in the fit on all the
+data a training point is its own nearest key, so its width (its ``k``-th
+neighbour distance) is not that of its leave-one-out fit, whose sums would
+have to be recomputed at the other width anyway. GCV and AICc of adaptive
+candidates refit each one (:meth:`KernelAttentionRegressorCV._smoother_refits`).
 """
 
 import numpy as np

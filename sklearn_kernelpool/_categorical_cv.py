@@ -13,7 +13,9 @@ predictions unchanged. The symmetric, block-skipping pass of
 :class:`._loo.HeldOut` does not apply: a pair's weight depends on the
 categories of both of its points, and the factor would have to be computed
 for every block and candidate anyway. The predictions, fallbacks and
-local-linear solves are those of :class:`._loo.HeldOut`.
+local-linear solves are those of :class:`._loo.HeldOut`, and so are the
+in-sample fits of :meth:`._loo.HeldOut.in_sample` (the shift of each row is
+kept in ``log_scale``; a point's own category has the factor 1).
 """
 
 import numpy as np

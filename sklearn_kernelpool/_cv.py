@@ -377,8 +377,14 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         rows of positive weight. ``mean_test_score`` is the negated
         criterion (greater is better). They are defined on the whole
         training set: they need ``cv=None`` and ``per_feature=False``
-        (``ValueError`` otherwise), and cost one more pass over the pairs
-        of points per candidate.
+        (``ValueError`` otherwise). For fixed widths (with or without
+        categorical features) they come from the leave-one-out pass itself:
+        each point's fit on all the data is its leave-one-out fit with its
+        own key added back, so that they cost about what the leave-one-out
+        scores cost. Adaptive-width candidates (``n_neighbors``) cost one
+        more pass over the pairs of points each: a point's width counts
+        itself among its neighbours in the fit on all the data, not in its
+        leave-one-out fit.
 
     per_feature : bool or "auto", default=False
         After the isotropic selection, learn one width per feature by
@@ -883,9 +889,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         """Add the in-sample summaries of every candidate to ``results``.
 
         ``effective_df``, ``gcv`` and ``aicc`` of each candidate fitted on all
-        the training data (:func:`._diagnostics.smoother_diagnostics`); with
-        ``scoring="gcv"`` or ``"aicc"`` the negated criterion replaces
-        ``mean_test_score``. Only with those scorings.
+        the training data: already in ``results`` for fixed widths (computed
+        from the leave-one-out sums by :meth:`_in_sample`), else from a refit
+        per candidate (:meth:`_smoother_refits`). The negated criterion
+        replaces ``mean_test_score``. Only with ``scoring="gcv"`` or
+        ``"aicc"``.
         """
         if not self._smoother_scoring():
             return results

@@ -8,6 +8,11 @@ row's own weight in its own fit, is the effective number of parameters
 (degrees of freedom) of the fit; with the residual mean square it gives the
 generalised cross-validation criterion of Craven and Wahba (1979) and the
 corrected AIC of Hurvich, Simonoff and Tsai (1998).
+
+:func:`smoother_diagnostics` computes them for one fitted estimator from its
+dense smoother rows; the cross-validation estimator gets them for every
+fixed-width candidate from its leave-one-out pass
+(:meth:`._loo.HeldOut.in_sample`) and :func:`in_sample_criteria`.
 """
 
 import numpy as np

@@ -38,6 +38,12 @@ alone as a softmax with its largest logit subtracted, exactly as the pooling
 engine does. Such rows, and those that fall back to ``on_empty``, need every
 key: they are taken in batches within scikit-learn's ``working_memory``
 (:func:`row_batches`), never all at once.
+
+The fit of all the data at a training point is its leave-one-out fit with
+its own key added back: :meth:`HeldOut.in_sample` completes each row's
+leave-one-out sums with the self term ``w_i alpha(0)`` (in the row's scale,
+shifted where the row was recomputed) and gives the in-sample fits and the
+diagonal of the smoother matrix, hence GCV and AICc, with no other pass.
 """
 
 import numpy as np
@@ -231,6 +237,13 @@ class HeldOut:
         Threads over blocks of rows.
     degree : {0, 1}
         The degree of the local polynomial of the held-out fits.
+
+    Attributes
+    ----------
+    log_scale : ndarray of shape (n_kernels, n_bandwidths, n)
+        Set by :meth:`sums_excluding_groups`: the logarithm of the factor by
+        which each row of its sums was divided (the shift of the rows
+        recomputed after underflow, else 0), for :meth:`in_sample`.
     """
 
     def __init__(self, X, Y, weights, kernels, bandwidths, n_jobs=None, degree=0):
