@@ -70,6 +70,8 @@ _TINY = float(np.finfo(np.float64).tiny) ** 0.8
 # Bytes per key of a row recomputed with a shift: its squared distances,
 # logits and scores (float64) and its masks.
 SHIFT_BYTES_PER_KEY = 32
+# Rows of an in-sample local-linear fit computed again together.
+_REFIT_ROWS = 32
 # Bytes per key of a row that falls back to ``on_empty`` (its squared
 # distances, tie tolerances and masks).
 FALLBACK_BYTES_PER_KEY = 48
@@ -765,11 +767,23 @@ class HeldOut:
                     fitted[k, m] += self.value_center
                     self_weight[k, m] = p_self
                     continue
-                fitted[k, m], _, _ = _local_linear.solve(full, self.X, layout, False)
+                # One eigendecomposition per row for the fit (as
+                # :func:`._local_linear.solve`) and the self weight (as
+                # :func:`._local_linear.equivalent_kernel`).
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    geometry = full[:, : layout.values.start] / total[:, None]
-                offset, g, _ = _local_linear.equivalent_kernel(geometry, self.X, layout)
-                own_weight = p_self * (offset - np.einsum("nf,nf->n", g, self.X))
+                    means = full[:, :-1] / total[:, None]
+                local, vectors, inverse, _ = _local_linear._local_geometry(
+                    means, self.X, layout
+                )
+                ybar = means[:, layout.values]
+                cross = means[:, layout.cross].reshape(n, d, p)
+                cross -= local[:, :, None] * ybar[:, None]
+                fitted[k, m], _ = _local_linear._fit(
+                    local, vectors, inverse, ybar, cross, None, self.X
+                )
+                offset = (local - self.X)[:, :, None]
+                g = _local_linear._apply_inverse(vectors, inverse, offset)
+                own_weight = p_self * (1.0 + np.einsum("nfo,nfo->n", g, offset))
                 self_weight[k, m] = np.where(positive, own_weight, 0.0)
                 redo = positive & _local_linear.cancelled(full, layout)
                 self._in_sample_refit(fitted[k, m], self_weight[k, m], redo, (k, m))
@@ -778,43 +792,72 @@ class HeldOut:
 
     def _in_sample_refit(self, fitted, self_weight, redo, candidate):
         """In-sample local-linear fits and self weights of the ``redo`` rows
-        about their own means (:func:`._local_linear.centred_fit`), from their
-        weights over every key of positive weight; updated in place."""
+        about their own means, from their weights over every key of positive
+        weight; updated in place.
+
+        The computation of :func:`._local_linear.centred_kernel` and
+        :func:`._local_linear.centred_fit` (the keys and values centred on
+        each row's local means before any product, the same rank threshold),
+        vectorised over a batch of rows: the equivalent-kernel weights
+        ``l_j = p_j (1 - g . (k_j - m))``, the self weight ``l_i`` and the fit
+        ``ybar + sum_j l_j (y_j - ybar)``.
+        """
+        # Rows in the order of the k-d tree's leaves, a few at a time: the
+        # keys that any of them weighs are then few where the bandwidth is
+        # narrow (where moments cancel most).
+        rank = np.empty(len(self.X), dtype=np.intp)
+        rank[self.spatial_order] = np.arange(len(self.X))
         redo = np.flatnonzero(redo)
+        redo = redo[np.argsort(rank[redo])]
         n, d = self.X.shape
         values = self.Y - self.value_center
+        p_out = values.shape[1]
         n_keys = int(np.count_nonzero(self.weights > 0))
-        layout = _local_linear.MomentLayout(d, values.shape[1], n_keys)
-        row = 8 * (d + 4) * n + _local_linear.fit_bytes(n, d, values.shape[1])
+        layout = _local_linear.MomentLayout(d, p_out, n_keys)
+        # Per row: differences, centred and weighted keys, weights, values.
+        row = 8 * n * (4 * d + 4 + 2 * p_out)
         for batch in row_batches(len(redo), row):
-            points = redo[batch]
-            p = self._full_weights(candidate, points)
-            mean, _, _ = _local_linear.centred_fit(
-                p, self.X, values, self.X[points], layout, False
-            )
-            offset, g, _ = _local_linear.centred_kernel(
-                p, self.X, self.X[points], layout
-            )
-            own = p[np.arange(len(points)), points]
-            fitted[points] = mean
-            self_weight[points] = own * (
-                offset - np.einsum("nf,nf->n", g, self.X[points])
-            )
+            for start in range(batch.start, batch.stop, _REFIT_ROWS):
+                points = redo[start : min(start + _REFIT_ROWS, batch.stop)]
+                self._in_sample_rows(fitted, self_weight, points, candidate, layout)
+
+    def _in_sample_rows(self, fitted, self_weight, points, candidate, layout):
+        """:meth:`_in_sample_refit` of the rows ``points``, over the keys
+        that any of them weighs."""
+        p = self._full_weights(candidate, points)
+        keys = np.flatnonzero(p.any(axis=0))
+        p = p[:, keys]
+        X = self.X[keys]
+        values = self.Y[keys] - self.value_center
+        m = p @ X
+        centred = X[None, :, :] - m[:, None, :]
+        cov = (centred * p[:, :, None]).transpose(0, 2, 1) @ centred
+        scale = _local_linear._centred_scale(m, cov, None)
+        vectors, inverse, _ = _local_linear._pseudo_inverse(cov, scale, layout)
+        g = _local_linear._apply_inverse(
+            vectors, inverse, (m - self.X[points])[:, :, None]
+        )
+        weights = p * (1.0 - (centred @ g)[:, :, 0])
+        ybar = p @ values
+        spread = values[None, :, :] - ybar[:, None, :]
+        fitted[points] = ybar + (weights[:, None, :] @ spread)[:, 0]
+        own = np.searchsorted(keys, points)
+        self_weight[points] = weights[np.arange(len(points)), own]
 
     def _full_weights(self, candidate, points):
         """Normalised weights of ``points`` over every key of positive
         weight, themselves included, shape (len(points), n)."""
         kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
         allowed = np.broadcast_to(self.weights > 0, (len(points), len(self.X)))
-        diff = self.X[points][:, None, :] - self.X[None, :, :]
-        u = np.sqrt(np.einsum("rnf,rnf->rn", diff, diff)) / h
+        u2 = pairwise_squared(self.X[points], self.X, None) / (h * h)
         with np.errstate(divide="ignore"):
             if kernel.log_function is not None:
-                logits = kernel.log_function(u) + np.log(self.weights)
+                logits = kernel.squared_log_function(u2) + np.log(self.weights)
                 logits[~allowed] = -np.inf
                 scores = np.exp(logits - logits.max(axis=1, keepdims=True))
             else:
-                scores = np.where(allowed, kernel.function(u) * self.weights, 0.0)
+                scores = kernel.squared_function(u2) * self.weights
+                scores[~allowed] = 0.0
         return scores / scores.sum(axis=1, keepdims=True)
 
     # -- fallbacks -----------------------------------------------------------

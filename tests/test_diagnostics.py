@@ -432,23 +432,26 @@ def test_cv_criteria_of_rows_recomputed_after_underflow(degree, no_smoother_rows
     assert 0.5 < smoother_matrix(X, "gaussian", 0.25, w)[-1, -1] < 0.999
 
 
-def test_cv_categorical_criteria_from_the_same_pass(data, no_smoother_rows):
+@pytest.mark.parametrize("degree", [0, 1])
+def test_cv_categorical_criteria_from_the_same_pass(data, degree, no_smoother_rows):
     X, y = data
     codes = np.random.default_rng(9).integers(0, 3, size=(len(y), 1))
     w = np.random.default_rng(10).uniform(0.5, 2.0, len(y))
     for kernel in ("gaussian", "epanechnikov"):
         cv = KernelAttentionRegressorCV(
             kernels=kernel,
-            bandwidths=[0.5, 1.5],
+            bandwidths=[1.0, 2.0],
             categorical_features=[1],
             categorical_bandwidths=[0.0, 0.3, 1.0],
-            degree=0,
+            degree=degree,
             scoring="gcv",
         ).fit(np.hstack([X, codes]), y + codes[:, 0], sample_weight=w)
         results = cv.cv_results_
         for i, p in enumerate(results["params"]):
             lam = p["categorical_bandwidth"]
-            L = smoother_matrix(X, kernel, p["bandwidth"], w, codes=codes, lam=lam)
+            L = smoother_matrix(
+                X, kernel, p["bandwidth"], w, degree, codes=codes, lam=lam
+            )
             trace, _, gcv, _ = reference_criteria(L, y + codes[:, 0], w)
             assert_allclose(results["effective_df"][i], trace, rtol=1e-10)
             assert_allclose(results["gcv"][i], gcv, rtol=1e-10)
@@ -481,3 +484,21 @@ def test_cv_local_linear_criteria_of_rows_whose_moments_cancel(no_smoother_rows)
         )
         assert_allclose(cv.cv_results_["effective_df"][i], trace, rtol=1e-10)
         assert_allclose(cv.cv_results_["gcv"][i], gcv, rtol=1e-10)
+
+
+def test_cv_local_linear_criteria_of_collinear_features(data, no_smoother_rows):
+    # Keys [x, 2x]: every local design is rank-deficient, and the
+    # minimum-norm fit at a key is the projection on the same column space
+    # as for x alone, at the bandwidth scaled by |(1, 2)| = sqrt(5).
+    X, y = data
+    grid = np.array([0.3, 0.6, 1.2])
+    cv = KernelAttentionRegressorCV(
+        bandwidths=np.sqrt(5) * grid, degree=1, n_neighbors=None, scoring="gcv"
+    ).fit(np.hstack([X, 2 * X]), y)
+    assert np.all(cv.cv_results_["rank_deficient_fraction"] == 1)
+    for i, h in enumerate(grid):
+        trace, _, gcv, _ = reference_criteria(
+            smoother_matrix(X, "gaussian", h, degree=1), y
+        )
+        assert_allclose(cv.cv_results_["effective_df"][i], trace, rtol=1e-9)
+        assert_allclose(cv.cv_results_["gcv"][i], gcv, rtol=1e-9)
