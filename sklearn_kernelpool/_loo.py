@@ -750,7 +750,7 @@ class HeldOut:
                 columns = np.r_[np.arange(sums.shape[-1])[layout.values], -1]
         for k, kernel in enumerate(self.kernels):
             with np.errstate(divide="ignore"):
-                log_alpha0 = float(np.log(kernel.function(np.zeros(1)))[0])
+                log_alpha0 = float(np.log(np.ravel(kernel.function(np.zeros(1)))[0]))
             for m in range(sums.shape[1]):
                 # The self term in the scale of the row; both parts divided
                 # by max(1, c_i) so that neither overflows.
@@ -841,8 +841,10 @@ class HeldOut:
         ybar = p @ values
         spread = values[None, :, :] - ybar[:, None, :]
         fitted[points] = ybar + (weights[:, None, :] @ spread)[:, 0]
-        own = np.searchsorted(keys, points)
-        self_weight[points] = weights[np.arange(len(points)), own]
+        # A point whose own weight underflowed to zero is not among the keys.
+        own = np.minimum(np.searchsorted(keys, points), len(keys) - 1)
+        own_weight = weights[np.arange(len(points)), own]
+        self_weight[points] = np.where(keys[own] == points, own_weight, 0.0)
 
     def _full_weights(self, candidate, points):
         """Normalised weights of ``points`` over every key of positive
