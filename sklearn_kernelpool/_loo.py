@@ -736,8 +736,6 @@ class HeldOut:
         """
         degree = self.degree if degree is None else degree
         positive = self.weights > 0
-        with np.errstate(divide="ignore"):
-            log_weights = np.log(self.weights)
         n, d = self.X.shape
         p = self.Y.shape[1]
         fitted = np.empty((*sums.shape[:-1], p))
@@ -748,17 +746,9 @@ class HeldOut:
             layout = _local_linear.MomentLayout(d, p, int(positive.sum()))
             if degree == 0:
                 columns = np.r_[np.arange(sums.shape[-1])[layout.values], -1]
-        for k, kernel in enumerate(self.kernels):
-            with np.errstate(divide="ignore"):
-                log_alpha0 = float(np.log(np.ravel(kernel.function(np.zeros(1)))[0]))
+        for k in range(sums.shape[0]):
             for m in range(sums.shape[1]):
-                # The self term in the scale of the row; both parts divided
-                # by max(1, c_i) so that neither overflows.
-                log_self = log_weights + log_alpha0 - self.log_scale[k, m]
-                top = np.maximum(log_self, 0.0)
-                own = np.exp(log_self - top)
-                full = sums[k, m] * np.exp(-top)[:, None]
-                full += own[:, None] * self.unit_moments
+                full, own = self._full_sums(sums, (k, m))
                 total = full[:, -1]
                 with np.errstate(invalid="ignore", divide="ignore"):
                     p_self = np.where(positive, own / total, 0.0)
@@ -789,6 +779,25 @@ class HeldOut:
                 self._in_sample_refit(fitted[k, m], self_weight[k, m], redo, (k, m))
                 fitted[k, m] += self.value_center
         return fitted, self_weight
+
+    def _full_sums(self, sums, candidate):
+        """The in-sample sums of every point for one candidate, and the part
+        of each point's own key in them: the leave-one-out ``sums`` plus
+        the self term, both divided by ``max(1, c_i)`` (in the row's scale)
+        so that neither overflows.
+
+        Returns ``full`` (n, n_columns) and ``own`` (n,).
+        """
+        k, m = candidate
+        kernel = self.kernels[k]
+        with np.errstate(divide="ignore"):
+            log_alpha0 = float(np.log(np.ravel(kernel.function(np.zeros(1)))[0]))
+            log_self = np.log(self.weights) + log_alpha0 - self.log_scale[k, m]
+        top = np.maximum(log_self, 0.0)
+        own = np.exp(log_self - top)
+        full = sums[k, m] * np.exp(-top)[:, None]
+        full += own[:, None] * self.unit_moments
+        return full, own
 
     def _in_sample_refit(self, fitted, self_weight, redo, candidate):
         """In-sample local-linear fits and self weights of the ``redo`` rows
