@@ -18,9 +18,9 @@ uses the local-constant trace for ``reg_type="ll"`` too, so it equals our
 AICc for degree 0 only). Each row shows the bandwidth, the effective degrees
 of freedom there and the exact leave-one-out MSE there (the same function
 for every row). Last, the time of ``scoring="gcv"`` against ``scoring=None``
-on n = 2000: for fixed widths the criteria come from the leave-one-out pass
-(ratio about 1); adaptive widths (``n_neighbors``) refit each candidate (one
-more pass over the pairs per candidate).
+on n = 2000: the criteria come from the leave-one-out pass (fixed widths:
+the leave-one-out sums completed with each point's own key; adaptive widths:
+the in-sample sums pooled from the same distances at the point's own width).
 """
 
 import argparse

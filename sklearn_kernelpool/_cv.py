@@ -377,14 +377,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         rows of positive weight. ``mean_test_score`` is the negated
         criterion (greater is better). They are defined on the whole
         training set: they need ``cv=None`` and ``per_feature=False``
-        (``ValueError`` otherwise). For fixed widths (with or without
-        categorical features) they come from the leave-one-out pass itself:
-        each point's fit on all the data is its leave-one-out fit with its
-        own key added back, so that they cost about what the leave-one-out
-        scores cost. Adaptive-width candidates (``n_neighbors``) cost one
-        more pass over the pairs of points each: a point's width counts
-        itself among its neighbours in the fit on all the data, not in its
-        leave-one-out fit.
+        (``ValueError`` otherwise). They come from the leave-one-out pass
+        itself, with no other pass over the pairs of points: each point's
+        fit on all the data is its leave-one-out fit with its own key added
+        back (for adaptive widths, at its own width, from the same
+        distances), so that they cost about what the leave-one-out scores
+        cost.
 
     per_feature : bool or "auto", default=False
         After the isotropic selection, learn one width per feature by
@@ -886,61 +884,17 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             )
 
     def _smoother_criteria(self, params, results):
-        """Add the in-sample summaries of every candidate to ``results``.
+        """Score the candidates by their in-sample criterion.
 
         ``effective_df``, ``gcv`` and ``aicc`` of each candidate fitted on all
-        the training data: already in ``results`` for fixed widths (computed
-        from the leave-one-out sums by :meth:`_in_sample`), else from a refit
-        per candidate (:meth:`_smoother_refits`). The negated criterion
-        replaces ``mean_test_score``. Only with ``scoring="gcv"`` or
-        ``"aicc"``.
+        the training data are in ``results``, computed with its
+        leave-one-out predictions (:meth:`_in_sample`); the negated
+        criterion replaces ``mean_test_score``. Only with ``scoring="gcv"``
+        or ``"aicc"``.
         """
-        if not self._smoother_scoring():
-            return results
-        if "effective_df" not in results:
-            # Adaptive widths: a training point's width with its own key
-            # among its neighbours is not that of its leave-one-out fit, so
-            # the in-sample fit needs its own pass.
-            results = self._smoother_refits(params, results)
-        results["mean_test_score"] = -results[self.scoring]
+        if self._smoother_scoring():
+            results["mean_test_score"] = -results[self.scoring]
         return results
-
-    def _smoother_refits(self, params, results):
-        """The in-sample summaries of ``params`` by refitting each candidate
-        and computing its smoother rows (one pass over the pairs of points
-        per candidate)."""
-        X, y, sample_weight, degree = self._smoother_data
-        summaries = [
-            _quiet_diagnostics(
-                self._candidate(p, degree).fit(X, y, sample_weight=sample_weight)
-            )
-            for p in params
-        ]
-        results["effective_df"] = np.array([s.effective_df for s in summaries])
-        results["gcv"] = np.array([s.gcv for s in summaries])
-        results["aicc"] = np.array([s.aicc for s in summaries])
-        return results
-
-    def _candidate(self, params, degree):
-        """An unfitted :class:`KernelAttentionRegressor` of one candidate."""
-        extra = {}
-        if "categorical_bandwidth" in params:
-            extra = {
-                "categorical_features": self.categorical_features,
-                "categorical_bandwidth": params["categorical_bandwidth"],
-            }
-        return KernelAttentionRegressor(
-            kernel=params["kernel"],
-            bandwidth=params["bandwidth"],
-            degree=params.get("degree", degree),
-            on_empty=self.on_empty,
-            # Every row of the smoother matrix is dense: brute force is the
-            # fastest way to all of them.
-            algorithm="brute",
-            n_jobs=self.n_jobs,
-            n_neighbors=params.get("n_neighbors"),
-            **extra,
-        )
 
     def _per_feature_mode(self):
         """``per_feature`` as ``"auto"``, True or False."""
@@ -1163,12 +1117,6 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self._say_search(X, names, grid, splits, len(degrees), counts, len(lambdas))
         data = (X, X64, y, Y, weights, sample_weight, scorer, weighted, splits)
         self._categorical = codes, lambdas
-        self._smoother_data = (
-            X_given if codes is not None else keys,
-            y,
-            given_weight,
-            degrees[0],
-        )
         params, results, capped = [], None, False
         if len(grid):
             params, results = self._score_grid(data, names, degrees, grid)
@@ -1250,7 +1198,6 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             **extra,
         ).fit(X_given if extra else keys, y, sample_weight=given_weight)
         # (it rescales the weights itself)
-        del self._smoother_data
         # effective_df_, computed on first access unless known already.
         self._effective_df = None
         if self._smoother_scoring():
@@ -1629,7 +1576,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 return *flat, self._in_sample(held_out, sums, degrees)
             return flat
         if train is None:
-            sums = pool.sums_excluding_groups(groups)
+            sums = pool.sums_excluding_groups(groups, in_sample=in_sample)
         else:
             sums = pool.sums_split(rows, train)
         # (degrees, kernels, n_neighbors, ...) is ParameterGrid's order.
@@ -1637,15 +1584,18 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             _stacked_flags(pool.predictions(sums, rows, groups, train, degree=d))
             for d in degrees
         ]
-        return tuple(
+        flat = tuple(
             np.stack([part[i] for part in parts]).reshape(-1, *parts[0][i].shape[2:])
             for i in range(3)
         )
+        if in_sample:
+            return *flat, self._in_sample(pool, sums, degrees, adaptive=True)
+        return flat
 
-    def _in_sample(self, held_out, sums, degrees):
-        """``effective_df``, ``gcv`` and ``aicc`` of every fixed-width
-        candidate fitted on all the data, in ``params`` order, from the
-        leave-one-out sums (:meth:`._loo.HeldOut.in_sample`)."""
+    def _in_sample(self, held_out, sums, degrees, adaptive=False):
+        """``effective_df``, ``gcv`` and ``aicc`` of every candidate of
+        ``held_out`` fitted on all the data, in ``params`` order, from the
+        leave-one-out pass (:meth:`._loo.HeldOut.in_sample`)."""
         parts = []
         for d in degrees:
             fitted, self_weight = held_out.in_sample(sums, degree=d)
@@ -1653,15 +1603,15 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 in_sample_criteria(held_out.Y, held_out.weights, fitted, self_weight)
             )
         # (degrees, 4, kernels, bandwidths) -> ParameterGrid's order:
-        # bandwidth, then degree, then kernel.
-        stacked = np.asarray(parts).transpose(1, 3, 0, 2).reshape(4, -1)
+        # bandwidth, then degree, then kernel; (degrees, kernels,
+        # n_neighbors) is already that of the adaptive candidates.
+        order = (1, 0, 2, 3) if adaptive else (1, 3, 0, 2)
+        stacked = np.asarray(parts).transpose(order).reshape(4, -1)
         return {"effective_df": stacked[0], "gcv": stacked[2], "aicc": stacked[3]}
 
     def _loo(self, held_out, X, y, weights, scorer, weighted, degrees):
         n = X.shape[0]
-        in_sample = (
-            self._smoother_scoring() and getattr(self, "_adaptive", None) is None
-        )
+        in_sample = self._smoother_scoring()
         predictions, empty, singular, *summaries = self._held_out(
             held_out, np.arange(n), degrees, in_sample=in_sample
         )

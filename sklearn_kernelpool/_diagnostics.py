@@ -11,7 +11,7 @@ corrected AIC of Hurvich, Simonoff and Tsai (1998).
 
 :func:`smoother_diagnostics` computes them for one fitted estimator from its
 dense smoother rows; the cross-validation estimator gets them for every
-fixed-width candidate from its leave-one-out pass
+candidate from its leave-one-out pass
 (:meth:`._loo.HeldOut.in_sample`) and :func:`in_sample_criteria`.
 """
 

@@ -457,14 +457,31 @@ def test_cv_categorical_criteria_from_the_same_pass(data, degree, no_smoother_ro
             assert_allclose(results["gcv"][i], gcv, rtol=1e-10)
 
 
-def test_adaptive_candidates_take_the_extra_pass(data, no_smoother_rows):
-    # A point's adaptive width counts itself among its neighbours in the
-    # in-sample fit, not in its leave-one-out fit: those candidates are
-    # refitted, which the patched pass refuses.
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_cv_adaptive_criteria_from_the_same_distances(
+    data, kernel, degree, no_smoother_rows
+):
+    # In the fit on all the data a point is its own nearest key: its width
+    # is its (k - 1)-th neighbour distance among the others, computed from
+    # the distances of its leave-one-out row; no smoother rows.
     X, y = data
-    cv = KernelAttentionRegressorCV(bandwidths=[0.5], n_neighbors=[5], scoring="gcv")
-    with pytest.raises(AssertionError, match="one more pass"):
-        cv.fit(X, y)
+    w = np.random.default_rng(12).uniform(0.5, 2.0, len(y))
+    w[[4, 9]] = 0.0
+    cv = KernelAttentionRegressorCV(
+        kernels=kernel,
+        bandwidths=None,
+        n_neighbors=[5, 12],
+        degree=degree,
+        scoring="gcv",
+    ).fit(X, y, sample_weight=w)
+    results = cv.cv_results_
+    for i, p in enumerate(results["params"]):
+        L = smoother_matrix(X, kernel, 1.0, w, degree, p["n_neighbors"])
+        trace, _, gcv, aicc = reference_criteria(L, y, w)
+        assert_allclose(results["effective_df"][i], trace, rtol=1e-10)
+        assert_allclose(results["gcv"][i], gcv, rtol=1e-10)
+        assert_allclose(results["aicc"][i], aicc, rtol=1e-10)
 
 
 def test_cv_local_linear_criteria_of_rows_whose_moments_cancel(no_smoother_rows):
