@@ -17,6 +17,13 @@ which the fitted estimator takes its decisions too (the neighbour distance,
 the support edge, the keys at distance zero), so that the held-out
 predictions equal those of the refitted estimator. The pooled moments, the
 local-linear solves and the fallbacks are those of :class:`._loo.HeldOut`.
+
+The fits on all the data, for GCV and AICc (:meth:`._loo.HeldOut.in_sample`),
+cannot be completed from the leave-one-out sums as for fixed widths: in them
+a training point is its own nearest key, so its width (its ``k``-th
+neighbour distance, itself counted) differs from that of its leave-one-out
+fit. With ``in_sample`` they are pooled in the same batches, from the same
+distances, at the point's own width and with its own key (:meth:`_sums`).
 """
 
 import numpy as np
@@ -69,6 +76,11 @@ class AdaptiveHeldOut(HeldOut):
         every candidate ``k`` (shape (n_neighbors, n_points))."""
         d2 = pairwise_squared(self.X_raw[points], self.X_raw, None)
         allowed = allowed & self.positive[None, :]
+        return d2, allowed, self._radii(d2, allowed)
+
+    def _radii(self, d2, allowed):
+        """Squared ``k``-th neighbour distances among the allowed keys, shape
+        (n_neighbors, n_points)."""
         kth = np.where(allowed, d2, np.inf)
         kth.partition(np.unique(self.n_neighbors - 1), axis=1)
         radii = kth[:, self.n_neighbors - 1].T
@@ -77,7 +89,7 @@ class AdaptiveHeldOut(HeldOut):
                 f"n_neighbors={int(self.n_neighbors.max())} exceeds the number "
                 "of training points of positive weight of a held-out fit."
             )
-        return d2, allowed, radii
+        return radii
 
     def _scores(self, d2, allowed, kernel, r2):
         """Scores ``w alpha(u)`` of the pairs, up to a factor per row."""
@@ -101,21 +113,40 @@ class AdaptiveHeldOut(HeldOut):
             scores[rows] = np.where(hit, self.weights, 0.0)
         return scores
 
-    def _sums(self, points, allowed_rows, n_keys):
+    def _sums(self, points, allowed_rows, n_keys, in_sample=False):
         """Pooled sums of ``points`` for every candidate, in batches of rows
         shared by ``n_jobs`` threads (each holds one within its share of
-        ``working_memory``)."""
+        ``working_memory``).
+
+        With ``in_sample`` (``points`` every point, which does not pool
+        itself), also the sums of the fit on all the data at each point,
+        with its own key and its own width (its ``k``-th neighbour counts
+        itself), from the same distances, into ``full_sums``, and its own
+        key's part of them into ``full_own``, in the same scale.
+        """
         sums = np.zeros((*self._shape, len(points), self.unit_moments.shape[1]))
         n_threads = max(1, min(effective_n_jobs(self.n_jobs), len(points)))
-        row_bytes = ROW_BYTES_PER_KEY * n_keys * n_threads
+        row_bytes = ROW_BYTES_PER_KEY * n_keys * n_threads * (1 + in_sample)
         batches = list(row_batches(len(points), row_bytes))
+        if in_sample:
+            self.full_sums = np.zeros_like(sums)
+            self.full_own = np.zeros(sums.shape[:-1])
 
         def run(batch):
             d2, allowed, radii = self._distances(points[batch], allowed_rows(batch))
+            if in_sample:
+                rows = np.arange(len(d2))
+                own = allowed.copy()
+                own[rows, points[batch]] = self.positive[points[batch]]
+                own_radii = self._radii(d2, own)
             for k, kernel in enumerate(self.kernels):
                 for m in range(len(self.n_neighbors)):
                     scores = self._scores(d2, allowed, kernel, radii[m])
                     sums[k, m, batch] = scores @ self.unit_moments
+                    if in_sample:
+                        scores = self._scores(d2, own, kernel, own_radii[m])
+                        self.full_sums[k, m, batch] = scores @ self.unit_moments
+                        self.full_own[k, m, batch] = scores[rows, points[batch]]
 
         with single_threaded_blas():
             if n_threads == 1 or len(batches) == 1:
@@ -127,8 +158,11 @@ class AdaptiveHeldOut(HeldOut):
                 )
         return sums
 
-    def sums_excluding_groups(self, groups):
+    def sums_excluding_groups(self, groups, in_sample=False):
         """Pooled sums of every point over the points of the other groups.
+
+        With ``in_sample`` (leave-one-out only) also the in-sample sums of
+        :meth:`in_sample`, from the same distances (see :meth:`_sums`).
 
         Returns
         -------
@@ -150,7 +184,24 @@ class AdaptiveHeldOut(HeldOut):
                 return allowed
             return groups[points[batch]][:, None] != groups[None, :]
 
-        return self._sums(points, allowed_rows, n)
+        return self._sums(points, allowed_rows, n, in_sample and groups is None)
+
+    # -- in-sample fits ------------------------------------------------------
+    def _full_sums(self, sums, candidate):
+        """The in-sample sums of one candidate and the part of each point's
+        own key in them, computed with the leave-one-out sums
+        (``sums_excluding_groups(None, in_sample=True)``)."""
+        k, m = candidate
+        return self.full_sums[k, m], self.full_own[k, m]
+
+    def _full_weights(self, candidate, points):
+        """:meth:`._loo.HeldOut._full_weights` at the adaptive widths of the
+        fit on all the data."""
+        kernel, m = self.kernels[candidate[0]], candidate[1]
+        d2 = pairwise_squared(self.X_raw[points], self.X_raw, None)
+        allowed = np.broadcast_to(self.positive, d2.shape)
+        scores = self._scores(d2, allowed, kernel, self._radii(d2, allowed)[m])
+        return scores / scores.sum(axis=1, keepdims=True)
 
     def sums_split(self, test, train):
         """Pooled sums of the ``test`` points over the ``train`` points."""

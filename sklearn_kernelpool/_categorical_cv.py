@@ -13,7 +13,9 @@ predictions unchanged. The symmetric, block-skipping pass of
 :class:`._loo.HeldOut` does not apply: a pair's weight depends on the
 categories of both of its points, and the factor would have to be computed
 for every block and candidate anyway. The predictions, fallbacks and
-local-linear solves are those of :class:`._loo.HeldOut`.
+local-linear solves are those of :class:`._loo.HeldOut`, and so are the
+in-sample fits of :meth:`._loo.HeldOut.in_sample` (the shift of each row is
+kept in ``log_scale``; a point's own category has the factor 1).
 """
 
 import numpy as np
@@ -72,10 +74,12 @@ class CategoricalHeldOut(HeldOut):
         return base
 
     @staticmethod
-    def _scores(kernel, h, base, d2, out, factor=None):
+    def _scores(kernel, h, base, d2, out, factor=None, shifts=None):
         """Scores of a batch from its squared distances and :meth:`_log_base`
         (``factor``, its exponential, for kernels without a log form), into
-        ``out``, up to a positive factor per row."""
+        ``out``, up to a positive factor per row, ``exp(-shift)``: the shifts
+        are written into ``shifts`` if given (0 for kernels without a log
+        form)."""
         np.multiply(d2, 1.0 / (h * h), out=out)
         if kernel.log_function is None:
             out = kernel.squared_function(out)
@@ -86,12 +90,18 @@ class CategoricalHeldOut(HeldOut):
         top = out.max(axis=1, keepdims=True)
         top[~np.isfinite(top)] = 0.0  # rows that weigh no key: empty
         out -= top
+        if shifts is not None:
+            shifts[...] = top[:, 0]
         return np.exp(out, out=out)
 
-    def _sums(self, rows, keys, allowed_rows):
+    def _sums(self, rows, keys, allowed_rows, shifts=None):
         """Sums of ``rows`` over ``keys`` for every candidate;
-        ``allowed_rows(batch)`` the keys each row of a batch may pool."""
+        ``allowed_rows(batch)`` the keys each row of a batch may pool. The
+        shift of each row's sums goes into ``shifts`` if given, shape
+        (n_kernels, n_bandwidths, len(rows))."""
         sums = np.zeros((*self._shape, len(rows), self.unit_moments.shape[1]))
+        if shifts is None:
+            shifts = np.zeros(sums.shape[:-1])
         moments = self.unit_moments[keys]
         flat = any(kernel.log_function is None for kernel in self.kernels)
         for batch in _cached_batches(len(rows), len(keys)):
@@ -102,7 +112,9 @@ class CategoricalHeldOut(HeldOut):
             out = np.empty_like(d2)
             for k, kernel in enumerate(self.kernels):
                 for m, h in enumerate(self.bandwidths):
-                    scores = self._scores(kernel, h, base, d2, out, factor)
+                    scores = self._scores(
+                        kernel, h, base, d2, out, factor, shifts[k, m, batch]
+                    )
                     sums[k, m, batch] = scores @ moments
         return sums
 
@@ -119,7 +131,18 @@ class CategoricalHeldOut(HeldOut):
             def allowed(batch):
                 return groups[batch][:, None] != groups[None, :]
 
-        return self._sums(points, points, allowed)
+        self.log_scale = np.zeros((*self._shape, n))
+        return self._sums(points, points, allowed, self.log_scale)
+
+    def _full_weights(self, candidate, points):
+        """:meth:`._loo.HeldOut._full_weights` with the categorical factor."""
+        kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
+        n = len(self.X)
+        d2 = pairwise_squared(self.X[points], self.X, None)
+        allowed = np.ones((len(points), n), dtype=bool)
+        base = self._log_base(points, np.arange(n), allowed)
+        scores = self._scores(kernel, h, base, d2, np.empty_like(d2))
+        return scores / scores.sum(axis=1, keepdims=True)
 
     def sums_split(self, test, train):
         train = train[self.weights[train] > 0]

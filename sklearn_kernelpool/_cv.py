@@ -27,7 +27,11 @@ from ._base import (
 from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._categorical_cv import CategoricalHeldOut
 from ._chunking import row_batches
-from ._diagnostics import SMOOTHER_CRITERIA, smoother_diagnostics
+from ._diagnostics import (
+    SMOOTHER_CRITERIA,
+    in_sample_criteria,
+    smoother_diagnostics,
+)
 from ._exceptions import (
     BandwidthEdgeWarning,
     EmptyNeighborhoodWarning,
@@ -373,8 +377,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         rows of positive weight. ``mean_test_score`` is the negated
         criterion (greater is better). They are defined on the whole
         training set: they need ``cv=None`` and ``per_feature=False``
-        (``ValueError`` otherwise), and cost one more pass over the pairs
-        of points per candidate.
+        (``ValueError`` otherwise). They come from the leave-one-out pass
+        itself, with no other pass over the pairs of points: each point's
+        fit on all the data is its leave-one-out fit with its own key added
+        back (for adaptive widths, at its own width, from the same
+        distances), so that they cost about what the leave-one-out scores
+        cost.
 
     per_feature : bool or "auto", default=False
         After the isotropic selection, learn one width per feature by
@@ -876,48 +884,17 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             )
 
     def _smoother_criteria(self, params, results):
-        """Add the in-sample summaries of every candidate to ``results``.
+        """Score the candidates by their in-sample criterion.
 
         ``effective_df``, ``gcv`` and ``aicc`` of each candidate fitted on all
-        the training data (:func:`._diagnostics.smoother_diagnostics`); with
-        ``scoring="gcv"`` or ``"aicc"`` the negated criterion replaces
-        ``mean_test_score``. Only with those scorings.
+        the training data are in ``results``, computed with its
+        leave-one-out predictions (:meth:`_in_sample`); the negated
+        criterion replaces ``mean_test_score``. Only with ``scoring="gcv"``
+        or ``"aicc"``.
         """
-        if not self._smoother_scoring():
-            return results
-        X, y, sample_weight, degree = self._smoother_data
-        summaries = [
-            _quiet_diagnostics(
-                self._candidate(p, degree).fit(X, y, sample_weight=sample_weight)
-            )
-            for p in params
-        ]
-        results["effective_df"] = np.array([s.effective_df for s in summaries])
-        results["gcv"] = np.array([s.gcv for s in summaries])
-        results["aicc"] = np.array([s.aicc for s in summaries])
-        results["mean_test_score"] = -results[self.scoring]
+        if self._smoother_scoring():
+            results["mean_test_score"] = -results[self.scoring]
         return results
-
-    def _candidate(self, params, degree):
-        """An unfitted :class:`KernelAttentionRegressor` of one candidate."""
-        extra = {}
-        if "categorical_bandwidth" in params:
-            extra = {
-                "categorical_features": self.categorical_features,
-                "categorical_bandwidth": params["categorical_bandwidth"],
-            }
-        return KernelAttentionRegressor(
-            kernel=params["kernel"],
-            bandwidth=params["bandwidth"],
-            degree=params.get("degree", degree),
-            on_empty=self.on_empty,
-            # Every row of the smoother matrix is dense: brute force is the
-            # fastest way to all of them.
-            algorithm="brute",
-            n_jobs=self.n_jobs,
-            n_neighbors=params.get("n_neighbors"),
-            **extra,
-        )
 
     def _per_feature_mode(self):
         """``per_feature`` as ``"auto"``, True or False."""
@@ -1140,12 +1117,6 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self._say_search(X, names, grid, splits, len(degrees), counts, len(lambdas))
         data = (X, X64, y, Y, weights, sample_weight, scorer, weighted, splits)
         self._categorical = codes, lambdas
-        self._smoother_data = (
-            X_given if codes is not None else keys,
-            y,
-            given_weight,
-            degrees[0],
-        )
         params, results, capped = [], None, False
         if len(grid):
             params, results = self._score_grid(data, names, degrees, grid)
@@ -1227,7 +1198,6 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             **extra,
         ).fit(X_given if extra else keys, y, sample_weight=given_weight)
         # (it rescales the weights itself)
-        del self._smoother_data
         # effective_df_, computed on first access unless known already.
         self._effective_df = None
         if self._smoother_scoring():
@@ -1582,14 +1552,18 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             flat.append(stacked.reshape(-1, *stacked.shape[3:]))
         return tuple(flat)
 
-    def _held_out(self, held_out, rows, degrees, groups=None, train=None):
+    def _held_out(
+        self, held_out, rows, degrees, groups=None, train=None, in_sample=False
+    ):
         """Held-out predictions, empty and flagged rows of every candidate of
         ``held_out`` (fixed widths) or, while adaptive candidates are scored,
         of those (:meth:`_score_adaptive`), in ``params`` order.
 
         ``train`` None: every point, excluding its group (its own key under
         leave-one-out when ``groups`` is None); else the ``rows`` held out
-        from the ``train`` points.
+        from the ``train`` points. With ``in_sample`` (leave-one-out of fixed
+        widths only) also the in-sample summaries of every candidate
+        (:meth:`_in_sample`), from the same sums.
         """
         pool = getattr(self, "_adaptive", None)
         if pool is None:
@@ -1597,9 +1571,12 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 sums = held_out.sums_excluding_groups(groups)
             else:
                 sums = held_out.sums_split(rows, train)
-            return self._flat(held_out, sums, rows, degrees, groups, train)
+            flat = self._flat(held_out, sums, rows, degrees, groups, train)
+            if in_sample:
+                return *flat, self._in_sample(held_out, sums, degrees)
+            return flat
         if train is None:
-            sums = pool.sums_excluding_groups(groups)
+            sums = pool.sums_excluding_groups(groups, in_sample=in_sample)
         else:
             sums = pool.sums_split(rows, train)
         # (degrees, kernels, n_neighbors, ...) is ParameterGrid's order.
@@ -1607,14 +1584,37 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             _stacked_flags(pool.predictions(sums, rows, groups, train, degree=d))
             for d in degrees
         ]
-        return tuple(
+        flat = tuple(
             np.stack([part[i] for part in parts]).reshape(-1, *parts[0][i].shape[2:])
             for i in range(3)
         )
+        if in_sample:
+            return *flat, self._in_sample(pool, sums, degrees, adaptive=True)
+        return flat
+
+    def _in_sample(self, held_out, sums, degrees, adaptive=False):
+        """``effective_df``, ``gcv`` and ``aicc`` of every candidate of
+        ``held_out`` fitted on all the data, in ``params`` order, from the
+        leave-one-out pass (:meth:`._loo.HeldOut.in_sample`)."""
+        parts = []
+        for d in degrees:
+            fitted, self_weight = held_out.in_sample(sums, degree=d)
+            parts.append(
+                in_sample_criteria(held_out.Y, held_out.weights, fitted, self_weight)
+            )
+        # (degrees, 4, kernels, bandwidths) -> ParameterGrid's order:
+        # bandwidth, then degree, then kernel; (degrees, kernels,
+        # n_neighbors) is already that of the adaptive candidates.
+        order = (1, 0, 2, 3) if adaptive else (1, 3, 0, 2)
+        stacked = np.asarray(parts).transpose(order).reshape(4, -1)
+        return {"effective_df": stacked[0], "gcv": stacked[2], "aicc": stacked[3]}
 
     def _loo(self, held_out, X, y, weights, scorer, weighted, degrees):
         n = X.shape[0]
-        predictions, empty, singular = self._held_out(held_out, np.arange(n), degrees)
+        in_sample = self._smoother_scoring()
+        predictions, empty, singular, *summaries = self._held_out(
+            held_out, np.arange(n), degrees, in_sample=in_sample
+        )
 
         def others(rows):
             allowed = np.ones((len(rows), n), dtype=bool)
@@ -1629,6 +1629,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         if held_out.degree == 1:
             results["singular_fraction"] = singular[..., 0].mean(axis=1)
             results["rank_deficient_fraction"] = singular[..., 1].mean(axis=1)
+        for summary in summaries:
+            results.update(summary)
         return results
 
     def _loo_scores(

@@ -8,6 +8,11 @@ row's own weight in its own fit, is the effective number of parameters
 (degrees of freedom) of the fit; with the residual mean square it gives the
 generalised cross-validation criterion of Craven and Wahba (1979) and the
 corrected AIC of Hurvich, Simonoff and Tsai (1998).
+
+:func:`smoother_diagnostics` computes them for one fitted estimator from its
+dense smoother rows; the cross-validation estimator gets them for every
+candidate from its leave-one-out pass
+(:meth:`._loo.HeldOut.in_sample`) and :func:`in_sample_criteria`.
 """
 
 import numpy as np
@@ -51,6 +56,36 @@ def criteria(sigma2, effective_df, n):
     gcv = np.where(nan, np.nan, gcv)
     aicc = np.where(nan, np.nan, aicc)
     return gcv, aicc
+
+
+def in_sample_criteria(values, weights, fitted, self_weight):
+    """``(effective_df, sigma2, gcv, aicc)`` of candidates from their fits.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n, n_outputs)
+        The training values.
+    weights : ndarray of shape (n,)
+        The sample weights; rows of weight zero are no observation.
+    fitted : ndarray of shape (..., n, n_outputs)
+        The in-sample fits of each candidate.
+    self_weight : ndarray of shape (..., n)
+        The diagonals ``L_ii`` of their smoother matrices.
+
+    Returns
+    -------
+    effective_df, sigma2, gcv, aicc : ndarray of shape (...)
+        The trace over the rows of positive weight, the sample-weighted
+        residual mean square (averaged over the outputs) and the criteria of
+        :func:`criteria`.
+    """
+    keep = np.flatnonzero(weights > 0)
+    w = weights[keep] / weights[keep].sum()
+    residuals = values[keep] - fitted[..., keep, :]
+    sigma2 = np.mean(np.einsum("i,...ip->...p", w, residuals**2), axis=-1)
+    effective_df = self_weight[..., keep].sum(axis=-1)
+    gcv, aicc = criteria(sigma2, effective_df, len(keep))
+    return effective_df, sigma2, gcv, aicc
 
 
 def _training_keys(estimator):

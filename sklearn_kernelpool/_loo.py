@@ -38,6 +38,12 @@ alone as a softmax with its largest logit subtracted, exactly as the pooling
 engine does. Such rows, and those that fall back to ``on_empty``, need every
 key: they are taken in batches within scikit-learn's ``working_memory``
 (:func:`row_batches`), never all at once.
+
+The fit of all the data at a training point is its leave-one-out fit with
+its own key added back: :meth:`HeldOut.in_sample` completes each row's
+leave-one-out sums with the self term ``w_i alpha(0)`` (in the row's scale,
+shifted where the row was recomputed) and gives the in-sample fits and the
+diagonal of the smoother matrix, hence GCV and AICc, with no other pass.
 """
 
 import numpy as np
@@ -64,6 +70,8 @@ _TINY = float(np.finfo(np.float64).tiny) ** 0.8
 # Bytes per key of a row recomputed with a shift: its squared distances,
 # logits and scores (float64) and its masks.
 SHIFT_BYTES_PER_KEY = 32
+# Rows of an in-sample local-linear fit computed again together.
+_REFIT_ROWS = 32
 # Bytes per key of a row that falls back to ``on_empty`` (its squared
 # distances, tie tolerances and masks).
 FALLBACK_BYTES_PER_KEY = 48
@@ -231,6 +239,13 @@ class HeldOut:
         Threads over blocks of rows.
     degree : {0, 1}
         The degree of the local polynomial of the held-out fits.
+
+    Attributes
+    ----------
+    log_scale : ndarray of shape (n_kernels, n_bandwidths, n)
+        Set by :meth:`sums_excluding_groups`: the logarithm of the factor by
+        which each row of its sums was divided (the shift of the rows
+        recomputed after underflow, else 0), for :meth:`in_sample`.
     """
 
     def __init__(self, X, Y, weights, kernels, bandwidths, n_jobs=None, degree=0):
@@ -375,9 +390,11 @@ class HeldOut:
                     for t in range(n_threads)
                 )
                 sums = np.sum(parts, axis=0)
-        self._restabilise(sums, X, unit, weights, groups)
+        shifts = self._restabilise(sums, X, unit, weights, groups)
         unsorted = np.empty_like(sums)
         unsorted[:, :, order] = sums
+        self.log_scale = np.empty_like(shifts)
+        self.log_scale[:, :, order] = shifts
         return unsorted
 
     def _edge(self, left, right, Q, K, d2):
@@ -410,9 +427,12 @@ class HeldOut:
     def _restabilise(self, sums, X, unit, weights, groups):
         """Recompute, with a shift, the rows of log kernels that underflowed.
 
-        Rows are recomputed in batches within ``working_memory``.
+        Rows are recomputed in batches within ``working_memory``. Returns the
+        shifts, shape (n_kernels, n_bandwidths, n): the logarithm of the
+        factor by which each row's sums were divided (0 where none was).
         """
         n = len(X)
+        shifts = np.zeros(sums.shape[:-1])
         for k, kernel in enumerate(self.kernels):
             if kernel.log_function is None:
                 continue
@@ -425,17 +445,22 @@ class HeldOut:
                         allowed[np.arange(len(chunk)), chunk] = False
                     else:
                         allowed = groups[chunk][:, None] != groups[None, :]
-                    sums[k, m, chunk] = self._shifted_sums(
-                        kernel, h, X[chunk], X, allowed, unit, weights
+                    sums[k, m, chunk], shifts[k, m, chunk] = self._shifted_sums(
+                        kernel, h, X[chunk], X, allowed, unit, weights, True
                     )
+        return shifts
 
     @staticmethod
-    def _shifted_sums(kernel, h, Q, X, allowed, unit_moments, weights):
+    def _shifted_sums(
+        kernel, h, Q, X, allowed, unit_moments, weights, return_shift=False
+    ):
         """Sums of queries over the allowed keys as a shifted softmax.
 
-        The result is the true sums times a positive factor per row, which
-        leaves the predictions unchanged. ``unit_moments`` are the moments of
-        unit weight: the weights enter the scores through their logarithm.
+        The result is the true sums times a positive factor per row,
+        ``exp(-shift)``, which leaves the predictions unchanged.
+        ``unit_moments`` are the moments of unit weight: the weights enter
+        the scores through their logarithm. With ``return_shift`` the shifts
+        (the largest logit of each row) are returned too.
         """
         allowed = allowed & (weights > 0)[None, :]
         left, _ = _augment(Q)
@@ -457,6 +482,8 @@ class HeldOut:
         np.maximum(logits, _LOGIT_FLOOR, out=logits)
         scores = np.exp(logits, out=logits)
         scores[~allowed] = 0.0
+        if return_shift:
+            return scores @ unit_moments, top[:, 0]
         return scores @ unit_moments
 
     # -- one split -----------------------------------------------------------
@@ -671,6 +698,178 @@ class HeldOut:
         n_keys = (positive.sum() - counts)[groups[rows]]
         centers = (X.sum(axis=0) - totals[groups[rows]]) / n_keys[:, None]
         return n_keys, centers
+
+    # -- in-sample fits -------------------------------------------------------
+    def in_sample(self, sums, degree=None):
+        """In-sample fits and self weights of every candidate, from the
+        leave-one-out sums.
+
+        The fit of all the data at a training point ``i`` pools the keys of
+        its leave-one-out fit and its own key: its sums are the leave-one-out
+        sums of the last :meth:`sums_excluding_groups` (with ``groups=None``)
+        plus the self term ``c_i = w_i alpha(0)`` times the point's own
+        moments, in the scale of the row (times ``exp(-shift)`` where the
+        row was recomputed with a shift, see :attr:`log_scale`). For degree 0
+        the self weight is ``L_ii = c_i / (D_{-i} + c_i)`` and the fit
+        ``(N_{-i} + c_i y_i) / (D_{-i} + c_i)``; for degree 1 the fit is the
+        local-linear solve of the completed moments about the mean of the
+        keys of positive weight and ``L_ii = p_ii (1 + g . (m - x_i))``, the
+        equivalent-kernel weight of :func:`._local_linear.equivalent_kernel`
+        (minimum-norm where the design is rank-deficient, ``p_ii`` on rank
+        0); rows whose moments cancel are fitted again about their own
+        means from their weights over every key, as the estimator does. No
+        other pass over the pairs of points is made.
+
+        Parameters
+        ----------
+        sums : ndarray of shape (n_kernels, n_bandwidths, n, n_columns)
+            The leave-one-out sums of :meth:`sums_excluding_groups`.
+        degree : {0, 1} or None
+            As for :meth:`predictions`.
+
+        Returns
+        -------
+        fitted : ndarray of shape (n_kernels, n_bandwidths, n, n_outputs)
+            The in-sample fits; NaN on rows of weight zero that pool nothing.
+        self_weight : ndarray of shape (n_kernels, n_bandwidths, n)
+            ``L_ii``; 0 on rows of weight zero.
+        """
+        degree = self.degree if degree is None else degree
+        positive = self.weights > 0
+        n, d = self.X.shape
+        p = self.Y.shape[1]
+        fitted = np.empty((*sums.shape[:-1], p))
+        self_weight = np.zeros(sums.shape[:-1])
+        layout = None
+        columns = slice(None)
+        if self.degree == 1:
+            layout = _local_linear.MomentLayout(d, p, int(positive.sum()))
+            if degree == 0:
+                columns = np.r_[np.arange(sums.shape[-1])[layout.values], -1]
+        for k in range(sums.shape[0]):
+            for m in range(sums.shape[1]):
+                full, own = self._full_sums(sums, (k, m))
+                total = full[:, -1]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    p_self = np.where(positive, own / total, 0.0)
+                if degree == 0:
+                    fitted[k, m], _ = solve_moments(full[:, columns])
+                    fitted[k, m] += self.value_center
+                    self_weight[k, m] = p_self
+                    continue
+                # One eigendecomposition per row for the fit (as
+                # :func:`._local_linear.solve`) and the self weight (as
+                # :func:`._local_linear.equivalent_kernel`).
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    means = full[:, :-1] / total[:, None]
+                local, vectors, inverse, _ = _local_linear._local_geometry(
+                    means, self.X, layout
+                )
+                ybar = means[:, layout.values]
+                cross = means[:, layout.cross].reshape(n, d, p)
+                cross -= local[:, :, None] * ybar[:, None]
+                fitted[k, m], _ = _local_linear._fit(
+                    local, vectors, inverse, ybar, cross, None, self.X
+                )
+                offset = (local - self.X)[:, :, None]
+                g = _local_linear._apply_inverse(vectors, inverse, offset)
+                own_weight = p_self * (1.0 + np.einsum("nfo,nfo->n", g, offset))
+                self_weight[k, m] = np.where(positive, own_weight, 0.0)
+                redo = positive & _local_linear.cancelled(full, layout)
+                self._in_sample_refit(fitted[k, m], self_weight[k, m], redo, (k, m))
+                fitted[k, m] += self.value_center
+        return fitted, self_weight
+
+    def _full_sums(self, sums, candidate):
+        """The in-sample sums of every point for one candidate, and the part
+        of each point's own key in them: the leave-one-out ``sums`` plus
+        the self term, both divided by ``max(1, c_i)`` (in the row's scale)
+        so that neither overflows.
+
+        Returns ``full`` (n, n_columns) and ``own`` (n,).
+        """
+        k, m = candidate
+        kernel = self.kernels[k]
+        with np.errstate(divide="ignore"):
+            log_alpha0 = float(np.log(np.ravel(kernel.function(np.zeros(1)))[0]))
+            log_self = np.log(self.weights) + log_alpha0 - self.log_scale[k, m]
+        top = np.maximum(log_self, 0.0)
+        own = np.exp(log_self - top)
+        full = sums[k, m] * np.exp(-top)[:, None]
+        full += own[:, None] * self.unit_moments
+        return full, own
+
+    def _in_sample_refit(self, fitted, self_weight, redo, candidate):
+        """In-sample local-linear fits and self weights of the ``redo`` rows
+        about their own means, from their weights over every key of positive
+        weight; updated in place.
+
+        The computation of :func:`._local_linear.centred_kernel` and
+        :func:`._local_linear.centred_fit` (the keys and values centred on
+        each row's local means before any product, the same rank threshold),
+        vectorised over a batch of rows: the equivalent-kernel weights
+        ``l_j = p_j (1 - g . (k_j - m))``, the self weight ``l_i`` and the fit
+        ``ybar + sum_j l_j (y_j - ybar)``.
+        """
+        # Rows in the order of the k-d tree's leaves, a few at a time: the
+        # keys that any of them weighs are then few where the bandwidth is
+        # narrow (where moments cancel most).
+        rank = np.empty(len(self.X), dtype=np.intp)
+        rank[self.spatial_order] = np.arange(len(self.X))
+        redo = np.flatnonzero(redo)
+        redo = redo[np.argsort(rank[redo])]
+        n, d = self.X.shape
+        values = self.Y - self.value_center
+        p_out = values.shape[1]
+        n_keys = int(np.count_nonzero(self.weights > 0))
+        layout = _local_linear.MomentLayout(d, p_out, n_keys)
+        # Per row: differences, centred and weighted keys, weights, values.
+        row = 8 * n * (4 * d + 4 + 2 * p_out)
+        for batch in row_batches(len(redo), row):
+            for start in range(batch.start, batch.stop, _REFIT_ROWS):
+                points = redo[start : min(start + _REFIT_ROWS, batch.stop)]
+                self._in_sample_rows(fitted, self_weight, points, candidate, layout)
+
+    def _in_sample_rows(self, fitted, self_weight, points, candidate, layout):
+        """:meth:`_in_sample_refit` of the rows ``points``, over the keys
+        that any of them weighs."""
+        p = self._full_weights(candidate, points)
+        keys = np.flatnonzero(p.any(axis=0))
+        p = p[:, keys]
+        X = self.X[keys]
+        values = self.Y[keys] - self.value_center
+        m = p @ X
+        centred = X[None, :, :] - m[:, None, :]
+        cov = (centred * p[:, :, None]).transpose(0, 2, 1) @ centred
+        scale = _local_linear._centred_scale(m, cov, None)
+        vectors, inverse, _ = _local_linear._pseudo_inverse(cov, scale, layout)
+        g = _local_linear._apply_inverse(
+            vectors, inverse, (m - self.X[points])[:, :, None]
+        )
+        weights = p * (1.0 - (centred @ g)[:, :, 0])
+        ybar = p @ values
+        spread = values[None, :, :] - ybar[:, None, :]
+        fitted[points] = ybar + (weights[:, None, :] @ spread)[:, 0]
+        # A point whose own weight underflowed to zero is not among the keys.
+        own = np.minimum(np.searchsorted(keys, points), len(keys) - 1)
+        own_weight = weights[np.arange(len(points)), own]
+        self_weight[points] = np.where(keys[own] == points, own_weight, 0.0)
+
+    def _full_weights(self, candidate, points):
+        """Normalised weights of ``points`` over every key of positive
+        weight, themselves included, shape (len(points), n)."""
+        kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
+        allowed = np.broadcast_to(self.weights > 0, (len(points), len(self.X)))
+        u2 = pairwise_squared(self.X[points], self.X, None) / (h * h)
+        with np.errstate(divide="ignore"):
+            if kernel.log_function is not None:
+                logits = kernel.squared_log_function(u2) + np.log(self.weights)
+                logits[~allowed] = -np.inf
+                scores = np.exp(logits - logits.max(axis=1, keepdims=True))
+            else:
+                scores = kernel.squared_function(u2) * self.weights
+                scores[~allowed] = 0.0
+        return scores / scores.sum(axis=1, keepdims=True)
 
     # -- fallbacks -----------------------------------------------------------
     def nearest_values(self, queries, allowed):

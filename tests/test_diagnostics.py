@@ -20,7 +20,10 @@ def smoother_matrix(
     ``lam`` per categorical feature of another category), normalised for
     ``degree=0``; for ``degree=1`` the intercept row of the weighted least
     squares on the design ``[1, x_j - x_i]``, ``e1^T (Z^T A Z)^{-1} Z^T A``.
-    With ``n_neighbors`` ``h_i`` is ``h`` times the distance from ``x_i`` to
+    A local-linear row whose keys of non-negligible weight do not spread
+    (relative to their spread about the mean of the keys) is the local mean,
+    as the estimator's design of rank 0. With ``n_neighbors`` ``h_i`` is
+    ``h`` times the distance from ``x_i`` to
     its ``k``-th nearest key of positive weight (itself the first).
     """
     X = np.asarray(X, dtype=float)
@@ -36,8 +39,12 @@ def smoother_matrix(
         a = np.array([w[j] * alpha(d[j] / width) for j in range(n)])
         if codes is not None:
             a *= np.prod(np.where(codes[i] != codes, lam, 1.0), axis=1)
-        if degree == 0:
-            L[i] = a / a.sum()
+        p = a / a.sum()
+        centred = X - p @ X
+        spread = np.sum(p @ centred**2)
+        if degree == 0 or spread <= 1e-13 * np.sum(p @ (X - X.mean(axis=0)) ** 2):
+            # Rank 0 (the weight on one key): the local mean.
+            L[i] = p
             continue
         Z = np.hstack([np.ones((n, 1)), X - X[i]])
         L[i] = np.linalg.solve(Z.T @ (a[:, None] * Z), (a[:, None] * Z).T)[0]
@@ -53,8 +60,10 @@ def reference_criteria(L, y, w=None):
     trace = np.trace(L[np.ix_(keep, keep)])
     e = (y - L @ y).reshape(n_rows, -1)
     sigma2 = np.mean(w[keep] @ e[keep] ** 2) / w[keep].sum()
-    gcv = n * (n * sigma2) / (n - trace) ** 2
-    aicc = np.log(sigma2) + (1 + trace / n) / (1 - (trace + 2) / n)
+    gcv = n * (n * sigma2) / (n - trace) ** 2 if trace < n else np.inf
+    aicc = np.inf
+    if trace + 2 < n:  # else the correction's denominator is not positive
+        aicc = np.log(sigma2) + (1 + trace / n) / (1 - (trace + 2) / n)
     return trace, sigma2, gcv, aicc
 
 
@@ -357,3 +366,156 @@ def test_effective_df_falls_as_the_bandwidth_grows_and_needs_a_fit(data):
         _ = KernelAttentionRegressorCV().effective_df_
     with pytest.raises(NotFittedError):
         KernelAttentionRegressor().smoother_diagnostics()
+
+
+@pytest.fixture
+def no_smoother_rows(monkeypatch):
+    """Make the in-sample pass of the smoother rows raise."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("one more pass over the pairs of points")
+
+    monkeypatch.setattr("sklearn_kernelpool._cv.smoother_diagnostics", refuse)
+
+
+@pytest.mark.parametrize("degree", [0, 1, "auto"])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "boxcar"])
+def test_cv_criteria_come_from_the_leave_one_out_pass(
+    data, kernel, degree, no_smoother_rows
+):
+    # The in-sample fit and L_ii of every candidate are completed from the
+    # leave-one-out sums; no smoother rows are computed.
+    X, y = data
+    Y = np.column_stack([y, np.cos(3 * X[:, 0])])
+    w = np.random.default_rng(8).uniform(0.5, 2.0, len(y))
+    w[[3, 17]] = 0.0
+    grid = [0.5, 1.0, 2.0]
+    cv = KernelAttentionRegressorCV(
+        kernels=kernel, bandwidths=grid, degree=degree, n_neighbors=None, scoring="gcv"
+    ).fit(X, Y, sample_weight=w)
+    results = cv.cv_results_
+    for i, p in enumerate(results["params"]):
+        L = smoother_matrix(X, kernel, p["bandwidth"], w, p.get("degree", degree))
+        trace, _, gcv, aicc = reference_criteria(L, Y, w)
+        assert_allclose(results["effective_df"][i], trace, rtol=1e-10)
+        assert_allclose(results["gcv"][i], gcv, rtol=1e-10)
+        assert_allclose(results["aicc"][i], aicc, rtol=1e-10)
+    assert cv.effective_df_ == results["effective_df"][cv.best_index_]
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_cv_criteria_of_rows_recomputed_after_underflow(degree, no_smoother_rows):
+    # Narrow gaussians: the leave-one-out weights of the isolated points
+    # underflow and their rows are recomputed with a shift, which the self
+    # term must share. The point at 29.01 weighs 1e-280, about 100 times its
+    # neighbour's kernel weight: its own weight is about 0.99, not 1.
+    X = np.r_[0.0, 0.1, 0.3, 0.45, 0.7, 1.0, 10.0, 10.2, 10.4, 20.0, 29.01][:, None]
+    y = np.sin(X[:, 0]) + np.r_[0.1, -0.2, 0.3, 0.0, -0.1, 0.2, 0.1, -0.3, 0, 1, 2]
+    w = np.ones(len(y))
+    w[-1] = 1e-280
+    grid = [0.1, 0.25, 0.5]
+    cv = KernelAttentionRegressorCV(
+        bandwidths=grid,
+        degree=degree,
+        n_neighbors=None,
+        scoring="aicc",
+        on_empty="nearest",
+    ).fit(X, y, sample_weight=w)
+    results = cv.cv_results_
+    for i, h in enumerate(grid):
+        L = smoother_matrix(X, "gaussian", h, w, degree)
+        trace, _, gcv, aicc = reference_criteria(L, y, w)
+        assert_allclose(results["effective_df"][i], trace, rtol=1e-10)
+        assert_allclose(results["gcv"][i], gcv, rtol=1e-10)
+        assert_allclose(results["aicc"][i], aicc, rtol=1e-10)
+    # (local-constant; the local-linear fit through two points interpolates)
+    assert 0.5 < smoother_matrix(X, "gaussian", 0.25, w)[-1, -1] < 0.999
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_cv_categorical_criteria_from_the_same_pass(data, degree, no_smoother_rows):
+    X, y = data
+    codes = np.random.default_rng(9).integers(0, 3, size=(len(y), 1))
+    w = np.random.default_rng(10).uniform(0.5, 2.0, len(y))
+    for kernel in ("gaussian", "epanechnikov"):
+        cv = KernelAttentionRegressorCV(
+            kernels=kernel,
+            bandwidths=[1.0, 2.0],
+            categorical_features=[1],
+            categorical_bandwidths=[0.0, 0.3, 1.0],
+            degree=degree,
+            scoring="gcv",
+        ).fit(np.hstack([X, codes]), y + codes[:, 0], sample_weight=w)
+        results = cv.cv_results_
+        for i, p in enumerate(results["params"]):
+            lam = p["categorical_bandwidth"]
+            L = smoother_matrix(
+                X, kernel, p["bandwidth"], w, degree, codes=codes, lam=lam
+            )
+            trace, _, gcv, _ = reference_criteria(L, y + codes[:, 0], w)
+            assert_allclose(results["effective_df"][i], trace, rtol=1e-10)
+            assert_allclose(results["gcv"][i], gcv, rtol=1e-10)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_cv_adaptive_criteria_from_the_same_distances(
+    data, kernel, degree, no_smoother_rows
+):
+    # In the fit on all the data a point is its own nearest key: its width
+    # is its (k - 1)-th neighbour distance among the others, computed from
+    # the distances of its leave-one-out row; no smoother rows.
+    X, y = data
+    w = np.random.default_rng(12).uniform(0.5, 2.0, len(y))
+    w[[4, 9]] = 0.0
+    cv = KernelAttentionRegressorCV(
+        kernels=kernel,
+        bandwidths=None,
+        n_neighbors=[5, 12],
+        degree=degree,
+        scoring="gcv",
+    ).fit(X, y, sample_weight=w)
+    results = cv.cv_results_
+    for i, p in enumerate(results["params"]):
+        L = smoother_matrix(X, kernel, 1.0, w, degree, p["n_neighbors"])
+        trace, _, gcv, aicc = reference_criteria(L, y, w)
+        assert_allclose(results["effective_df"][i], trace, rtol=1e-10)
+        assert_allclose(results["gcv"][i], gcv, rtol=1e-10)
+        assert_allclose(results["aicc"][i], aicc, rtol=1e-10)
+
+
+def test_cv_local_linear_criteria_of_rows_whose_moments_cancel(no_smoother_rows):
+    # A tight cluster far from the centre of the keys: its moments about the
+    # global centre cancel and its rows are fitted again about their means.
+    rng = np.random.default_rng(11)
+    X = np.r_[rng.uniform(0, 1, 30), 1e4 + rng.uniform(0, 0.05, 12)][:, None]
+    y = 3 * X[:, 0] + np.sin(20 * X[:, 0]) + rng.normal(scale=0.1, size=len(X))
+    w = rng.uniform(0.5, 2.0, len(y))
+    grid = [0.03, 0.1]
+    cv = KernelAttentionRegressorCV(
+        bandwidths=grid, degree=1, n_neighbors=None, scoring="gcv"
+    ).fit(X, y, sample_weight=w)
+    for i, h in enumerate(grid):
+        trace, _, gcv, _ = reference_criteria(
+            smoother_matrix(X, "gaussian", h, w, 1), y, w
+        )
+        assert_allclose(cv.cv_results_["effective_df"][i], trace, rtol=1e-10)
+        assert_allclose(cv.cv_results_["gcv"][i], gcv, rtol=1e-10)
+
+
+def test_cv_local_linear_criteria_of_collinear_features(data, no_smoother_rows):
+    # Keys [x, 2x]: every local design is rank-deficient, and the
+    # minimum-norm fit at a key is the projection on the same column space
+    # as for x alone, at the bandwidth scaled by |(1, 2)| = sqrt(5).
+    X, y = data
+    grid = np.array([0.3, 0.6, 1.2])
+    cv = KernelAttentionRegressorCV(
+        bandwidths=np.sqrt(5) * grid, degree=1, n_neighbors=None, scoring="gcv"
+    ).fit(np.hstack([X, 2 * X]), y)
+    assert np.all(cv.cv_results_["rank_deficient_fraction"] == 1)
+    for i, h in enumerate(grid):
+        trace, _, gcv, _ = reference_criteria(
+            smoother_matrix(X, "gaussian", h, degree=1), y
+        )
+        assert_allclose(cv.cv_results_["effective_df"][i], trace, rtol=1e-9)
+        assert_allclose(cv.cv_results_["gcv"][i], gcv, rtol=1e-9)
