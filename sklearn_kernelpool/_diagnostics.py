@@ -16,10 +16,9 @@ candidate from its leave-one-out pass
 """
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.utils import Bunch
 
-from ._residuals import smoother_rows
+from ._residuals import smoother_rows, training_keys
 from ._xp_pool import is_array_api_pool
 
 SMOOTHER_CRITERIA = ("gcv", "aicc")
@@ -88,20 +87,6 @@ def in_sample_criteria(values, weights, fitted, self_weight):
     return effective_df, sigma2, gcv, aicc
 
 
-def _training_keys(estimator):
-    """The stored training keys, as the engine takes queries.
-
-    ``keys_`` is already validated (with categorical features, the
-    continuous columns then the category codes): validating it again as
-    queries would check feature names against a bare array and encode the
-    codes as categories.
-    """
-    keys = estimator.keys_
-    if sp.issparse(keys):
-        keys = sp.csr_array(keys) if isinstance(keys, sp.sparray) else keys.tocsr()
-    return keys
-
-
 def smoother_diagnostics(estimator):
     """The summaries of a fitted :class:`KernelAttentionRegressor`.
 
@@ -131,7 +116,7 @@ def smoother_diagnostics(estimator):
     n = len(positive)
     fitted = np.full_like(values, np.nan)
     self_weight = np.zeros(n_samples)
-    keys = _training_keys(estimator)[positive]
+    keys = training_keys(estimator)[positive]
     for batch, rows in smoother_rows(estimator, keys, validated=True):
         own = positive[batch]
         fitted[own] = rows @ values
