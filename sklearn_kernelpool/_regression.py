@@ -639,10 +639,13 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         No model is refitted: ``mu_{-i}(q)`` follows in closed form from the
         weights of the prediction (``(f - p_i y_i) / (1 - p_i)`` for
         ``degree=0``, the case-deletion formula of the local weighted least
-        squares for ``degree=1``), so the cost is one pass over the keys per
-        query, and per training row for the residuals, with memory within
-        ``working_memory``; the two order statistics are selected, not
-        sorted. Where the formula is undefined (a row holding all the
+        squares for ``degree=1``), so the cost is one pass over all the
+        keys per query, and per training row for the residuals, with memory
+        within ``working_memory``; the two order statistics are selected,
+        not sorted. The passes build dense rows of weights: about ten times
+        the time of ``predict`` on the brute-force path, and more on the
+        tree paths with a compact kernel, where ``predict`` only visits the
+        neighbours. Where the formula is undefined (a row holding all the
         weight of the query, a leverage of one, a fallback depending on the
         row), the fit without the row is computed by its definition, with
         the same widths and ``on_empty`` policy.
