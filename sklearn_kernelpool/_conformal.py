@@ -31,6 +31,7 @@ from fractions import Fraction
 from numbers import Integral, Real
 
 import numpy as np
+from scipy.sparse import csr_array
 from sklearn.model_selection import check_cv
 
 from . import _local_linear
@@ -180,12 +181,101 @@ class _LeaveOut:
         return np.asarray(out, dtype=np.float64) - self.center
 
     # -- the weights -----------------------------------------------------------
-    def weights(self, X_chunk, workspace):
+    def weights(self, X_chunk, workspace, sparse=False):
         """Normalised local-constant weights (float64), the queries, and the
-        empty rows (whose weights are the ``on_empty`` fallback's)."""
+        empty rows (whose weights are the ``on_empty`` fallback's); a CSR
+        array with ``sparse`` on a tree (brute force scores every key)."""
         queries = self.pool._queries(X_chunk)
-        P, empty = self.pool._normalized_scores(queries, workspace, sparse=False)
+        sparse = sparse and self.pool.algorithm != "brute"
+        P, empty = self.pool._normalized_scores(queries, workspace, sparse=sparse)
+        if sparse:
+            P = csr_array(P, dtype=np.float64)
+            P.sort_indices()
+            return P, queries[1], empty
         return np.asarray(P, dtype=np.float64), queries[1], empty
+
+    # -- sparse rows -----------------------------------------------------------
+    def split(self, P, allowed=True):
+        """The rows of a batch of weights (array or CSR) to take by their
+        neighbours (degree 0, finite, nonzero on at most an eighth of the
+        keys; none unless ``allowed``) as CSR, and the others as an array: ``(fast, P_fast, slow,
+        P_slow)``."""
+        r, n = P.shape
+        if isinstance(P, np.ndarray):
+            counts = np.count_nonzero(P, axis=1)
+            finite = np.isfinite(P).all(axis=1)
+        else:
+            counts = np.diff(P.indptr)
+            finite = np.ones(r, dtype=bool)
+            finite[_data_rows(P)[~np.isfinite(P.data)]] = False
+        use = finite & (8 * counts <= n) & (allowed and self.degree == 0)
+        fast, slow = np.flatnonzero(use), np.flatnonzero(~use)
+        P_fast = P_slow = None
+        if len(fast):
+            P_fast = P[fast]
+            if isinstance(P, np.ndarray):
+                P_fast = csr_array(P_fast)
+            P_fast.sort_indices()
+        if len(slow):
+            P_slow = P if len(slow) == r else P[slow]
+            if not isinstance(P_slow, np.ndarray):
+                P_slow = P_slow.toarray()
+        return fast, P_fast, slow, P_slow
+
+    def neighbours(self, P):
+        """The weights and support indices of each row's stored entries,
+        padded to the longest row with weight 0 and index ``n``."""
+        counts = np.diff(P.indptr)
+        r, n = P.shape
+        width = int(counts.max()) if r else 0
+        row = np.repeat(np.arange(r), counts)
+        slot = np.arange(len(P.data)) - np.repeat(P.indptr[:-1], counts)
+        W = np.zeros((r, width))
+        cols = np.full((r, width), n)
+        W[row, slot] = P.data
+        cols[row, slot] = P.indices
+        return W, cols
+
+    def sparse_leave_one_out(self, X_rows, P, W, cols, pick=None):
+        """Degree 0 ``mu_{-i}(q)`` for the neighbours of sparse rows.
+
+        ``W``, ``cols``: :meth:`neighbours`. Returns the fit ``f`` of each
+        row (a key of weight zero leaves it unchanged) and the leave-out
+        fits at every slot, or at the slot ``pick`` of each row (-1: a key
+        of weight zero), as in :meth:`_constant`.
+        """
+        r = len(W)
+        Yx = np.vstack([self.Y, np.zeros((1, self.Y.shape[1]))])
+        f = np.asarray(P @ self.Y).reshape(r, -1)
+        total = np.asarray(P.sum(axis=1)).ravel()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            fit = f / total[:, None]
+        if pick is None:
+            own, at = W, cols
+        else:
+            absent = pick < 0
+            slot = np.where(absent, 0, pick)
+            own = np.where(absent, 0.0, W[np.arange(r), slot])[:, None]
+            at = np.where(absent, len(self.Y), cols[np.arange(r), slot])[:, None]
+        Yn = Yx[at]
+        rest = total[:, None] - own
+        num = f[:, None, :] - own[:, :, None] * Yn
+        big = own > 0.5
+        if big.any():
+            big_rows, big_at = np.nonzero(big)
+            big_slot = big_at if pick is None else slot[big_rows]
+            other = W[big_rows].copy()
+            other[np.arange(len(big_rows)), big_slot] = 0.0
+            rest[big_rows, big_at] = other.sum(axis=1)
+            num[big_rows, big_at] = np.einsum("bm,bmk->bk", other, Yx[cols[big_rows]])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mu = num / rest[:, :, None]
+        hard = (own > 0) & ~(rest >= _TINY_REST * total[:, None])
+        hard &= np.isfinite(total)[:, None]
+        for i in np.unique(at[hard]):
+            rows, where = np.nonzero(hard & (at == i))
+            mu[rows, where] = self.exact(X_rows[rows], [i], None)
+        return fit, mu
 
     # -- leave-one-out ---------------------------------------------------------
     def leave_one_out(self, X_chunk, P, Q, empty, cols=None):
@@ -459,6 +549,39 @@ def _select(mu, sorted_R, order, rank):
     return out
 
 
+def _select_sparse(fit, values, position, sorted_R, rank):
+    """The ``rank``-th smallest of ``fit[r] + R_i`` over the keys ``i`` of
+    weight zero at row ``r`` and ``values[r]`` over its neighbours.
+
+    ``position``: the place of each neighbour in ``sorted_R`` (-1: padding,
+    whose ``values`` are ignored); ``sorted_R`` the residuals in increasing
+    order, NaN as +inf. With ``m`` the number of slots, the keys of weight
+    zero below place ``rank - 1 - m`` of ``sorted_R`` are below the answer
+    (fewer than ``rank`` values can be smaller than theirs) and those above
+    ``rank - 1 + m`` above it, so the answer is selected from a window of
+    ``2 m + 1`` residuals, less the neighbours', and the neighbours' values
+    (each row sorted). A NaN value counts as +inf; ranks out of ``[1, n]``
+    give -inf or +inf, as in :func:`_select`.
+    """
+    r, m = values.shape
+    n = len(sorted_R)
+    if rank < 1:
+        return np.full(r, -np.inf)
+    if rank > n:
+        return np.full(r, np.inf)
+    lo, hi = max(0, rank - 1 - m), min(n - 1, rank - 1 + m)
+    window = fit[:, None] + sorted_R[None, lo : hi + 1]
+    inside = (position >= lo) & (position <= hi)
+    rows, slots = np.nonzero(inside)
+    window[rows, position[rows, slots] - lo] = np.inf
+    below = lo - np.count_nonzero((position >= 0) & (position < lo), axis=1)
+    values = np.where(position >= 0, values, np.inf)
+    candidates = np.concatenate([window, values], axis=1)
+    candidates[np.isnan(candidates)] = np.inf
+    candidates.sort(axis=1)
+    return candidates[np.arange(r), rank - 1 - below]
+
+
 def _order_statistic(values, rank, sign):
     """The ``rank``-th smallest of each row over axis 1 (partial selection).
 
@@ -498,9 +621,8 @@ def prediction_interval(estimator, X, level, method, cv):
 
     if fold is None:
 
-        def train_fits(X_rows, P, Q, empty, start):
-            cols = np.arange(start, start + len(X_rows))
-            return state.leave_one_out(X_rows, P, Q, empty, cols)[:, 0]
+        def train_fits(X_rows, P, Q, empty, rows):
+            return state.leave_one_out(X_rows, P, Q, empty, rows)[:, 0]
 
         def query_fits(X_rows, P, Q, empty):
             return state.leave_one_out(X_rows, P, Q, empty)
@@ -509,10 +631,9 @@ def prediction_interval(estimator, X, level, method, cv):
     else:
         n_folds = int(fold.max()) + 1
 
-        def train_fits(X_rows, P, Q, empty, start):
+        def train_fits(X_rows, P, Q, empty, rows):
             mu = state.leave_folds_out(X_rows, P, Q, empty, fold, n_folds)
-            own = fold[start : start + len(X_rows)]
-            return mu[np.arange(len(X_rows)), own]
+            return mu[np.arange(len(rows)), fold[rows]]
 
         def query_fits(X_rows, P, Q, empty):
             mu = state.leave_folds_out(X_rows, P, Q, empty, fold, n_folds)
@@ -530,10 +651,23 @@ def prediction_interval(estimator, X, level, method, cv):
 
     def residual_work(X_chunk, workspace):
         start = counter.advance(len(X_chunk))
-        P, Q, empty = state.weights(X_chunk, workspace)
+        P, Q, empty = state.weights(X_chunk, workspace, sparse=fold is None)
         out = np.empty((len(X_chunk), p))
         for b in row_batches(len(X_chunk), row_bytes):
-            out[b] = train_fits(X_chunk[b], P[b], Q[b], empty[b], start + b.start)
+            at = np.arange(b.start, b.stop)
+            fast, P_fast, slow, P_slow = state.split(P[b], fold is None)
+            if len(fast):
+                W, cols = state.neighbours(P_fast)
+                found = cols == (start + at[fast])[:, None]
+                pick = np.where(found.any(axis=1), np.argmax(found, axis=1), -1)
+                X_rows = _take(X_chunk, at[fast])
+                fits = state.sparse_leave_one_out(X_rows, P_fast, W, cols, pick)
+                out[at[fast]] = fits[1][:, 0]
+            if len(slow):
+                rows = at[slow]
+                out[rows] = train_fits(
+                    _take(X_chunk, rows), P_slow, Q[rows], empty[rows], start + rows
+                )
         return out, np.zeros(len(X_chunk), dtype=bool)
 
     loo_fit = _run(pool, train, residual_work, chunk_bytes, p)
@@ -541,21 +675,64 @@ def prediction_interval(estimator, X, level, method, cv):
     # The residuals sorted once, for the selection of every query.
     order = [np.argsort(R[:, j], kind="stable") for j in range(p)]
     sorted_R = [R[order[j], j] for j in range(p)]
+    # For sparse rows: NaN residuals as +inf, and the place of each key.
+    R_inf = np.where(np.isnan(R), np.inf, R)
+    S_inf = [R_inf[order[j], j] for j in range(p)]
+    place = [np.argsort(order[j]) for j in range(p)]
 
     def query_work(X_chunk, workspace):
-        P, Q, empty = state.weights(X_chunk, workspace)
+        P, Q, empty = state.weights(X_chunk, workspace, sparse=fold is None)
         out = np.empty((len(X_chunk), 2 * p))
+        if isinstance(P, np.ndarray):
+            undefined = np.isnan(P).any(axis=1)
+        else:
+            undefined = np.zeros(len(X_chunk), dtype=bool)
+            undefined[_data_rows(P)[np.isnan(P.data)]] = True
         for b in row_batches(len(X_chunk), row_bytes):
-            mu = query_fits(X_chunk[b], P[b], Q[b], empty[b])
-            for j in range(p):
-                out[b, j] = -_select(-mu[:, :, j], sorted_R[j], order[j], n - low + 1)
-                out[b, p + j] = _select(mu[:, :, j], sorted_R[j], order[j], high)
+            at = np.arange(b.start, b.stop)
+            fast, P_fast, slow, P_slow = state.split(P[b], fold is None)
+            if len(fast):
+                rows = at[fast]
+                W, cols = state.neighbours(P_fast)
+                fit, mu = state.sparse_leave_one_out(
+                    _take(X_chunk, rows), P_fast, W, cols
+                )
+                keys = np.minimum(cols, n - 1)
+                for j in range(p):
+                    place_j = np.where(cols < n, place[j][keys], -1)
+                    R_j = R_inf[keys, j]
+                    out[rows, j] = -_select_sparse(
+                        -fit[:, j], R_j - mu[:, :, j], place_j, S_inf[j], n - low + 1
+                    )
+                    out[rows, p + j] = _select_sparse(
+                        fit[:, j], R_j + mu[:, :, j], place_j, S_inf[j], high
+                    )
+            if len(slow):
+                rows = at[slow]
+                mu = query_fits(_take(X_chunk, rows), P_slow, Q[rows], empty[rows])
+                for j in range(p):
+                    out[rows, j] = -_select(
+                        -mu[:, :, j], sorted_R[j], order[j], n - low + 1
+                    )
+                    out[rows, p + j] = _select(mu[:, :, j], sorted_R[j], order[j], high)
         # A query without a prediction (empty under on_empty="nan").
-        out[empty & np.isnan(P).any(axis=1)] = np.nan
+        out[empty & undefined] = np.nan
         return out, empty
 
     out = _run(pool, X, query_work, chunk_bytes, 2 * p)
     return out[:, :p] + state.center, out[:, p:] + state.center
+
+
+def _data_rows(P):
+    """The row of each stored entry of a CSR array."""
+    return np.repeat(np.arange(P.shape[0]), np.diff(P.indptr))
+
+
+def _take(X, rows):
+    """The rows of a chunk of queries (array or sparse), a slice if whole."""
+    if len(rows) and rows[-1] - rows[0] == len(rows) - 1:
+        return X[rows[0] : rows[-1] + 1]
+    return X[rows]
 
 
 class _Counter:
