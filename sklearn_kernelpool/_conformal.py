@@ -36,7 +36,7 @@ from sklearn.model_selection import check_cv
 
 from . import _local_linear
 from ._base import validate_queries
-from ._chunking import row_batches
+from ._chunking import row_batches, working_memory_bytes
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 
 METHODS = ("jackknife+", "cv+")
@@ -162,7 +162,7 @@ class _LeaveOut:
             if not np.any(weights > 0):
                 return np.full((len(X_rows), self.Y.shape[1]), np.nan)
             loo = type(pool)(**{**pool._arguments, "sample_weight": weights})
-            if key is not None and len(self._pools) < 64:
+            if key is not None and len(self._pools) < self._cache_size(key):
                 self._pools[key] = loo
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
@@ -179,6 +179,17 @@ class _LeaveOut:
                     "or a wider bandwidth."
                 ) from exc
         return np.asarray(out, dtype=np.float64) - self.center
+
+    def _cache_size(self, key):
+        """How many engines may be kept: 64 for folds; for single rows (a
+        key alone in its neighbourhood is removed for its own residual and
+        for the queries near it) as many as fit in a quarter of
+        working_memory."""
+        if key[0] == "fold":
+            return 64
+        n, d = self.keys.shape
+        budget = working_memory_bytes() / (4 * 8 * n * (d + 4))
+        return int(min(4096, budget))
 
     # -- the weights -----------------------------------------------------------
     def weights(self, X_chunk, workspace, sparse=False):
@@ -198,8 +209,8 @@ class _LeaveOut:
     def split(self, P, allowed=True):
         """The rows of a batch of weights (array or CSR) to take by their
         neighbours (degree 0, finite, nonzero on at most an eighth of the
-        keys; none unless ``allowed``) as CSR, and the others as an array: ``(fast, P_fast, slow,
-        P_slow)``."""
+        keys; none unless ``allowed``) as CSR, and the others as an array:
+        ``(fast, P_fast, slow, P_slow)``."""
         r, n = P.shape
         if isinstance(P, np.ndarray):
             counts = np.count_nonzero(P, axis=1)
@@ -274,7 +285,7 @@ class _LeaveOut:
         hard &= np.isfinite(total)[:, None]
         for i in np.unique(at[hard]):
             rows, where = np.nonzero(hard & (at == i))
-            mu[rows, where] = self.exact(X_rows[rows], [i], None)
+            mu[rows, where] = self.exact(X_rows[rows], [i], ("row", i))
         return fit, mu
 
     # -- leave-one-out ---------------------------------------------------------
