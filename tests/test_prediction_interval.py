@@ -420,3 +420,87 @@ def test_selection_from_the_band_of_residuals_equals_a_sort():
         values = np.where(np.isnan(mu + R), np.inf, mu + R)
         expected = _kth(values, rank, -1 if rank < 1 else 1)
         assert_array_equal(_select(mu, R[order], order, rank), expected)
+
+
+@pytest.mark.parametrize("kernel", ["epanechikov", "biweight", "boxcar"])
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("level", [0.5, 0.95])
+def test_sparse_rows_equal_refits(kernel, algorithm, degree, level, monkeypatch):
+    # Narrow compact kernels: each query sees a few of the 64 keys, many one
+    # or none (the nearest key then). Integer targets tie the residuals;
+    # level 0.95 puts the ranks next to the ends (3 and 62).
+    from sklearn_kernelpool import _conformal
+
+    calls = []
+    select = _conformal._select_sparse
+    monkeypatch.setattr(
+        _conformal,
+        "_select_sparse",
+        lambda *args: calls.append(1) or select(*args),
+    )
+    rng = np.random.default_rng(12)
+    X = rng.uniform(0, 4, size=(64, 2))
+    y = rng.integers(0, 3, size=64).astype(float)
+    Q = rng.uniform(-0.5, 4.5, size=(30, 2))
+    reg = KernelAttentionRegressor(
+        kernel=kernel, bandwidth=0.5, degree=degree, algorithm=algorithm
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lower, upper = reg.fit(X, y).prediction_interval(Q, level=level)
+    ref_lower, ref_upper = reference_interval(reg, X, y, Q, level)
+    assert_allclose(lower, ref_lower, rtol=1e-9, atol=1e-9)
+    assert_allclose(upper, ref_upper, rtol=1e-9, atol=1e-9)
+    # Degree 0 takes the rows by their neighbours.
+    assert bool(calls) == (degree == 0)
+
+
+@pytest.mark.parametrize("on_empty", ["nearest", "mean", "nan"])
+def test_sparse_rows_with_weights_and_outputs(on_empty):
+    # Sample weights, two outputs and every on_empty policy on sparse rows.
+    rng = np.random.default_rng(13)
+    X = rng.uniform(0, 10, size=(50, 1))
+    Y = np.column_stack([np.sqrt(X[:, 0]), np.round(X[:, 0])])
+    Y += 0.1 * rng.normal(size=Y.shape)
+    w = rng.uniform(0.5, 2.0, 50)
+    w[[3, 7]] = 0.0
+    Q = np.linspace(-1, 11, 45)[:, None]
+    reg = KernelAttentionRegressor(
+        kernel="epanechikov", bandwidth=0.3, on_empty=on_empty, algorithm="kd_tree"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg.fit(X, Y, sample_weight=w)
+        bounds = reg.prediction_interval(Q, level=0.8)
+    ref = reference_interval(reg, X, Y, Q, 0.8, w)
+    assert_allclose(bounds, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_selection_from_the_neighbours_equals_a_sort():
+    from sklearn_kernelpool._conformal import _select_sparse
+
+    rng = np.random.default_rng(14)
+    n, r, m = 200, 60, 9
+    R = np.sort(np.round(np.abs(rng.normal(size=n)), 1))  # many ties
+    R[-2:] = np.inf
+    fit = rng.normal(size=r) * rng.choice([0.0, 1.0, 100.0], r)
+    position = np.full((r, m), -1)
+    values = rng.normal(size=(r, m)) + rng.choice([0.0, 1e3], (r, 1))
+    for row in range(r):
+        size = rng.integers(0, m + 1)
+        # Neighbours anywhere, at the ends too.
+        position[row, :size] = rng.choice(n, size, replace=False)
+    values[5, 0] = np.nan
+    values[6, 0] = np.inf
+    values[7, 0] = -np.inf
+    position[5:8, 0] = [0, n - 1, 100]
+    for rank in (0, 1, 2, 3, 100, n - 2, n - 1, n, n + 1):
+        expected = np.empty(r)
+        for row in range(r):
+            full = fit[row] + R
+            mine = position[row] >= 0
+            full[position[row, mine]] = values[row, mine]
+            full[np.isnan(full)] = np.inf
+            expected[row] = _kth(full[None], rank, -1 if rank < 1 else 1)[0]
+        assert_array_equal(_select_sparse(fit, values, position, R, rank), expected)
