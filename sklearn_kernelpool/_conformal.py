@@ -139,6 +139,7 @@ class _LeaveOut:
         self.keys = pool.keys.astype(np.float64)
         self.degree = pool.degree
         self.moments = self.degree == 1 and pool._uses_moments()
+        self.compact = pool.kernel.is_compact
         self._cache = {}  # per-fold masks and moment matrices
         self._pools = {}  # engines without a fold
 
@@ -212,25 +213,27 @@ class _LeaveOut:
         keys; none unless ``allowed``) as CSR, and the others as an array:
         ``(fast, P_fast, slow, P_slow)``."""
         r, n = P.shape
-        if isinstance(P, np.ndarray):
+        dense = isinstance(P, np.ndarray)
+        if not allowed or self.degree != 0 or dense and not self.compact:
+            # Brute-force rows of a kernel without compact support: dense.
+            return np.empty(0, np.intp), None, np.arange(r), _dense(P)
+        if dense:
             counts = np.count_nonzero(P, axis=1)
             finite = np.isfinite(P).all(axis=1)
         else:
             counts = np.diff(P.indptr)
             finite = np.ones(r, dtype=bool)
             finite[_data_rows(P)[~np.isfinite(P.data)]] = False
-        use = finite & (8 * counts <= n) & (allowed and self.degree == 0)
+        use = finite & (8 * counts <= n)
         fast, slow = np.flatnonzero(use), np.flatnonzero(~use)
         P_fast = P_slow = None
         if len(fast):
             P_fast = P[fast]
-            if isinstance(P, np.ndarray):
+            if dense:
                 P_fast = csr_array(P_fast)
             P_fast.sort_indices()
         if len(slow):
-            P_slow = P if len(slow) == r else P[slow]
-            if not isinstance(P_slow, np.ndarray):
-                P_slow = P_slow.toarray()
+            P_slow = _dense(P if len(slow) == r else P[slow])
         return fast, P_fast, slow, P_slow
 
     def neighbours(self, P):
@@ -732,6 +735,11 @@ def prediction_interval(estimator, X, level, method, cv):
 
     out = _run(pool, X, query_work, chunk_bytes, 2 * p)
     return out[:, :p] + state.center, out[:, p:] + state.center
+
+
+def _dense(P):
+    """A batch of weights as an array."""
+    return P if isinstance(P, np.ndarray) else P.toarray()
 
 
 def _data_rows(P):
