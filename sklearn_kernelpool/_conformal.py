@@ -218,20 +218,26 @@ class _LeaveOut:
             # Brute-force rows of a kernel without compact support: dense.
             return np.empty(0, np.intp), None, np.arange(r), _dense(P)
         if dense:
+            # A NaN row (on_empty="nan") has no zero: it stays dense.
             counts = np.count_nonzero(P, axis=1)
-            finite = np.isfinite(P).all(axis=1)
+            use = 8 * counts <= n
+            use[use] = np.isfinite(P[use]).all(axis=1)
         else:
             counts = np.diff(P.indptr)
-            finite = np.ones(r, dtype=bool)
-            finite[_data_rows(P)[~np.isfinite(P.data)]] = False
-        use = finite & (8 * counts <= n)
+            use = 8 * counts <= n
+            use[_data_rows(P)[~np.isfinite(P.data)]] = False
         fast, slow = np.flatnonzero(use), np.flatnonzero(~use)
         P_fast = P_slow = None
         if len(fast):
-            P_fast = P[fast]
             if dense:
-                P_fast = csr_array(P_fast)
-            P_fast.sort_indices()
+                block = P[fast]
+                rows, cols = np.nonzero(block)
+                indptr = np.zeros(len(fast) + 1, dtype=np.intp)
+                np.cumsum(counts[fast], out=indptr[1:])
+                P_fast = csr_array((block[rows, cols], cols, indptr), shape=block.shape)
+            else:
+                P_fast = P[fast]
+                P_fast.sort_indices()
         if len(slow):
             P_slow = _dense(P if len(slow) == r else P[slow])
         return fast, P_fast, slow, P_slow
