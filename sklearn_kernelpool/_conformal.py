@@ -139,7 +139,6 @@ class _LeaveOut:
         self.keys = pool.keys.astype(np.float64)
         self.degree = pool.degree
         self.moments = self.degree == 1 and pool._uses_moments()
-        self.compact = pool.kernel.is_compact
         self._cache = {}  # per-fold masks and moment matrices
         self._pools = {}  # engines without a fold
 
@@ -208,36 +207,25 @@ class _LeaveOut:
 
     # -- sparse rows -----------------------------------------------------------
     def split(self, P, allowed=True):
-        """The rows of a batch of weights (array or CSR) to take by their
-        neighbours (degree 0, finite, nonzero on at most an eighth of the
-        keys; none unless ``allowed``) as CSR, and the others as an array:
-        ``(fast, P_fast, slow, P_slow)``."""
+        """The rows of a batch of weights to take by their neighbours, as
+        CSR, and the others as an array: ``(fast, P_fast, slow, P_slow)``.
+
+        Taken by their neighbours: the finite rows of a CSR batch (a tree's)
+        nonzero on at most an eighth of the keys, for ``degree=0`` and
+        ``allowed``. Brute-force rows stay dense: their scores are computed
+        for every key, in small blocks, and the dense leave-out fits cost
+        less than gathering the neighbours of each block.
+        """
         r, n = P.shape
-        dense = isinstance(P, np.ndarray)
-        if not allowed or self.degree != 0 or dense and not self.compact:
-            # Brute-force rows of a kernel without compact support: dense.
+        if not allowed or self.degree != 0 or isinstance(P, np.ndarray):
             return np.empty(0, np.intp), None, np.arange(r), _dense(P)
-        if dense:
-            # A NaN row (on_empty="nan") has no zero: it stays dense.
-            counts = np.count_nonzero(P, axis=1)
-            use = 8 * counts <= n
-            use[use] = np.isfinite(P[use]).all(axis=1)
-        else:
-            counts = np.diff(P.indptr)
-            use = 8 * counts <= n
-            use[_data_rows(P)[~np.isfinite(P.data)]] = False
+        use = 8 * np.diff(P.indptr) <= n
+        use[_data_rows(P)[~np.isfinite(P.data)]] = False
         fast, slow = np.flatnonzero(use), np.flatnonzero(~use)
         P_fast = P_slow = None
         if len(fast):
-            if dense:
-                block = P[fast]
-                rows, cols = np.nonzero(block)
-                indptr = np.zeros(len(fast) + 1, dtype=np.intp)
-                np.cumsum(counts[fast], out=indptr[1:])
-                P_fast = csr_array((block[rows, cols], cols, indptr), shape=block.shape)
-            else:
-                P_fast = P[fast]
-                P_fast.sort_indices()
+            P_fast = P[fast]
+            P_fast.sort_indices()
         if len(slow):
             P_slow = _dense(P if len(slow) == r else P[slow])
         return fast, P_fast, slow, P_slow
