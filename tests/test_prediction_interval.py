@@ -504,3 +504,21 @@ def test_selection_from_the_neighbours_equals_a_sort():
             full[np.isnan(full)] = np.inf
             expected[row] = _kth(full[None], rank, -1 if rank < 1 else 1)[0]
         assert_array_equal(_select_sparse(fit, values, position, R, rank), expected)
+
+
+def test_sparse_rows_do_not_depend_on_working_memory():
+    # Batches of other sizes pad the neighbour lists to other widths.
+    rng = np.random.default_rng(15)
+    X = rng.normal(size=(400, 2))
+    y = np.round(np.sin(X[:, 0]), 1) + 0.1 * rng.normal(size=400)
+    Q = rng.normal(size=(300, 2))
+    reg = KernelAttentionRegressor(
+        kernel="epanechikov", bandwidth=0.3, algorithm="kd_tree"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg.fit(X, y)
+        big = reg.prediction_interval(Q, level=0.9)
+        with config_context(working_memory=0.01):
+            small = reg.prediction_interval(Q, level=0.9)
+    assert_allclose(small, big, rtol=1e-12, atol=1e-12)
