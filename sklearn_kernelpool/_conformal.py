@@ -206,7 +206,7 @@ class _LeaveOut:
         return np.asarray(P, dtype=np.float64), queries[1], empty
 
     # -- sparse rows -----------------------------------------------------------
-    def split(self, P, allowed=True):
+    def split(self, P, empty, allowed=True):
         """The rows of a batch of weights to take by their neighbours, as
         CSR, and the others as an array: ``(fast, P_fast, slow, P_slow)``.
 
@@ -217,9 +217,13 @@ class _LeaveOut:
         less than gathering the neighbours of each block.
         """
         r, n = P.shape
-        if not allowed or self.degree != 0 or isinstance(P, np.ndarray):
+        if self.degree == 1 and not self.moments:
+            allowed = False
+        if not allowed or isinstance(P, np.ndarray):
             return np.empty(0, np.intp), None, np.arange(r), _dense(P)
         use = 8 * np.diff(P.indptr) <= n
+        if self.degree == 1:
+            use &= ~empty  # their fallback weights: the local-constant fits
         use[_data_rows(P)[~np.isfinite(P.data)]] = False
         fast, slow = np.flatnonzero(use), np.flatnonzero(~use)
         P_fast = P_slow = None
@@ -244,20 +248,15 @@ class _LeaveOut:
         cols[row, slot] = P.indices
         return W, cols
 
-    def sparse_leave_one_out(self, X_rows, P, W, cols, pick=None):
-        """Degree 0 ``mu_{-i}(q)`` for the neighbours of sparse rows.
+    def sparse_leave_one_out(self, X_rows, P, Q, W, cols, pick=None):
+        """``mu_{-i}(q)`` for the neighbours of sparse rows.
 
         ``W``, ``cols``: :meth:`neighbours`. Returns the fit ``f`` of each
         row (a key of weight zero leaves it unchanged) and the leave-out
         fits at every slot, or at the slot ``pick`` of each row (-1: a key
-        of weight zero), as in :meth:`_constant`.
+        of weight zero), as in :meth:`_constant` and :meth:`_linear`.
         """
         r = len(W)
-        Yx = np.vstack([self.Y, np.zeros((1, self.Y.shape[1]))])
-        f = np.asarray(P @ self.Y).reshape(r, -1)
-        total = np.asarray(P.sum(axis=1)).ravel()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            fit = f / total[:, None]
         if pick is None:
             own, at = W, cols
         else:
@@ -265,13 +264,28 @@ class _LeaveOut:
             slot = np.where(absent, 0, pick)
             own = np.where(absent, 0.0, W[np.arange(r), slot])[:, None]
             at = np.where(absent, len(self.Y), cols[np.arange(r), slot])[:, None]
-        Yn = Yx[at]
+        if self.degree == 1:
+            fit, mu, hard = self._sparse_linear(X_rows, P, Q, own, at)
+        else:
+            fit, mu, hard = self._sparse_constant(P, W, cols, own, at, pick)
+        for i in np.unique(at[hard]):
+            rows, where = np.nonzero(hard & (at == i))
+            mu[rows, where] = self.exact(X_rows[rows], [i], ("row", i))
+        return fit, mu
+
+    def _sparse_constant(self, P, W, cols, own, at, pick):
+        r = len(W)
+        Yx = _padded(self.Y)
+        f = np.asarray(P @ self.Y).reshape(r, -1)
+        total = np.asarray(P.sum(axis=1)).ravel()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            fit = f / total[:, None]
         rest = total[:, None] - own
-        num = f[:, None, :] - own[:, :, None] * Yn
+        num = f[:, None, :] - own[:, :, None] * Yx[at]
         big = own > 0.5
         if big.any():
             big_rows, big_at = np.nonzero(big)
-            big_slot = big_at if pick is None else slot[big_rows]
+            big_slot = big_at if pick is None else np.maximum(pick, 0)[big_rows]
             other = W[big_rows].copy()
             other[np.arange(len(big_rows)), big_slot] = 0.0
             rest[big_rows, big_at] = other.sum(axis=1)
@@ -280,10 +294,43 @@ class _LeaveOut:
             mu = num / rest[:, :, None]
         hard = (own > 0) & ~(rest >= _TINY_REST * total[:, None])
         hard &= np.isfinite(total)[:, None]
-        for i in np.unique(at[hard]):
-            rows, where = np.nonzero(hard & (at == i))
-            mu[rows, where] = self.exact(X_rows[rows], [i], ("row", i))
-        return fit, mu
+        return fit, mu, hard
+
+    def _sparse_linear(self, X_rows, P, Q, own, at):
+        """Degree 1 on sparse rows: :meth:`_deleted` at the given keys; rows
+        whose moments cancel by the dense :meth:`_linear`."""
+        r, n = P.shape
+        k = self.Y.shape[1]
+        layout = self.pool.layout
+        total = np.asarray(P.sum(axis=1)).ravel()
+        Pn = P.copy()
+        Pn.data = Pn.data / np.repeat(total, np.diff(P.indptr))
+        sums = np.asarray(Pn @ self._moment_matrix)
+        redo = _local_linear.cancelled(sums, layout)
+        fit = np.empty((r, k))
+        mu = np.empty(at.shape + (k,))
+        hard = np.zeros(at.shape, dtype=bool)
+        rows = np.flatnonzero(~redo)
+        if len(rows):
+            means = sums[rows, :-1] / sums[rows, -1:]
+            m, V, inv, _ = _local_linear._local_geometry(means, Q[rows], layout)
+            ybar = means[:, layout.values]
+            cross = means[:, layout.cross].reshape(-1, m.shape[1], k)
+            cross -= m[:, :, None] * ybar[:, None, :]
+            slots = (own[rows] / total[rows, None], at[rows])
+            fit[rows], mu[rows], hard[rows] = self._deleted(
+                None, Q[rows], None, m, V, inv, ybar, cross, True, slots=slots
+            )
+        rows = np.flatnonzero(redo)
+        if len(rows):
+            Pd = Pn[rows].toarray()
+            full = self.leave_one_out(
+                X_rows[rows], Pd, Q[rows], np.zeros(len(rows), dtype=bool)
+            )
+            # A key of weight zero: the fit itself.
+            fit[rows] = full[np.arange(len(rows)), np.argmax(Pd == 0, axis=1)]
+            mu[rows] = full[np.arange(len(rows))[:, None], np.minimum(at[rows], n - 1)]
+        return fit, mu, hard
 
     # -- leave-one-out ---------------------------------------------------------
     def leave_one_out(self, X_chunk, P, Q, empty, cols=None):
@@ -418,18 +465,32 @@ class _LeaveOut:
             mu[rows], hard[rows] = fit
         return mu, hard
 
-    def _deleted(self, P, Q, cols, m, V, inv, ybar, cross, expanded):
-        """The case-deletion formula from the local fit of each row."""
-        r = len(P)
+    def _deleted(self, P, Q, cols, m, V, inv, ybar, cross, expanded, slots=None):
+        """The case-deletion formula from the local fit of each row.
+
+        ``slots``: normalised weights and support indices ``(W, at)`` of the
+        keys to delete, per row (index ``n``: padding); the fits ``f`` are
+        returned too.
+        """
+        r = len(m)
         A = np.einsum("rfe,re,rge->rfg", V, inv, V)  # C^+
         g = np.einsum("rfg,rg->rf", A, m - Q)
         beta = np.einsum("rfg,rgk->rfk", A, cross)
         f = ybar - np.einsum("rfk,rf->rk", beta, m - Q)
-        if cols is None:
+        if slots is not None:
+            Psel, at = slots
+            Ysel = _padded(self.Y)[at]
+        elif cols is None:
             Psel, Ysel = P, self.Y[None]
         else:
             Psel, Ysel = P[np.arange(r), cols][:, None], self.Y[cols][:, None, :]
-        if expanded and cols is None:
+        if slots is not None:
+            K = _padded(self.keys)[at]
+            Kc = K - m[:, None, :]
+            kg = np.einsum("rcf,rf->rc", Kc, g)
+            quad = np.einsum("rcf,rfg,rcg->rc", Kc, A, Kc)
+            kb = np.einsum("rcf,rfk->rck", Kc, beta)
+        elif expanded and cols is None:
             # (k - m) terms for every key by products with the keys.
             keys = self.keys
             kg = _dot(g, keys.T) - np.einsum("rf,rf->r", g, m)[:, None]
@@ -456,6 +517,8 @@ class _LeaveOut:
             kb *= factor[:, :, None]
             kb += f[:, None, :]
         hard = (Psel > 0) & ~(1.0 - leverage > _LEVERAGE_MARGIN)
+        if slots is not None:
+            return f, kb, hard
         return kb, hard
 
     # -- leave-fold-out --------------------------------------------------------
@@ -663,13 +726,15 @@ def prediction_interval(estimator, X, level, method, cv):
         out = np.empty((len(X_chunk), p))
         for b in row_batches(len(X_chunk), row_bytes):
             at = np.arange(b.start, b.stop)
-            fast, P_fast, slow, P_slow = state.split(P[b], fold is None)
+            fast, P_fast, slow, P_slow = state.split(P[b], empty[b], fold is None)
             if len(fast):
                 W, cols = state.neighbours(P_fast)
                 found = cols == (start + at[fast])[:, None]
                 pick = np.where(found.any(axis=1), np.argmax(found, axis=1), -1)
                 X_rows = _take(X_chunk, at[fast])
-                fits = state.sparse_leave_one_out(X_rows, P_fast, W, cols, pick)
+                fits = state.sparse_leave_one_out(
+                    X_rows, P_fast, Q[at[fast]], W, cols, pick
+                )
                 out[at[fast]] = fits[1][:, 0]
             if len(slow):
                 rows = at[slow]
@@ -698,12 +763,12 @@ def prediction_interval(estimator, X, level, method, cv):
             undefined[_data_rows(P)[np.isnan(P.data)]] = True
         for b in row_batches(len(X_chunk), row_bytes):
             at = np.arange(b.start, b.stop)
-            fast, P_fast, slow, P_slow = state.split(P[b], fold is None)
+            fast, P_fast, slow, P_slow = state.split(P[b], empty[b], fold is None)
             if len(fast):
                 rows = at[fast]
                 W, cols = state.neighbours(P_fast)
                 fit, mu = state.sparse_leave_one_out(
-                    _take(X_chunk, rows), P_fast, W, cols
+                    _take(X_chunk, rows), P_fast, Q[rows], W, cols
                 )
                 keys = np.minimum(cols, n - 1)
                 for j in range(p):
@@ -729,6 +794,11 @@ def prediction_interval(estimator, X, level, method, cv):
 
     out = _run(pool, X, query_work, chunk_bytes, 2 * p)
     return out[:, :p] + state.center, out[:, p:] + state.center
+
+
+def _padded(A):
+    """``A`` and a row of zeros (the index of padding)."""
+    return np.vstack([A, np.zeros((1,) + A.shape[1:])])
 
 
 def _dense(P):

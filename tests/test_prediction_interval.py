@@ -452,12 +452,13 @@ def test_sparse_rows_equal_refits(kernel, algorithm, degree, level, monkeypatch)
     ref_lower, ref_upper = reference_interval(reg, X, y, Q, level)
     assert_allclose(lower, ref_lower, rtol=1e-9, atol=1e-9)
     assert_allclose(upper, ref_upper, rtol=1e-9, atol=1e-9)
-    # Degree 0 on a tree takes the rows by their neighbours.
-    assert bool(calls) == (degree == 0 and algorithm != "brute")
+    # A tree takes the rows by their neighbours.
+    assert bool(calls) == (algorithm != "brute")
 
 
 @pytest.mark.parametrize("on_empty", ["nearest", "mean", "nan"])
-def test_sparse_rows_with_weights_and_outputs(on_empty):
+@pytest.mark.parametrize("degree", [0, 1])
+def test_sparse_rows_with_weights_and_outputs(on_empty, degree):
     # Sample weights, two outputs and every on_empty policy on sparse rows.
     rng = np.random.default_rng(13)
     X = rng.uniform(0, 10, size=(50, 1))
@@ -467,7 +468,11 @@ def test_sparse_rows_with_weights_and_outputs(on_empty):
     w[[3, 7]] = 0.0
     Q = np.linspace(-1, 11, 45)[:, None]
     reg = KernelAttentionRegressor(
-        kernel="epanechikov", bandwidth=0.3, on_empty=on_empty, algorithm="kd_tree"
+        kernel="epanechikov",
+        bandwidth=0.6,
+        degree=degree,
+        on_empty=on_empty,
+        algorithm="kd_tree",
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -506,14 +511,15 @@ def test_selection_from_the_neighbours_equals_a_sort():
         assert_array_equal(_select_sparse(fit, values, position, R, rank), expected)
 
 
-def test_sparse_rows_do_not_depend_on_working_memory():
+@pytest.mark.parametrize("degree", [0, 1])
+def test_sparse_rows_do_not_depend_on_working_memory(degree):
     # Batches of other sizes pad the neighbour lists to other widths.
     rng = np.random.default_rng(15)
     X = rng.normal(size=(400, 2))
     y = np.round(np.sin(X[:, 0]), 1) + 0.1 * rng.normal(size=400)
     Q = rng.normal(size=(300, 2))
     reg = KernelAttentionRegressor(
-        kernel="epanechikov", bandwidth=0.3, algorithm="kd_tree"
+        kernel="epanechikov", bandwidth=0.3, degree=degree, algorithm="kd_tree"
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
