@@ -187,8 +187,11 @@ class _LeaveOut:
         working_memory."""
         if key[0] == "fold":
             return 64
+        # An engine holds about 100 (degree 0) and 200 (degree 1) bytes per
+        # key with two features: counted twice.
         n, d = self.keys.shape
-        budget = working_memory_bytes() / (4 * 8 * n * (d + 4))
+        engine = 32 * n * (d + 4) * (1 + self.degree)
+        budget = working_memory_bytes() / (4 * engine)
         return int(min(4096, budget))
 
     # -- the weights -----------------------------------------------------------
