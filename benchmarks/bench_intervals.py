@@ -10,14 +10,14 @@ Usage::
 one training row in closed form from the weights of the prediction, so it
 costs two passes over the keys (the queries, and the training rows for the
 leave-one-out residuals) and the selection of two order statistics per query.
-With ``degree=0`` on a tree the fits and order statistics of a query come
-from its neighbours (a key of weight zero leaves the fit unchanged) and a
-window of the sorted residuals; other rows are dense over every key. At 1e4
-x 1e4, one thread: on the brute-force path about nine ``predict`` calls (8.6
-for the gaussian kernel with ``degree=0``, 10.1 with ``degree=1``); on a
-k-d tree with the Epanechikov kernel 14.7 with ``degree=0`` (37.0 with dense
-rows, most of the rest the exact refits for keys alone in their
-neighbourhood), about 70 with ``degree=1``. The ratio of the two times is
+On a tree the fits and order statistics of a query come from its
+neighbours (a key of weight zero leaves the fit unchanged) and a window of
+the sorted residuals; other rows are dense over every key. At 1e4 x 1e4, one
+thread: on the brute-force path about ten ``predict`` calls (8.8 for the
+gaussian kernel with ``degree=0``, 11.3 with ``degree=1``); on a k-d tree
+with the Epanechikov kernel 12.2 with ``degree=0`` and 43 with ``degree=1``
+(48 and 76 with dense rows), most of it the exact refits where the closed
+form is undefined. The ratio of the two times is
 printed per kernel and degree (the machine is shared and noisy: read the
 ratios).
 

@@ -639,20 +639,19 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         No model is refitted: ``mu_{-i}(q)`` follows in closed form from the
         weights of the prediction (``(f - p_i y_i) / (1 - p_i)`` for
         ``degree=0``, the case-deletion formula of the local weighted least
-        squares for ``degree=1``), so the cost is one pass over all the
-        keys per query, and per training row for the residuals, with memory
+        squares for ``degree=1``), so the cost is one pass over the keys
+        per query, and per training row for the residuals, with memory
         within ``working_memory``; the two order statistics are selected,
-        not sorted. With ``degree=0`` on a tree, a query's leave-out fits
-        and order statistics come from its neighbours (a key of weight zero
-        leaves the fit unchanged) and a window of the sorted residuals;
-        other rows are dense over every key. At 1e4 queries x 1e4 keys: about
-        nine times the time of ``predict`` on the brute-force path (gaussian,
-        ``degree`` 0 or 1), 15 for a compact kernel with ``degree=0`` on a
-        tree, about 70 with ``degree=1`` there. Where the formula is
-        undefined (a row holding all the weight of the query, a leverage of
-        one, a fallback depending on the row), the fit without the row is
-        computed by its definition, with the same widths and ``on_empty``
-        policy.
+        not sorted. On a tree, a query's leave-out fits and order statistics
+        come from its neighbours (a key of weight zero leaves the fit
+        unchanged) and a window of the sorted residuals; other rows are
+        dense over every key. At 1e4 queries x 1e4 keys: about ten times the
+        time of ``predict`` on the brute-force path, 12 for a compact kernel
+        with ``degree=0`` on a tree and 43 with ``degree=1``, most of it the
+        exact refits below. Where the formula is undefined (a row holding
+        all the weight of the query, a leverage of one, a fallback depending
+        on the row), the fit without the row is computed by its definition,
+        with the same widths and ``on_empty`` policy.
 
         Parameters
         ----------
