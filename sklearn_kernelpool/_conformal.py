@@ -22,8 +22,17 @@ The pairs ``(q, i)`` where the formula is undefined (``i`` holds all the
 weight of ``q``, ``1 - h_ii`` below 1e-6, or the fallback of an empty
 neighbourhood depends on ``i``) are computed by the definition: the engine
 built without row ``i`` (its sample weight set to zero), with the same
-widths and ``on_empty`` policy, predicts at ``q``. CV+ does the same with
-the moments summed over the keys outside each fold.
+widths and ``on_empty`` policy, predicts at ``q``; the engines without
+single rows are kept within ``working_memory``. CV+ does the same with the
+moments summed over the keys outside each fold.
+
+A key ``j`` of weight zero at ``q`` leaves the fit unchanged:
+``mu_{-j}(q) = f(q)``. On a tree, a query whose weights are nonzero on few
+keys (its neighbours ``N``) takes the order statistics of ``{f + R_j : j not
+in N}`` and ``{mu_{-j}(q) + R_j : j in N}`` from ``N`` and a window of the
+residuals sorted once (:func:`_select_sparse`), and the residual of a
+training row from its own weight, so that both passes visit only the
+neighbours, as ``predict`` does.
 """
 
 import warnings
