@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 import pytest
+from _matplotlib import close_figures, plt  # noqa: F401
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import NotFittedError
 
@@ -17,16 +18,6 @@ from sklearn_kernelpool import (
     plot_kernels,
 )
 from sklearn_kernelpool.kernels import KERNELS
-
-mpl = pytest.importorskip("matplotlib")
-mpl.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def toy(n=30, d=1, seed=0):

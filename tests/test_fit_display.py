@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 import pytest
+from _matplotlib import close_figures, plt  # noqa: F401
 from numpy.testing import assert_allclose
 from sklearn.exceptions import NotFittedError
 
@@ -14,16 +15,6 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
 )
-
-mpl = pytest.importorskip("matplotlib")
-mpl.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
 
 
 def toy(n=60, d=1, seed=0):
