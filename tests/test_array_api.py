@@ -1,9 +1,10 @@
 """The array API path: non-NumPy arrays pooled in their namespace.
 
 Every prediction is compared with the NumPy engine's on the same data. The
-tests run on array-api-strict and PyTorch on the CPU, and on PyTorch CUDA
-where a device is available; they skip where these packages are not
-installed.
+tests run on array-api-strict (the ``test`` extra), on PyTorch on the CPU
+(the ``array-api`` extra) and on PyTorch CUDA where a device is available.
+The PyTorch tests skip where PyTorch is not installed, and the whole module
+where array API dispatch is unavailable.
 """
 
 import pickle
@@ -11,6 +12,8 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy
+import sklearn
 from numpy.testing import assert_allclose
 from sklearn import clone, config_context
 from sklearn.utils._array_api import device as array_device
@@ -22,24 +25,41 @@ from sklearn_kernelpool._pooling import KernelPool
 from sklearn_kernelpool._xp_pool import ArrayAPIPool
 from sklearn_kernelpool.kernels import KERNELS
 
-pytest.importorskip("array_api_compat")
-array_api_strict = pytest.importorskip("array_api_strict")
-torch = pytest.importorskip("torch")
+pytest.importorskip(
+    "array_api_compat",
+    reason='array-api-compat is not installed; pip install ".[test]"',
+)
+array_api_strict = pytest.importorskip(
+    "array_api_strict",
+    reason='array-api-strict is not installed; pip install ".[test]"',
+)
 try:  # scikit-learn < 1.8 needs SciPy >= 1.14 for array API dispatch
     with config_context(array_api_dispatch=True):
         pass
 except ImportError as exc:
-    pytest.skip(f"no array API dispatch here: {exc}", allow_module_level=True)
+    pytest.skip(
+        f"array API dispatch is unavailable with scikit-learn {sklearn.__version__} "
+        f"and SciPy {scipy.__version__}: {exc}",
+        allow_module_level=True,
+    )
+try:
+    import torch
+except ImportError:
+    torch = None
+
+NO_TORCH = 'PyTorch is not installed; pip install ".[array-api]"'
+needs_torch = pytest.mark.skipif(torch is None, reason=NO_TORCH)
+needs_cuda = pytest.mark.skipif(
+    torch is None or not torch.cuda.is_available(),
+    reason=NO_TORCH if torch is None else "PyTorch finds no CUDA device",
+)
 
 CANONICAL_KERNELS = sorted({kernel.name for kernel in KERNELS.values()})
 
-_CUDA = pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="PyTorch finds no CUDA device"
-)
 NAMESPACES = [
     pytest.param("array_api_strict", None, id="array_api_strict"),
-    pytest.param("torch", "cpu", id="torch-cpu"),
-    pytest.param("torch", "cuda", id="torch-cuda", marks=_CUDA),
+    pytest.param("torch", "cpu", id="torch-cpu", marks=needs_torch),
+    pytest.param("torch", "cuda", id="torch-cuda", marks=needs_cuda),
 ]
 # Tolerances of the array API results against the NumPy engine's, by dtype:
 # float64 differs by rounding only; float32 work is compared with the NumPy
@@ -60,7 +80,7 @@ def _to_xp(name, device, a):
 
 
 def _to_numpy(a):
-    if isinstance(a, torch.Tensor):
+    if torch is not None and isinstance(a, torch.Tensor):
         return a.cpu().numpy()
     return np.asarray(a._array)  # array-api-strict refuses np.asarray
 
@@ -271,6 +291,7 @@ def test_xp_path_does_not_convert_to_numpy(monkeypatch):
     assert not isinstance(pred, np.ndarray)
 
 
+@needs_torch
 def test_torch_gradients_flow_through_predict():
     # Only torch operations on the tensors: the gradient of the prediction
     # with respect to the query exists and matches a finite difference.
@@ -303,7 +324,7 @@ def test_numpy_only_options_are_refused(params, match):
     assert not reg.__sklearn_tags__().array_api_support
     with config_context(array_api_dispatch=True):
         with pytest.raises(ValueError, match=match):
-            reg.fit(torch.asarray(X), torch.asarray(y))
+            reg.fit(array_api_strict.asarray(X), array_api_strict.asarray(y))
 
 
 def test_auto_picks_brute_and_sparse_weights_are_refused():
@@ -314,57 +335,89 @@ def test_auto_picks_brute_and_sparse_weights_are_refused():
     reg = KernelAttentionRegressor(kernel="epanechnikov", bandwidth=0.001)
     assert clone(reg).fit(X, y).algorithm_ == "kd_tree"
     with config_context(array_api_dispatch=True):
-        reg.fit(torch.asarray(X), torch.asarray(y))
+        reg.fit(array_api_strict.asarray(X), array_api_strict.asarray(y))
         assert reg.algorithm_ == "brute"
         with pytest.raises(ValueError, match="sparse=True returns a SciPy sparse"):
-            reg.attention_weights(torch.asarray(X[:3]), sparse=True)
+            reg.attention_weights(array_api_strict.asarray(X[:3]), sparse=True)
 
 
-def test_mixed_inputs_follow_x():
+@pytest.mark.parametrize(("ns", "device"), NAMESPACES)
+def test_mixed_inputs_follow_x(ns, device):
+    X, y, queries = _data()
+    X_xp = _to_xp(ns, device, X)
+    with config_context(array_api_dispatch=True):
+        reg = KernelAttentionRegressor().fit(X_xp, y, sample_weight=[1.0] * 60)
+        assert type(reg.values_) is type(X_xp)
+        assert type(reg.sample_weight_) is type(X_xp)
+        assert array_device(reg.values_) == array_device(X_xp)
+        pred = reg.predict(_to_xp(ns, device, queries))
+        reg.fit(X_xp, y, sample_weight=np.full(60, 2.0))
+        assert type(reg.sample_weight_) is type(X_xp)
+    assert_allclose(
+        _to_numpy(pred), KernelAttentionRegressor().fit(X, y).predict(queries)
+    )
+    with config_context(array_api_dispatch=True):
+        with pytest.raises(ValueError, match="sample_weight must be non-negative"):
+            reg.fit(X_xp, y, sample_weight=-np.ones(60))
+        with pytest.raises(ValueError, match="at least one non-zero"):
+            reg.fit(X_xp, y, sample_weight=np.zeros(60))
+
+
+@pytest.mark.parametrize(("ns", "device"), NAMESPACES)
+def test_queries_of_another_namespace_are_refused(ns, device):
     X, y, queries = _data()
     with config_context(array_api_dispatch=True):
         reg = KernelAttentionRegressor().fit(
-            torch.asarray(X), y, sample_weight=[1.0] * 60
+            _to_xp(ns, device, X), _to_xp(ns, device, y)
         )
-        assert isinstance(reg.values_, torch.Tensor)
-        assert isinstance(reg.sample_weight_, torch.Tensor)
-        pred = reg.predict(torch.asarray(queries))
-        reg.fit(torch.asarray(X), y, sample_weight=np.full(60, 2.0))
-        assert isinstance(reg.sample_weight_, torch.Tensor)
-    assert_allclose(pred.numpy(), KernelAttentionRegressor().fit(X, y).predict(queries))
-    with config_context(array_api_dispatch=True):
-        with pytest.raises(ValueError, match="sample_weight must be non-negative"):
-            reg.fit(torch.asarray(X), y, sample_weight=-np.ones(60))
-        with pytest.raises(ValueError, match="at least one non-zero"):
-            reg.fit(torch.asarray(X), y, sample_weight=np.zeros(60))
-
-
-def test_queries_of_another_namespace_are_refused():
-    X, y, queries = _data()
-    with config_context(array_api_dispatch=True):
-        reg = KernelAttentionRegressor().fit(torch.asarray(X), torch.asarray(y))
         with pytest.raises(
             ValueError, match=r"Regressor.predict\(\) must use the same"
         ):
             reg.predict(queries)
-        with pytest.raises(ValueError, match="attention_weights.. must use the same"):
-            reg.attention_weights(array_api_strict.asarray(queries))
     with pytest.raises(ValueError, match="array_api_dispatch is off"):
-        reg.predict(torch.asarray(queries))
+        reg.predict(_to_xp(ns, device, queries))
     numpy_reg = KernelAttentionRegressor().fit(X, y)
     with config_context(array_api_dispatch=True):
-        with pytest.raises(ValueError, match="fit .numpy, device cpu., predict .torch"):
-            numpy_reg.predict(torch.asarray(queries))
+        with pytest.raises(ValueError, match=f"fit .numpy, device cpu., predict .{ns}"):
+            numpy_reg.predict(_to_xp(ns, device, queries))
         # NumPy queries to a NumPy fit are the NumPy engine's business.
         assert_allclose(
             numpy_reg.predict(queries), clone(numpy_reg).fit(X, y).predict(queries)
         )
 
 
+def test_queries_on_another_device_are_refused():
+    # array-api-strict's second device stands for a GPU.
+    X, y, queries = _data()
+    other = array_api_strict.Device("device1")
+    with config_context(array_api_dispatch=True):
+        reg = KernelAttentionRegressor().fit(
+            array_api_strict.asarray(X), array_api_strict.asarray(y)
+        )
+        with pytest.raises(
+            ValueError, match=r"attention_weights\(\) must use the same.*device1"
+        ):
+            reg.attention_weights(array_api_strict.asarray(queries, device=other))
+
+
+@needs_torch
+def test_queries_of_another_array_namespace_are_refused():
+    X, y, queries = _data()
+    with config_context(array_api_dispatch=True):
+        reg = KernelAttentionRegressor().fit(torch.asarray(X), torch.asarray(y))
+        with pytest.raises(
+            ValueError, match="fit .torch, device cpu., attention_weights .array_api_s"
+        ):
+            reg.attention_weights(array_api_strict.asarray(queries))
+
+
 def _array_api_combinations():
     for ns, device, dtype in yield_namespace_device_dtype_combinations():
-        if ns == "array_api_strict" or (ns == "torch" and device in ("cpu", "cuda")):
-            yield ns, device, dtype
+        if ns == "array_api_strict":
+            yield pytest.param(ns, device, dtype)
+        elif ns == "torch" and device in ("cpu", "cuda"):
+            marks = needs_torch if device == "cpu" else needs_cuda
+            yield pytest.param(ns, device, dtype, marks=marks)
 
 
 @pytest.mark.parametrize(
@@ -379,8 +432,6 @@ def _array_api_combinations():
 @pytest.mark.parametrize(("ns", "device", "dtype"), list(_array_api_combinations()))
 def test_check_array_api_input_and_values(estimator, ns, device, dtype):
     """scikit-learn's array API check, with the values compared too."""
-    if device == "cuda" and not torch.cuda.is_available():
-        pytest.skip("PyTorch finds no CUDA device")
     check_array_api_input(
         type(estimator).__name__,
         estimator,
