@@ -73,6 +73,7 @@ def _copy_mathjax(app, exception):
             _MATHJAX_SOURCE,
             Path(app.outdir) / "_static" / "mathjax",
             excluded=_unused_mathjax_bundle,
+            force=True,  # a newer copy replaces the one of an earlier build
         )
 
 
