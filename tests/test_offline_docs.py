@@ -135,6 +135,14 @@ def test_static_check_flags_missing_local_files(tmp_path):
     ]
 
 
+def test_static_check_passes_the_theme_templates_in_static(tmp_path):
+    # pydata-sphinx-theme copies a Jinja template into _static: its URLs are
+    # unrendered template code, not files.
+    template = '<link href="{{ pathto(\'_static/theme.css\', 1) }}" rel="stylesheet">'
+    site = _site(tmp_path, {"_static/webpack-macros.html": template})
+    assert check_offline.find_remote_resources(site) == []
+
+
 def test_static_check_passes_only_the_unused_mathjax_defaults(tmp_path):
     # The speech-rule-engine defaults are allowed in MathJax's own files only.
     script = 'r.url="https://cdn.jsdelivr.net/npm/speech-rule-engine@"+r.VERSION'
