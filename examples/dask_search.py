@@ -10,8 +10,9 @@ local :class:`distributed.LocalCluster`, runs a
 its workers through joblib's ``"dask"`` backend, then predicts on a dask array
 of queries chunk by chunk.
 
-It needs the ``dask`` extra (``pip install "sklearn-kernelpool[dask]"``); the
-documentation shows it without running it. On a real cluster, pass the
+It needs the ``dask`` extra, installed from a clone of the repository with
+``python -m pip install ".[dask]"`` run at its root; the documentation shows
+it without running it. On a real cluster, pass the
 scheduler's address to :class:`distributed.Client` instead.
 """
 

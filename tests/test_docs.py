@@ -7,6 +7,7 @@ table matches the registry, and the examples written in the pages run.
 
 import doctest
 import inspect
+import itertools
 import re
 from pathlib import Path
 
@@ -175,3 +176,186 @@ def test_every_user_guide_page_is_in_the_guide_toctree():
     listed = set(re.findall(r"^   (user_guide/\w+)$", index, flags=re.M))
     pages = {f"user_guide/{path.stem}" for path in (DOCS / "user_guide").glob("*.rst")}
     assert listed == pages
+
+
+# User-guide pages that explain no behaviour a picture would show, with why.
+_PAGES_WITHOUT_FIGURE = {
+    "numerics": "floating-point rules: underflow, rounding and exact decisions",
+    "persistence": "pickling, saving and progress bars",
+}
+
+
+def _plot_blocks(text):
+    """The code of every ``.. plot::`` directive of a page."""
+    blocks = re.findall(r"^\.\. plot::\n((?:[ \t]*\n|    .*\n)+)", text + "\n", re.M)
+    return [
+        "\n".join(
+            line[4:] for line in block.splitlines() if not line.strip()[:1] == ":"
+        )
+        for block in blocks
+    ]
+
+
+def _has_figure(text):
+    """A page draws a figure: a plot directive, or a gallery example's image."""
+    gallery = re.search(
+        r"^\.\. (image|figure):: /auto_examples/images/sphx_glr_plot_\w+\.png$",
+        text,
+        re.M,
+    )
+    return bool(_plot_blocks(text) or gallery)
+
+
+_GUIDE_PAGES = sorted(path.stem for path in (DOCS / "user_guide").glob("*.rst"))
+
+
+@pytest.mark.parametrize("page", _GUIDE_PAGES)
+def test_every_user_guide_page_draws_a_figure_or_says_why_not(page):
+    text = (DOCS / "user_guide" / f"{page}.rst").read_text()
+    if page in _PAGES_WITHOUT_FIGURE:
+        assert not _has_figure(text), f"{page} has a figure: drop it from the list"
+    else:
+        assert _has_figure(text), (
+            f"user_guide/{page}.rst has no '.. plot::' directive and no gallery "
+            "figure; add one, or list the page in _PAGES_WITHOUT_FIGURE with why"
+        )
+
+
+def test_the_pages_without_figure_exist():
+    assert set(_PAGES_WITHOUT_FIGURE) <= set(_GUIDE_PAGES)
+
+
+def test_the_figure_check_fails_on_a_page_without_one():
+    assert not _has_figure("Title\n=====\n\nText only.\n\n.. math::\n\n    x\n")
+    assert _has_figure("Text.\n\n.. plot::\n\n    import matplotlib\n")
+
+
+@pytest.mark.parametrize(
+    "page", [page for page in _GUIDE_PAGES if page not in _PAGES_WITHOUT_FIGURE]
+)
+def test_the_guide_figures_label_their_axes_and_are_introduced(page):
+    text = (DOCS / "user_guide" / f"{page}.rst").read_text()
+    for code in _plot_blocks(text):
+        assert code.strip(), f"{page}: an empty plot directive"
+        # A display labels its own axes.
+        assert "set_xlabel" in code or "Display.from_estimator" in code, (
+            f"{page}: a figure without an x label"
+        )
+    for match in re.finditer(r"^\.\. plot::\n(?:[ \t]*\n|    .*\n)+", text, re.M):
+        after = text[match.end() :].lstrip("\n")
+        before = text[: match.start()].rstrip("\n").rsplit("\n\n", 1)[-1]
+        caption = after.split("\n\n", 1)[0]
+        captioned = (
+            bool(caption)
+            and not caption.startswith("..")
+            and not re.search(r"^[-=~^]{3,}$", caption, re.M)
+        )
+        introduced = before.endswith(":") or "figure" in before
+        assert captioned or introduced, (
+            f"{page}: a figure that no text introduces or captions"
+        )
+
+
+def _simple_tables(text):
+    """The body rows of every simple table, each row as its list of cells."""
+    border = r"=+(?:  +=+)+"
+    tables = re.findall(rf"^({border})\n((?:.*\n)+?)^\1\n((?:.*\n)+?)^\1$", text, re.M)
+    out = []
+    for edge, _, body in tables:
+        spans = [m.span() for m in re.finditer("=+", edge)]
+        starts = [start for start, _ in spans] + [None]
+        rows = [
+            [line[a:b].strip() for a, b in itertools.pairwise(starts)]
+            for line in body.splitlines()
+        ]
+        out.append(rows)
+    return out
+
+
+def _list_tables(text):
+    """The rows (header included) of every list-table, as lists of cells."""
+    out = []
+    for table in re.findall(
+        r"^\.\. list-table::\n(?:   :.*\n)*\n((?:   .*\n)+)", text, re.M
+    ):
+        rows = re.split(r"^   \* -(?: |$)", table, flags=re.M)[1:]
+        out.append(
+            [
+                [
+                    " ".join(cell.split())
+                    for cell in re.split(r"^     -(?: |$)", row, flags=re.M)
+                ]
+                for row in rows
+            ]
+        )
+    return out
+
+
+def test_the_performance_tables_have_one_row_per_entry():
+    # A simple table renders every line as a row: a line that continues the
+    # text of the row above shows as a row of empty cells.
+    text = (DOCS / "performance.rst").read_text()
+    for rows in _simple_tables(text):
+        for cells in rows:
+            assert all(cells), (
+                f"a wrapped line renders as a row of empty cells: {cells}"
+            )
+    for rows in _list_tables(text):
+        for cells in rows:
+            assert len(cells) == len(rows[0]) and all(cells), cells
+
+
+def test_the_performance_targets_each_have_a_value_and_a_verdict():
+    text = (DOCS / "performance.rst").read_text()
+    targets = [rows for rows in _list_tables(text) if rows[0][0] == "target"]
+    assert len(targets) == 2
+    for rows in targets:
+        assert rows[0] == ["target", "measured", "verdict"]
+        for target, measured, verdict in rows[1:]:
+            assert re.search(r"\d", measured), target
+            assert verdict in {"met", "missed"}, target
+
+
+def test_the_table_checks_fail_on_a_wrapped_row():
+    wrapped = (
+        "==========  ====  ====\n"
+        "target      x     ok\n"
+        "==========  ====  ====\n"
+        "a target    1x    met\n"
+        "wrapped on\n"
+        "==========  ====  ====\n"
+    )
+    assert _simple_tables(wrapped)[0] == [
+        ["a target", "1x", "met"],
+        ["wrapped on", "", ""],
+    ]
+    listed = (
+        ".. list-table::\n   :header-rows: 1\n\n"
+        "   * - target\n     - x\n   * -\n     - 1x\n"
+    )
+    assert _list_tables(listed)[0][1] == ["", "1x"]
+
+
+def _install_lines():
+    """(file, line) of every ``pip install`` in the docs, examples and README."""
+    root = DOCS.parent
+    paths = [root / "README.md", *sorted((root / "examples").glob("*.py"))]
+    generated = {"_build", "auto_examples", "generated"}
+    paths += [
+        path
+        for path in sorted(DOCS.rglob("*.rst"))
+        if not generated & set(path.relative_to(DOCS).parts)
+    ]
+    for path in paths:
+        for line in path.read_text().splitlines():
+            if "pip install" in line:
+                yield path.relative_to(root), line
+
+
+@pytest.mark.parametrize("where,line", list(_install_lines()), ids=str)
+def test_the_package_is_installed_from_a_clone_not_the_index(where, line):
+    # The package is not published: it installs from the root of a clone,
+    # ``pip install .`` or ``pip install ".[extra]"``.
+    assert not re.search(r"pip install\W*sklearn[-_]kernelpool", line, re.I), (
+        f"{where}: {line.strip()}"
+    )
