@@ -9,6 +9,7 @@ Usage::
     python benchmarks/bench_predict.py --memory   # peak RSS of a 1e6-query predict
     python benchmarks/bench_predict.py --targets --repeats 5  # the target cases
     python benchmarks/bench_predict.py --local-linear  # degree=1 and return_std
+    python benchmarks/bench_predict.py --float32  # float32 over float64, by stage
 
 Peers, on the same data in the same process:
 
@@ -423,6 +424,91 @@ def local_linear(args):
     )
 
 
+def stage_times(X, Q, h, dtype, repeats):
+    """The stages of the brute gaussian, alone, on cache-sized blocks.
+
+    The distance GEMM of the augmented queries, one ``exp`` over the logits
+    and the pooling GEMM against ``[y, 1]``: where the time of ``predict``
+    goes, measured the way the engine runs them, block by block.
+    """
+    Qs, Xs = (Q / h).astype(np.float64), (X / h).astype(np.float64)
+    Qa = np.column_stack([Qs, np.ones(len(Q)), -0.5 * (Qs**2).sum(1)]).astype(dtype)
+    Ka = np.vstack([Xs.T, -0.5 * (Xs**2).sum(1), np.ones(len(X))]).astype(dtype)
+    pool = np.ones((len(X), 2), dtype=dtype)
+    rows = max(_pooling.CHUNK_BYTES // (np.dtype(dtype).itemsize * len(X)), 1)
+    blocks = [slice(i, min(i + rows, len(Q))) for i in range(0, len(Q), rows)]
+    buffer = np.empty((rows, len(X)), dtype=dtype)
+    logits = Qa[:rows] @ Ka
+
+    def gemm():
+        for b in blocks:
+            np.matmul(Qa[b], Ka, out=buffer[: b.stop - b.start])
+
+    def exp():
+        for b in blocks:
+            np.exp(logits[: b.stop - b.start], out=buffer[: b.stop - b.start])
+
+    def pooling():
+        for b in blocks:
+            buffer[: b.stop - b.start] @ pool
+
+    return interleaved_times({"gemm": gemm, "exp": exp, "pool": pooling}, repeats)
+
+
+@quiet
+def float32_speed(args):
+    """float32 over float64 on the brute gaussian, n = m = 1e4, d = 8.
+
+    At h = 1 on standardised data and at the 32-neighbour width of the
+    table, in one thread and in all of them; then the same stages alone
+    (:func:`stage_times`), whose ratios bound what ``predict`` can gain.
+    """
+    from threadpoolctl import threadpool_limits
+
+    n = m = 5_000 if args.quick else 10_000
+    X, y, Q = make_data(n, m, 8, np.float64)
+    widths = {"h = 1": 1.0, "32 neighbours": bandwidth_for(X, Q, 32)}
+    print(
+        f"gaussian, brute, n = m = {n}, d = 8; best of {args.repeats} interleaved "
+        "repeats\n"
+    )
+    print(
+        f"{'width':>14} {'threads':>7} {'f64 ms':>8} {'f32 ms':>8} {'ratio':>6} "
+        f"{'max rel err':>11}"
+    )
+    for label, h in widths.items():
+        fitted = {
+            dt: KernelAttentionRegressor(bandwidth=h, algorithm="brute").fit(
+                X.astype(dt), y.astype(dt)
+            )
+            for dt in (np.float64, np.float32)
+        }
+        queries = {dt: Q.astype(dt) for dt in fitted}
+        expected = fitted[np.float64].predict(Q)
+        got = fitted[np.float32].predict(queries[np.float32])
+        err = np.max(np.abs(got - expected)) / np.max(np.abs(expected))
+        for threads in (1, N_CPUS):
+            for reg in fitted.values():
+                reg.set_params(n_jobs=threads)
+            funcs = {
+                np.dtype(dt).name: functools.partial(fitted[dt].predict, queries[dt])
+                for dt in fitted
+            }
+            with threadpool_limits(threads):
+                t = interleaved_times(funcs, args.repeats)
+            print(
+                f"{label:>14} {threads:>7} {t['float64'] * 1e3:>8.1f} "
+                f"{t['float32'] * 1e3:>8.1f} {t['float64'] / t['float32']:>5.2f}x "
+                f"{err:>11.1e}"
+            )
+    print("\nthe stages alone, one thread, h = 1:")
+    with threadpool_limits(1):
+        stages = {dt: stage_times(X, Q, 1.0, dt, args.repeats) for dt in ("f8", "f4")}
+    for stage in stages["f8"]:
+        t64, t32 = stages["f8"][stage], stages["f4"][stage]
+        print(f"{stage:>14} {t64 * 1e3:>8.1f} {t32 * 1e3:>8.1f} {t64 / t32:>5.2f}x")
+
+
 # The peak RSS of the child: VmHWM, which (unlike ru_maxrss) does not carry
 # the parent's peak across fork and exec; ru_maxrss where /proc is missing.
 MEMORY_CHILD = """
@@ -486,6 +572,9 @@ def main():
     parser.add_argument(
         "--targets", action="store_true", help="only the cases of the targets"
     )
+    parser.add_argument(
+        "--float32", action="store_true", help="float32 over float64, by stage"
+    )
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--broadcast-gib", type=float, default=7.0)
     parser.add_argument("--statsmodels-queries", type=int, default=200)
@@ -507,6 +596,8 @@ def main():
         memory(args)
     elif args.local_linear:
         local_linear(args)
+    elif args.float32:
+        float32_speed(args)
     else:
         table(args)
         if not args.quick and not args.targets:

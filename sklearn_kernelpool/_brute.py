@@ -9,6 +9,18 @@ from ._exact import pairwise_squared, squared_slack
 # float32 predictions within 1e-5 of float64 ones) a chunk's product runs in
 # float64, then rounds to float32 for the kernel, the exp and the pooling.
 _FLOAT32_MAX_CANCELLATION = 4e-6
+# The gaussian's logits come straight out of the product. A key at scaled
+# distance u from the query has |k| <= |q| + u, so its logit rounds by at most
+# about eps * c * (2 |q| + u)^2: an error relative to the logit itself in u,
+# as exact differences make (and a weight of exp(-c u^2) in front of it), and
+# an excess that grows with the query's distance |q| from the centre of the
+# keys. The weight of a row lies within a couple of bandwidths of its nearest
+# keys, so rows widen where eps * c * (2 |q| + 2)^2 passes this bound; on
+# standardised data the rows within a few bandwidths of the centre (most of
+# them at h = 1) stay in float32 and keep float32 predictions within about
+# 1e-6 of float64 ones. The bound on the largest key, which the other kernels
+# keep, would widen nearly every row there.
+_FLOAT32_MAX_LOGIT_ROUNDING = 1e-5
 
 # exp() of float64 arguments below about -708 leaves the fast path of libm to
 # produce subnormals or zero. Logits more than this far below their row's
@@ -195,7 +207,21 @@ class BruteScorer:
     def _blocks(self, n):
         return (slice(i, i + self.block_rows) for i in range(0, n, self.block_rows))
 
-    def _product(self, Q1, matrices, out, wide):
+    def _widen(self, Q1, logits):
+        """The rows whose float32 product would round too much.
+
+        Decided for each row alone, from its squared norm: against the
+        largest key for squared distances, against the keys near the query
+        for the gaussian's ``logits`` (see ``_FLOAT32_MAX_LOGIT_ROUNDING``).
+        """
+        eps = float(np.finfo(self.dtype).eps)
+        if logits:
+            reach = 2.0 * np.sqrt(Q1[:, -1]) + 2.0
+            bound = eps * -self.kernel.log_quadratic * reach**2
+            return bound > _FLOAT32_MAX_LOGIT_ROUNDING
+        return eps * (Q1[:, -1] + self.key_sq_max) > _FLOAT32_MAX_CANCELLATION
+
+    def _product(self, Q1, matrices, out, wide, logits=False):
         """``Q1 @ matrix`` into ``out``, in float64 where float32 cancels.
 
         ``Q1`` has a whole number of blocks of rows. Whether a row's float32
@@ -206,8 +232,7 @@ class BruteScorer:
             for block in self._blocks(len(Q1)):
                 np.matmul(Q1[block], matrix64, out=out[block])
             return out
-        eps = float(np.finfo(self.dtype).eps)
-        widen = eps * (Q1[:, -1] + self.key_sq_max) > _FLOAT32_MAX_CANCELLATION
+        widen = self._widen(Q1, logits)
         Q1_narrow = None if widen.all() else Q1.astype(self.dtype)
         for block in self._blocks(len(Q1)):
             rows, o = widen[block], out[block]
@@ -364,7 +389,7 @@ class BruteScorer:
                 categorical.multiply(out)
             return out
         if self.logit_matrix is not None:
-            self._product(Q1, self.logit_matrix, out, wide)
+            self._product(Q1, self.logit_matrix, out, wide, logits=True)
             c = self.kernel.log_quadratic
             self._fix_far_rows(Q1, out, c, self.log_w)
             # Logits are <= 0, but the product rounds by about

@@ -395,18 +395,24 @@ class KernelPool:
     def _chunk_rows(self, n_queries, extra_row_bytes=0, n_threads=1):
         """Queries per chunk of the brute path: whole blocks within the
         budget of each of ``n_threads`` threads."""
+        n_keys = self.keys.shape[0]
         itemsize = np.dtype(self.dtype).itemsize
-        if self.dtype != np.float64:
-            itemsize += 8  # the float64 buffer of widened products
-        row_bytes = itemsize * self.keys.shape[0] + 8 * (self.keys.shape[1] + 2)
+        row_bytes = itemsize * n_keys + 8 * (self.keys.shape[1] + 2)
         row_bytes += extra_row_bytes
         if self.categorical is not None:
             # The masks of the categorical factor (:mod:`._categorical`).
-            row_bytes += 2 * self.keys.shape[0]
-        budget = min(working_memory_bytes() / n_threads, CHUNK_BYTES)
+            row_bytes += 2 * n_keys
+        # CHUNK_BYTES keeps the scores of a chunk in cache; the float64
+        # buffer of float32 work, touched only by the rows whose products
+        # widen, counts against working_memory alone.
+        memory_row_bytes = row_bytes
+        if self.dtype != np.float64:
+            memory_row_bytes += 8 * n_keys
+        budget = working_memory_bytes() / n_threads
         # Whole blocks, so that every chunk starts a block.
         block = self.scorer.block_rows
-        rows = max(budget // row_bytes // block, 1) * block
+        rows = min(CHUNK_BYTES // row_bytes, budget // memory_row_bytes)
+        rows = max(rows // block, 1) * block
         return int(min(rows, self.scorer.padded(max(n_queries, 1))))
 
     def _neighbor_counts(self, X):

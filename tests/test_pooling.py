@@ -302,3 +302,43 @@ def test_float32_keeps_its_precision_at_small_bandwidths(kernel, offset):
     pred64 = predict_quietly(clone(reg).fit(X.astype(np.float64), y), Q)
     assert pred32.dtype == np.float32
     assert_allclose(pred32, pred64, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bandwidth", [0.5, 1.0, 2.0])
+def test_float32_gaussian_on_standardised_data(bandwidth):
+    # The gaussian's float32 logits widen only for queries far from the
+    # keys' centre: the rest keep float32 products, within 1e-5 of float64
+    # whatever the spread of the keys (two clusters, one 60 widths away).
+    rng = np.random.default_rng(7)
+    X = np.vstack([rng.normal(size=(3000, 8)), rng.normal(size=(200, 8)) + 60.0])
+    y = np.sin(2 * X[:, 0]) + X[:, 1]
+    Q = np.vstack(
+        [rng.normal(size=(300, 8)) * 1.5, X[-5:] + 0.1, np.full((2, 8), 30.0)]
+    )
+    reg = KernelAttentionRegressor(bandwidth=bandwidth, algorithm="brute")
+    pred64 = clone(reg).fit(X, y).predict(Q)
+    pred32 = reg.fit(X.astype(np.float32), y.astype(np.float32)).predict(
+        Q.astype(np.float32)
+    )
+    assert pred32.dtype == np.float32
+    assert_allclose(pred32, pred64, rtol=0, atol=1e-5 * np.abs(y).max())
+
+
+def test_float32_gaussian_keeps_rows_near_the_centre_narrow():
+    # Which float32 rows of the gaussian's logits get a float64 product:
+    # those far from the centre of the keys, not all of them because of the
+    # farthest key.
+    rng = np.random.default_rng(8)
+    X = np.vstack([rng.normal(size=(2000, 8)), np.full((1, 8), 25.0)])
+    reg = KernelAttentionRegressor(bandwidth=1.0, algorithm="brute")
+    reg.fit(X.astype(np.float32), X[:, 0].astype(np.float32))
+    pool = reg._pool
+    Q = np.vstack([np.zeros((1, 8)), np.full((1, 8), 1.0), np.full((1, 8), 20.0)])
+    centred = pool._queries(Q.astype(np.float32))[1]
+    scorer = pool.scorer
+    Q1 = scorer.augment(centred, np.empty((scorer.padded(3), 10)))
+    widen = scorer._widen(Q1, logits=True)[:3]
+    assert_array_equal(widen, [False, False, True])
+    # The squared distances of the other kernels keep the bound on the
+    # largest key, which widens every row here.
+    assert scorer._widen(Q1, logits=False)[:3].all()
