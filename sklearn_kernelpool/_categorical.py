@@ -160,10 +160,25 @@ def _columns(X, mask):
 
 
 def _is_missing(column):
-    """Missing entries of an object column: None, NaN, pandas' NA and NaT."""
-    import pandas as pd
+    """Missing entries of an object column: None, NaN, pandas' NA and NaT.
 
+    pandas is optional: without it, no entry can be one of its own missing
+    markers, and None and the values unequal to themselves (NaN, NaT) are.
+    """
+    try:
+        import pandas as pd
+    except ImportError:
+        return np.fromiter(map(_is_none_or_nan, column), dtype=bool, count=len(column))
     return np.asarray(pd.isna(column), dtype=bool)
+
+
+def _is_none_or_nan(value):
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except (TypeError, ValueError):
+        return False
 
 
 def _check_column(column, j):

@@ -26,7 +26,8 @@ def check_matplotlib(caller):
     except ImportError as exc:
         raise ImportError(
             f"{caller} requires matplotlib. Install it with `pip install "
-            "matplotlib` or `pip install sklearn-kernelpool[plot]`."
+            'matplotlib`, or with the extra `python -m pip install ".[plot]"` '
+            "from a clone of sklearn-kernelpool."
         ) from exc
 
 

@@ -62,7 +62,8 @@ def progress_bar(**options):
     except ImportError as exc:
         raise ImportError(
             "progress_bar needs tqdm, which is not installed: pip install tqdm, "
-            'or install the extra "sklearn-kernelpool[progress]".'
+            'or the extra: python -m pip install ".[progress]" from a clone of '
+            "sklearn-kernelpool."
         ) from exc
     token = _BAR_OPTIONS.set(options)
     try:

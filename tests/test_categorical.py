@@ -2,6 +2,7 @@
 
 import math
 import pickle
+import sys
 
 import numpy as np
 import pandas as pd
@@ -614,3 +615,23 @@ def test_callable_kernel_gets_the_factor():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         assert_allclose(reg.predict(Q), expected, rtol=1e-10)
+
+
+def test_numpy_categories_without_pandas(monkeypatch):
+    # pandas is optional: object arrays of categories work without it, and
+    # their missing entries (None, NaN) are still refused.
+    rng = np.random.default_rng(3)
+    X = np.empty((40, 2), dtype=object)
+    X[:, 0] = rng.uniform(0, 1, 40)
+    X[:, 1] = rng.choice(["a", "b", "c"], 40)
+    y = X[:, 0].astype(float) + (X[:, 1] == "b")
+    with_pandas = KernelAttentionRegressor(categorical_features=[1]).fit(X, y)
+    expected = with_pandas.predict(X[:5])
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    reg = KernelAttentionRegressor(categorical_features=[1]).fit(X, y)
+    assert_array_equal(reg.predict(X[:5]), expected)
+    for missing in (None, float("nan"), np.nan):
+        bad = X.copy()
+        bad[3, 1] = missing
+        with pytest.raises(ValueError, match="Categorical feature 1 holds missing"):
+            KernelAttentionRegressor(categorical_features=[1]).fit(bad, y)

@@ -197,7 +197,10 @@ def test_without_matplotlib_a_clear_import_error(monkeypatch):
     X, y = toy()
     reg = KernelAttentionRegressor(bandwidth=0.6).fit(X, y)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    message = r"requires matplotlib.*pip install matplotlib.*sklearn-kernelpool\[plot\]"
+    message = (
+        r"requires matplotlib.*pip install matplotlib"
+        r".*pip install \"\.\[plot\]\".*from a clone"
+    )
     with pytest.raises(ImportError, match="plot_kernels " + message):
         plot_kernels()
     with pytest.raises(ImportError, match="from_estimator " + message):
