@@ -170,10 +170,16 @@ class BruteScorer:
             self.log_weight_spread = float(log_w.max() - log_w.min())
             log_w -= log_w.max()
             self.log_weights = log_w.astype(self.dtype)
+        # float32 logits are in base 2: exp2 of float32 runs about 1.6 times
+        # as fast as exp (float64's about as fast), and the factor log2(e)
+        # rides in the key matrix for free.
+        self.base2 = self.narrow and kernel.log_quadratic is not None
+        self.logit_scale = 1.0 / np.log(2.0) if self.base2 else 1.0
         if kernel.log_quadratic is not None:
             # [q, 1, |q|^2] . [-2c k, c |k|^2 + log w, c] = c ||q - k||^2 + log w:
             # the gaussian logits, at most 0, straight out of the GEMM.
-            c = kernel.log_quadratic
+            c = kernel.log_quadratic * self.logit_scale
+            log_w = log_w * self.logit_scale
             self.logit_matrix = self._stack(
                 -2.0 * c * keys.T, c * key_sq + log_w, c * ones
             )
@@ -338,9 +344,11 @@ class BruteScorer:
         return np.nonzero(d2 <= nearest + slack)
 
     def _rounding(self, Q1):
-        """Bound on the rounding of each row's logits by the product."""
+        """Bound on the rounding of each row's logits by the product, in the
+        units of the logits (base 2 for float32)."""
         eps = float(np.finfo(self.dtype).eps)
-        return eps * -self.kernel.log_quadratic * (Q1[:, -1] + self.key_sq_max)
+        c = -self.kernel.log_quadratic * self.logit_scale
+        return eps * c * (Q1[:, -1] + self.key_sq_max)
 
     def _needs_floor(self, Q1):
         """Whether logits of this chunk can fall below the fast range of exp."""
@@ -388,9 +396,10 @@ class BruteScorer:
             if categorical is not None:
                 categorical.multiply(out)
             return out
+        base2 = self.logit_matrix is not None and self.base2
         if self.logit_matrix is not None:
             self._product(Q1, self.logit_matrix, out, wide, logits=True)
-            c = self.kernel.log_quadratic
+            c = self.kernel.log_quadratic * self.logit_scale
             self._fix_far_rows(Q1, out, c, self.log_w)
             # Logits are <= 0, but the product rounds by about
             # eps * (|q|^2 + |k|^2) / 2: where that could reach the range of
@@ -406,7 +415,7 @@ class BruteScorer:
             stable = True
         finite = True
         if categorical is not None:
-            categorical.add_log(out)
+            categorical.add_log(out, scale=self.logit_scale if base2 else 1.0)
             if categorical.excludes:
                 finite = out > -np.inf  # pairs of a differing lambda-0 feature
         if stable:
@@ -416,4 +425,6 @@ class BruteScorer:
             out -= top
         if self._needs_floor(Q1):
             np.maximum(out, self.logit_floor, out=out, where=finite)
+        if base2:
+            return np.exp2(out, out=out)
         return np.exp(out, out=out)

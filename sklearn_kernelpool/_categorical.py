@@ -387,9 +387,10 @@ class _Bound:
             self.codes[rows, j, None], self.factor.keys[None, :, j], out=out
         )
 
-    def add_log(self, out):
-        """Add ``sum_j [q_j != k_j] log lambda_j`` to the first rows of ``out``
-        (``-inf`` where a feature of lambda 0 differs)."""
+    def add_log(self, out, scale=1.0):
+        """Add ``scale * sum_j [q_j != k_j] log lambda_j`` to the first rows
+        of ``out`` (``-inf`` where a feature of lambda 0 differs); ``scale``
+        turns the natural logarithms into those of logits of another base."""
         for rows, values, differ in self._blocks(out):
             view = out[rows]
             for j in self.factor.active:
@@ -397,7 +398,7 @@ class _Bound:
                 if self.factor.lambdas[j] == 0:
                     np.copyto(view, -np.inf, where=differ)
                 else:
-                    np.multiply(differ, self.factor.logs[j], out=values)
+                    np.multiply(differ, self.factor.logs[j] * scale, out=values)
                     view += values
         return out
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from _reference import FORMULAS
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn import config_context
+from sklearn import clone, config_context
 
 from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
@@ -273,10 +273,17 @@ def test_working_memory_pickle_and_dtype():
     loaded = pickle.loads(pickle.dumps(reg))
     assert_array_equal(loaded.predict(Q), reg.predict(Q))
     X32 = X.astype({"u": np.float32, "v": np.float32})
-    reg32 = KernelAttentionRegressor(categorical_features=[1, 3]).fit(X32, y)
-    assert (
-        reg32.predict(Q.astype({"u": np.float32, "v": np.float32})).dtype == np.float32
-    )
+    for lambdas in (0.3, [0.0, 0.5]):
+        # The gaussian's float32 logits (in base 2) take the categorical
+        # factor in the same base: float32 agrees with float64.
+        reg = KernelAttentionRegressor(
+            categorical_features=[1, 3], categorical_bandwidth=lambdas
+        )
+        pred32 = (
+            clone(reg).fit(X32, y).predict(Q.astype({"u": np.float32, "v": np.float32}))
+        )
+        assert pred32.dtype == np.float32
+        assert_allclose(pred32, reg.fit(X, y).predict(Q), rtol=0, atol=1e-5)
 
 
 def test_classifier_matches_product_kernel_loop():
