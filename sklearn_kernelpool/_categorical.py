@@ -27,6 +27,7 @@ Econometrics: Theory and Practice", Princeton University Press (2007),
 section 4.1.
 """
 
+import sys
 from numbers import Real
 
 import numpy as np
@@ -162,12 +163,12 @@ def _columns(X, mask):
 def _is_missing(column):
     """Missing entries of an object column: None, NaN, pandas' NA and NaT.
 
-    pandas is optional: without it, no entry can be one of its own missing
-    markers, and None and the values unequal to themselves (NaN, NaT) are.
+    pandas is optional and not imported here: where it was never imported,
+    no entry can be one of its missing markers, and None and the values
+    unequal to themselves (NaN, NaT) are the missing ones.
     """
-    try:
-        import pandas as pd
-    except ImportError:
+    pd = sys.modules.get("pandas")
+    if pd is None:
         return np.fromiter(map(_is_none_or_nan, column), dtype=bool, count=len(column))
     return np.asarray(pd.isna(column), dtype=bool)
 

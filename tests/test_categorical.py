@@ -634,7 +634,8 @@ def test_numpy_categories_without_pandas(monkeypatch):
     y = X[:, 0].astype(float) + (X[:, 1] == "b")
     with_pandas = KernelAttentionRegressor(categorical_features=[1]).fit(X, y)
     expected = with_pandas.predict(X[:5])
-    monkeypatch.setitem(sys.modules, "pandas", None)
+    # A process that never imported pandas.
+    monkeypatch.delitem(sys.modules, "pandas")
     reg = KernelAttentionRegressor(categorical_features=[1]).fit(X, y)
     assert_array_equal(reg.predict(X[:5]), expected)
     for missing in (None, float("nan"), np.nan):
@@ -642,3 +643,4 @@ def test_numpy_categories_without_pandas(monkeypatch):
         bad[3, 1] = missing
         with pytest.raises(ValueError, match="Categorical feature 1 holds missing"):
             KernelAttentionRegressor(categorical_features=[1]).fit(bad, y)
+    assert "pandas" not in sys.modules
