@@ -40,7 +40,7 @@ MIN_VARIANCE = 1e-3
 # Queries are interpolated and solved in chunks of this many rows.
 CHUNK_ROWS = 2**16
 # Default grid: nodes per bandwidth, and the largest grid per dimension.
-BINS_PER_WIDTH = {1: 40, 2: 24}
+BINS_PER_WIDTH = {1: 40, 2: 40}
 MAX_BINS = {1: 2**17, 2: 1024}
 MIN_BINS = 64
 

@@ -227,10 +227,10 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
     n_bins : int, array-like of int or None, default=None
         Grid nodes per feature of ``algorithm="binned"`` (also when
         ``"auto"`` picks it): one int for every feature, or one per feature,
-        each at least 2. ``None`` puts 40 nodes per bandwidth in one
-        dimension and 24 in two over the span of the keys plus the kernel's
-        support (at least 64 and at most 131072 nodes per axis in one
-        dimension, 1024 in two), which keeps the binning error below 1e-3
+        each at least 2. ``None`` puts 40 nodes per bandwidth over the
+        span of the keys plus the kernel's support (at least 64 nodes per
+        axis, and at most 131072 in one dimension, 1024 in two), which
+        keeps the binning error below 1e-3
         of the scale of ``y`` on smooth data for widths of at least 1/25 of
         each feature's range, with the smooth kernels (the boxcar kernel,
         discontinuous, errs by about the node spacing over the width). The
