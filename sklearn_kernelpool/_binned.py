@@ -19,6 +19,7 @@ binned sums computed elsewhere (summed over partitions, for instance).
 import numpy as np
 from scipy import fft
 
+from ._binning import _corners as corners
 from ._binning import cell_coordinates, linear_bin, make_grid
 
 # Unbounded kernels are sampled up to the scaled distance where they fall
@@ -162,16 +163,9 @@ def interpolate(grid, arrays, Q):
     boolean mask of the queries inside it.
     """
     index, fraction, inside = cell_coordinates(grid, Q)
-    d = len(grid.shape)
     flat_arrays = arrays.reshape(-1, arrays.shape[-1])
-    strides = np.cumprod((1,) + grid.shape[:0:-1])[::-1]
     out = np.zeros((len(Q), arrays.shape[-1]))
-    for corner in np.ndindex(*(2,) * d):
-        flat = (index + np.asarray(corner)) @ strides
-        share = np.prod(
-            np.where(np.asarray(corner, dtype=bool), fraction, 1.0 - fraction),
-            axis=1,
-        )
+    for flat, share in corners(grid, index, fraction):
         out += share[:, None] * flat_arrays[flat]
     return out, inside
 
@@ -243,7 +237,10 @@ class BinnedEngine:
         return mean, std, doubtful
 
     def _predict_chunk(self, Q, return_std):
-        sums, inside = interpolate(self.grid, self.convolved, Q)
+        columns = self.convolved
+        if not return_std:
+            columns = columns[..., : columns.shape[-1] - self.n_outputs]
+        sums, inside = interpolate(self.grid, columns, Q)
         d, p = self.n_features, self.n_outputs
         n_e = len(self.exponents)
         total = sums[:, 0]
@@ -253,7 +250,7 @@ class BinnedEngine:
         k = 1 if self.degree == 0 else 1 + d
         yw = means[:, n_e : n_e + k * p].reshape(-1, k, p)
         ybar = yw[:, 0]
-        y2 = means[:, n_e + k * p :]
+        y2 = means[:, n_e + k * p :] if return_std else 0.0
         if self.degree == 0:
             mean = ybar
             variance = y2 - ybar * ybar
@@ -285,9 +282,13 @@ class BinnedEngine:
 
 def binned_columns(values, weights, center):
     """``[w, w (y - center), w (y - center)**2]`` of the rows."""
-    c = values - center
-    w = weights[:, None]
-    return np.hstack([w, w * c, w * c * c])
+    n, p = values.shape
+    out = np.empty((n, 1 + 2 * p))
+    out[:, 0] = weights
+    np.subtract(values, center, out=out[:, 1 : 1 + p])
+    np.multiply(out[:, 1 : 1 + p], out[:, 1 : 1 + p], out=out[:, 1 + p :])
+    out[:, 1:] *= weights[:, None]
+    return out
 
 
 def fit_engine(keys, values, weights, kernel, bandwidth, degree, n_bins=None):

@@ -107,9 +107,11 @@ class BinnedKernelPool:
         self.n_outputs = values.shape[1]
         self.n_samples_fit = keys.shape[0]
         support = sample_weight > 0
+        if np.all(support):
+            support = slice(None)  # no copy
         self.binned = _binned.fit_engine(
             keys[support],
-            values[support].astype(np.float64),
+            values[support].astype(np.float64, copy=False),
             sample_weight[support],
             kernel,
             self._arguments["bandwidth"],

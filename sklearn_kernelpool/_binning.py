@@ -98,16 +98,30 @@ def linear_bin(grid, X, columns):
         raise ValueError("linear_bin needs every row inside the grid.")
     columns = np.asarray(columns, dtype=np.float64)
     n_nodes = int(np.prod(grid.shape))
-    d = len(grid.shape)
-    out = np.zeros((n_nodes, columns.shape[1]))
-    strides = np.cumprod((1,) + grid.shape[:0:-1])[::-1]
-    # Every corner of the cell: its flat index and its weight.
-    for corner in np.ndindex(*(2,) * d):
-        flat = (index + np.asarray(corner)) @ strides
-        share = np.prod(
-            np.where(np.asarray(corner, dtype=bool), fraction, 1.0 - fraction),
-            axis=1,
-        )
-        for c in range(columns.shape[1]):
-            out[:, c] += np.bincount(flat, share * columns[:, c], minlength=n_nodes)
+    out = np.empty((n_nodes, columns.shape[1]))
+    corners = _corners(grid, index, fraction)
+    for c in range(columns.shape[1]):
+        total = None
+        for flat, share in corners:
+            binned = np.bincount(flat, share * columns[:, c], minlength=n_nodes)
+            total = binned if total is None else total + binned
+        out[:, c] = total
     return out.reshape(grid.shape + (columns.shape[1],))
+
+
+def _corners(grid, index, fraction):
+    """The flat node index and the linear-interpolation weight of each row
+    at each corner of its cell."""
+    if len(grid.shape) == 1:
+        i, f = index[:, 0], fraction[:, 0]
+        return [(i, 1.0 - f), (i + 1, f)]
+    m = grid.shape[1]
+    flat = index[:, 0] * m + index[:, 1]
+    fx, fy = fraction[:, 0], fraction[:, 1]
+    gx, gy = 1.0 - fx, 1.0 - fy
+    return [
+        (flat, gx * gy),
+        (flat + 1, gx * fy),
+        (flat + m, fx * gy),
+        (flat + m + 1, fx * fy),
+    ]
