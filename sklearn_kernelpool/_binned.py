@@ -178,8 +178,9 @@ class BinnedEngine:
     convolved sums and the weighted mean of the values; never the rows.
 
     Binned columns, in order: the weight ``w``, the centred weighted values
-    ``w (y - center)`` (``n_outputs`` columns) and, with ``return_std``
-    support, ``w (y - center)**2``. :func:`binned_columns` forms them.
+    ``w (y - center)`` (``n_outputs`` columns) and, optionally, for
+    ``return_std``, ``w (y - center)**2`` (``n_outputs`` more).
+    :func:`binned_columns` forms them.
     """
 
     def __init__(self, grid, sums, kernel, bandwidth, degree, center, n_outputs):
@@ -200,7 +201,9 @@ class BinnedEngine:
         # linear powers; squared values with the constant one.
         pairs = [(0, e) for e in range(n_e)]
         pairs += [(1 + j, e) for e in range(1 + d * (degree == 1)) for j in range(p)]
-        pairs += [(1 + p + j, 0) for j in range(p)]
+        self.has_squares = sums.shape[-1] == 1 + 2 * p
+        if self.has_squares:
+            pairs += [(1 + p + j, 0) for j in range(p)]
         self.total = float(sums[..., 0].sum())
         self.convolved = convolve(sums, stencil_array, pairs)
         ratio = (self.grid.step / self.bandwidth) ** 2
@@ -208,8 +211,9 @@ class BinnedEngine:
 
     @classmethod
     def from_grid_sums(cls, grid, sums, kernel, bandwidth, degree, center):
-        """The engine of binned sums (grid.shape + (1 + 2 p,)), see above."""
-        n_outputs = (sums.shape[-1] - 1) // 2
+        """The engine of binned sums of shape grid.shape + (1 + p,), or
+        (1 + 2 p,) with the squares; ``center`` of shape (p,)."""
+        n_outputs = len(np.atleast_1d(center))
         return cls(grid, sums, kernel, bandwidth, degree, center, n_outputs)
 
     def predict(self, Q, return_std=False):
@@ -238,7 +242,9 @@ class BinnedEngine:
 
     def _predict_chunk(self, Q, return_std):
         columns = self.convolved
-        if not return_std:
+        if return_std and not self.has_squares:
+            raise ValueError("This binned engine was built without the squares.")
+        if not return_std and self.has_squares:
             columns = columns[..., : columns.shape[-1] - self.n_outputs]
         sums, inside = interpolate(self.grid, columns, Q)
         d, p = self.n_features, self.n_outputs
@@ -280,25 +286,29 @@ class BinnedEngine:
         return mean, std, bad
 
 
-def binned_columns(values, weights, center):
-    """``[w, w (y - center), w (y - center)**2]`` of the rows."""
+def binned_columns(values, weights, center, squares=True):
+    """``[w, w (y - center), w (y - center)**2]`` of the rows (without the
+    last block unless ``squares``)."""
     n, p = values.shape
     out = np.empty((n, 1 + 2 * p))
     out[:, 0] = weights
     np.subtract(values, center, out=out[:, 1 : 1 + p])
     np.multiply(out[:, 1 : 1 + p], out[:, 1 : 1 + p], out=out[:, 1 + p :])
     out[:, 1:] *= weights[:, None]
-    return out
+    return out if squares else out[:, : 1 + p]
 
 
-def fit_engine(keys, values, weights, kernel, bandwidth, degree, n_bins=None):
+def fit_engine(
+    keys, values, weights, kernel, bandwidth, degree, n_bins=None, squares=True
+):
     """Bin the rows and build their :class:`BinnedEngine`.
 
     ``keys`` (n, d) unscaled, ``values`` (n, p), ``weights`` (n,) positive;
     ``bandwidth`` a float or one per feature; ``n_bins`` None (automatic,
     :func:`default_bins`), an int or one per feature. The grid spans the
     keys plus the truncation radius (:func:`truncation_radius`; for the
-    cauchy kernel ``CAUCHY_MARGIN`` bandwidths).
+    cauchy kernel ``CAUCHY_MARGIN`` bandwidths). ``squares``: whether to
+    bin the squared values too, which ``return_std`` needs.
     """
     keys = np.asarray(keys, dtype=np.float64)
     d = keys.shape[1]
@@ -312,5 +322,6 @@ def fit_engine(keys, values, weights, kernel, bandwidth, degree, n_bins=None):
     grid = make_grid(lower, upper, n_bins)
     weights = np.asarray(weights, dtype=np.float64)
     center = weights @ values / weights.sum()
-    sums = linear_bin(grid, keys, binned_columns(values, weights, center))
+    columns = binned_columns(values, weights, center, squares)
+    sums = linear_bin(grid, keys, columns)
     return BinnedEngine.from_grid_sums(grid, sums, kernel, bandwidth, degree, center)

@@ -106,19 +106,30 @@ class BinnedKernelPool:
         self.on_empty = on_empty
         self.n_outputs = values.shape[1]
         self.n_samples_fit = keys.shape[0]
-        support = sample_weight > 0
+        self.binned = self._fit_engine(squares=False)
+        self.n_bins = np.asarray(self.binned.grid.shape)
+
+    def _fit_engine(self, squares):
+        a = self._arguments
+        support = a["sample_weight"] > 0
         if np.all(support):
             support = slice(None)  # no copy
-        self.binned = _binned.fit_engine(
-            keys[support],
-            values[support].astype(np.float64, copy=False),
-            sample_weight[support],
-            kernel,
-            self._arguments["bandwidth"],
-            degree,
-            self._arguments["n_bins"],
+        return _binned.fit_engine(
+            a["keys"][support],
+            a["values"][support].astype(np.float64, copy=False),
+            a["sample_weight"][support],
+            a["kernel"],
+            a["bandwidth"],
+            a["degree"],
+            a["n_bins"],
+            squares=squares,
         )
-        self.n_bins = np.asarray(self.binned.grid.shape)
+
+    @functools.cached_property
+    def binned_std(self):
+        """The engine with the squared values too, for ``return_std``,
+        binned on first use."""
+        return self._fit_engine(squares=True)
 
     def __getstate__(self):
         return {"arguments": self._arguments}
@@ -145,7 +156,12 @@ class BinnedKernelPool:
 
     def __getattr__(self, name):
         # What the binned path does not hold is the exact engine's.
-        if name.startswith("__") or name in ("_arguments", "binned", "exact_pool"):
+        if name.startswith("__") or name in (
+            "_arguments",
+            "binned",
+            "binned_std",
+            "exact_pool",
+        ):
             raise AttributeError(name)
         return getattr(self.exact_pool, name)
 
@@ -161,7 +177,8 @@ class BinnedKernelPool:
         engine, which applies the ``on_empty`` policy to the empty ones.
         """
         Q = np.asarray(X, dtype=np.float64)
-        mean, std, doubtful = self.binned.predict(Q, return_std)
+        engine = self.binned_std if return_std else self.binned
+        mean, std, doubtful = engine.predict(Q, return_std)
         if np.any(doubtful):
             exact = self.exact_pool.pool(
                 X[doubtful], n_jobs=n_jobs, return_std=return_std
