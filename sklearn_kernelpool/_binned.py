@@ -259,7 +259,7 @@ class BinnedEngine:
         y2 = means[:, n_e + k * p :] if return_std else 0.0
         if self.degree == 0:
             mean = ybar
-            variance = y2 - ybar * ybar
+            variance = y2 - ybar * ybar if return_std else None
         else:
             m = means[:, 1 : 1 + d]
             second = np.empty((len(Q), d, d))
@@ -276,7 +276,9 @@ class BinnedEngine:
             beta = np.linalg.solve(cov, cross)
             # u is (k - q) / h: the estimate at q is ybar - beta . m.
             mean = ybar - np.einsum("nfk,nf->nk", beta, m)
-            variance = y2 - ybar * ybar - np.einsum("nfk,nfk->nk", beta, cross)
+            if return_std:
+                variance = y2 - ybar * ybar
+                variance -= np.einsum("nfk,nfk->nk", beta, cross)
         mean = mean + self.center
         mean[bad] = np.nan
         std = None
