@@ -251,3 +251,21 @@ def test_engine_from_grid_sums_matches_fit():
     assert not doubtful.any()
     exact = KernelAttentionRegressor(bandwidth=0.1, degree=1).fit(X, y).predict(Q)
     assert np.max(np.abs(mean[:, 0] - exact)) < TOLERANCE
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_real_data_matches_exact(degree):
+    """Engel's food expenditure against income (statsmodels), and two
+    diabetes features (scikit-learn): binned and exact agree within the
+    documented tolerance at a width of 1/10 of the range."""
+    from sklearn.datasets import load_diabetes
+
+    engel = pytest.importorskip("statsmodels.datasets.engel").load_pandas().data
+    X1 = engel[["income"]].to_numpy()
+    y1 = engel["foodexp"].to_numpy()
+    diabetes = load_diabetes()
+    X2, y2 = diabetes.data[:, [2, 3]], diabetes.target
+    for X, y in [(X1, y1), (X2, y2)]:
+        h = np.ptp(X, axis=0) / 10
+        error, _ = compare(X, y, X, bandwidth=h, degree=degree)
+        assert error < TOLERANCE
