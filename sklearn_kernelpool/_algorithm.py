@@ -5,7 +5,7 @@ import numpy as np
 from ._adaptive import expected_neighbors as adaptive_neighbors
 from ._chunking import row_batches
 
-ALGORITHMS = ("auto", "brute", "kd_tree", "ball_tree")
+ALGORITHMS = ("auto", "brute", "kd_tree", "ball_tree", "binned")
 
 # How many keys the neighbourhood estimate looks at, as queries and as keys.
 _N_PROBE_QUERIES = 256
@@ -22,6 +22,43 @@ _N_PROBE_KEYS = 8192
 # n_features.
 _TREE_MAX_FRACTION = {1: 0.15, 2: 0.05, 4: 0.02, 8: 0.0}
 _TREE_MIN_KEYS = 2000
+
+# The rule of "auto" for the binned path (:mod:`._binned`), read off
+# ``benchmarks/bench_binned.py --crossover`` (uniform keys, as many queries
+# as keys, width 1/25 of the range, 2 shared cores; fit + predict, the exact
+# path timed on 5000 queries and scaled): binned over the fastest exact path
+# was 28x (1-D gaussian, brute), 81x (1-D epanechnikov, k-d tree) and 1.6x
+# (2-D epanechnikov, k-d tree) at n = 1e4, and 15x to 6000x at n = 1e5. The
+# binned time barely depends on n or on the width, while the exact paths
+# grow with the keys times the neighbours, so narrower widths move the
+# crossover up. It is picked for one or two continuous features, a built-in
+# kernel but the constant one, a fixed width, at least _BINNED_MIN_KEYS keys
+# (well above the crossover, which also keeps every choice on smaller data
+# as it was), and only where the default grid resolves the width with at
+# least _BINNED_MIN_BINS_PER_WIDTH nodes: the grid is capped, and narrower
+# widths, which it would bin coarsely, get the exact paths.
+_BINNED_MIN_KEYS = 100_000
+_BINNED_MIN_BINS_PER_WIDTH = 16
+
+
+def prefers_binned(n_keys, n_features, bandwidth, span, kernel):
+    """Whether ``algorithm="auto"`` picks the binned path.
+
+    ``bandwidth`` and ``span`` (the extent of the keys) per feature; the
+    callers have excluded user kernels, categorical features, adaptive
+    widths and sparse keys.
+    """
+    from ._binned import default_bins, truncation_radius
+
+    if n_features > 2 or n_keys < _BINNED_MIN_KEYS or kernel.name == "constant":
+        return False
+    radius = truncation_radius(kernel)
+    margin = 8.0 if not np.isfinite(radius) else radius
+    width = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (n_features,))
+    total = np.asarray(span, dtype=np.float64) + 2 * margin * width
+    bins = default_bins(total, width, n_features)
+    per_width = width / (total / (bins - 1))
+    return bool(np.all(per_width >= _BINNED_MIN_BINS_PER_WIDTH))
 
 
 def _max_fraction(n_features):
@@ -57,7 +94,8 @@ def choose_algorithm(algorithm, kernel, keys, n_neighbors=None, bandwidth=1.0):
     Parameters
     ----------
     algorithm : {"auto", "brute", "kd_tree", "ball_tree"}
-        The ``algorithm`` parameter.
+        The ``algorithm`` parameter ("binned" is decided before, by
+        :func:`prefers_binned`).
     kernel : Kernel
         The kernel.
     keys : ndarray of shape (n_keys, n_features)

@@ -14,8 +14,9 @@ from sklearn.utils.validation import (
 )
 
 from . import _categorical
-from ._algorithm import ALGORITHMS
+from ._algorithm import ALGORITHMS, prefers_binned
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
+from ._binned_pool import BinnedKernelPool
 from ._brute import check_kernel_callable
 from ._pooling import KernelPool, resolve_kernel
 from ._sparse import (
@@ -193,7 +194,24 @@ def fit_pool(estimator, X, values, sample_weight, **options):
         check_kernel_callable(estimator.kernel, X.dtype)
     if options.get("n_neighbors") is not None:
         options["n_neighbors"] = int(options["n_neighbors"])
-    estimator._pool = KernelPool(
+    engine = KernelPool
+    n_bins = getattr(estimator, "n_bins", None)
+    if algorithm == "binned" or (
+        algorithm == "auto"
+        and mask is None
+        and not callable(estimator.kernel)
+        and options.get("n_neighbors") is None
+        and prefers_binned(
+            X.shape[0],
+            X.shape[1],
+            estimator.bandwidth_,
+            np.ptp(X, axis=0),
+            resolve_kernel(estimator.kernel),
+        )
+    ):
+        engine, algorithm = BinnedKernelPool, "binned"
+        options["n_bins"] = n_bins
+    estimator._pool = engine(
         X,
         values,
         weights,

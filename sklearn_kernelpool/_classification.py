@@ -21,7 +21,7 @@ from ._persistence import (
     check_picklable_kernel,
     deepcopy_estimator,
 )
-from ._sparse import TREES
+from ._sparse import DENSE_ONLY
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
 ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")
@@ -75,7 +75,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         ``n_empty`` attribute counts the queries that fell back. There is no
         ``"nan"`` policy: a row of NaN probabilities has no class.
 
-    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, default="auto"
         How the weights are computed, as for
         :class:`KernelAttentionRegressor`; the tree paths need a kernel of
         compact support. The choice is the fitted ``algorithm_``, and every
@@ -152,6 +152,17 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         is at distance zero gets the limit of a vanishing width: the keys at
         distance zero from it, averaged with their sample weights, whatever
         the kernel.
+    n_bins : int, array-like of int or None, default=None
+        Grid nodes per feature of ``algorithm="binned"`` (also when
+        ``"auto"`` picks it): one int for every feature, or one per feature,
+        each at least 2. ``None`` puts 40 nodes per bandwidth over the
+        span of the keys plus the kernel's support (at least 64 nodes per
+        axis, and at most 131072 in one dimension, 1024 in two), which
+        keeps the binning error below 1e-3
+        of the scale of ``y`` on smooth data for widths of at least 1/25 of
+        each feature's range, with the smooth kernels (the boxcar kernel,
+        discontinuous, errs by about the node spacing over the width). The
+        error falls as the square of the spacing. Unused on the other paths.
 
     Attributes
     ----------
@@ -246,6 +257,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         **CATEGORICAL_CONSTRAINTS,
         "on_empty": [StrOptions(set(ON_EMPTY_CLASSIFIER))],
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
+        "n_bins": [Interval(Integral, 2, None, closed="left"), "array-like", None],
     }
 
     def __init__(
@@ -259,6 +271,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         categorical_features=None,
         categorical_bandwidth=0.1,
         n_neighbors=None,
+        n_bins=None,
     ):
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -268,6 +281,7 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         self.categorical_features = categorical_features
         self.categorical_bandwidth = categorical_bandwidth
         self.n_neighbors = n_neighbors
+        self.n_bins = n_bins
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -397,5 +411,5 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.poor_score = self.kernel == "constant"
         # SciPy sparse X, on the brute-force path.
-        tags.input_tags.sparse = self.algorithm not in TREES
+        tags.input_tags.sparse = self.algorithm not in DENSE_ONLY
         return tags

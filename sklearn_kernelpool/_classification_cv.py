@@ -484,7 +484,7 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "per_feature": ["boolean", StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY_CLASSIFIER))],
-        "algorithm": [StrOptions(set(ALGORITHMS))],
+        "algorithm": [StrOptions(set(ALGORITHMS) - {"binned"})],
         "n_jobs": N_JOBS_CONSTRAINT,
         "verbose": ["verbose"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],

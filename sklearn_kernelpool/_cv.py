@@ -41,7 +41,7 @@ from ._guard import guard_widths
 from ._loo import FALLBACK_BYTES_PER_KEY, HeldOut
 from ._pooling import ON_EMPTY
 from ._regression import KernelAttentionRegressor
-from ._sparse import TREES, dense_keys
+from ._sparse import DENSE_ONLY, dense_keys
 from ._validation import (
     check_squares,
     coordinate_limit,
@@ -753,7 +753,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "degree": [Interval(Integral, 0, 1, closed="both"), StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY))],
-        "algorithm": [StrOptions(set(ALGORITHMS))],
+        "algorithm": [StrOptions(set(ALGORITHMS) - {"binned"})],
         "n_jobs": N_JOBS_CONSTRAINT,
         "verbose": ["verbose"],
         "categorical_features": CATEGORICAL_CONSTRAINTS["categorical_features"],
@@ -1928,7 +1928,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         # SciPy sparse X, on the brute-force path.
-        tags.input_tags.sparse = self.algorithm not in TREES
+        tags.input_tags.sparse = self.algorithm not in DENSE_ONLY
         # One isotropic width over ten features, one of them informative (the
         # common checks' data), smooths the training fit to R^2 < 0.5 at a
         # cross-validated bandwidth; learned per-feature widths do better.

@@ -14,6 +14,7 @@ from .kernels import _REGISTRY, KERNELS, Kernel
 # engine saves only what rebuilds it (see KernelPool.__getstate__): no tree,
 # and no type of another package.
 _PACKAGE_TYPES = (
+    "sklearn_kernelpool._binned_pool.BinnedKernelPool",
     "sklearn_kernelpool._classification.KernelAttentionClassifier",
     "sklearn_kernelpool._cv.KernelAttentionRegressorCV",
     "sklearn_kernelpool._pooling.KernelPool",

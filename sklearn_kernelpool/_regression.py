@@ -25,7 +25,7 @@ from ._persistence import (
     deepcopy_estimator,
 )
 from ._pooling import ON_EMPTY
-from ._sparse import TREES
+from ._sparse import DENSE_ONLY
 from ._xp_pool import (
     array_api_namespace,
     check_same_namespace,
@@ -117,7 +117,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         :class:`~sklearn_kernelpool.EmptyNeighborhoodWarning`, whose
         ``n_empty`` attribute counts the queries that fell back.
 
-    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, default="auto"
         How the weights are computed:
 
         - ``"brute"``: distances to every key by BLAS, in chunks of queries
@@ -131,7 +131,21 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
           support holds a small enough fraction of the keys for the number
           of features (the rule is measured in ``benchmarks/`` and given in
           the user guide), brute force otherwise, and always for SciPy
-          sparse ``X`` (which the trees refuse).
+          sparse ``X`` (which the trees refuse). With one or two continuous
+          features, at least 100000 keys and a width the default grid
+          resolves with at least 16 nodes, ``"binned"``.
+        - ``"binned"``: for one or two continuous features, the kernel sums
+          are computed on a regular grid by linear binning and one FFT
+          convolution, then interpolated linearly to the queries (R's
+          KernSmooth; see the user guide's page on the binned path): a time
+          nearly independent of the number of keys and of the width, at a
+          small binning error controlled by ``n_bins``. Queries the grid
+          leaves undecided, and the methods that need each key's attention
+          weight (``attention_weights``, standard errors, intervals,
+          gradients, diagnostics), use the exact engine, built on first use
+          from the training rows. Refused for more than two features, user
+          kernel callables, categorical features, ``n_neighbors``, sparse
+          and non-NumPy arrays.
 
         The choice is the fitted ``algorithm_``. Every path gives the same
         predictions up to rounding.
@@ -210,6 +224,17 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         is at distance zero gets the limit of a vanishing width: the keys at
         distance zero from it, averaged with their sample weights, whatever
         the kernel.
+    n_bins : int, array-like of int or None, default=None
+        Grid nodes per feature of ``algorithm="binned"`` (also when
+        ``"auto"`` picks it): one int for every feature, or one per feature,
+        each at least 2. ``None`` puts 40 nodes per bandwidth over the
+        span of the keys plus the kernel's support (at least 64 nodes per
+        axis, and at most 131072 in one dimension, 1024 in two), which
+        keeps the binning error below 1e-3
+        of the scale of ``y`` on smooth data for widths of at least 1/25 of
+        each feature's range, with the smooth kernels (the boxcar kernel,
+        discontinuous, errs by about the node spacing over the width). The
+        error falls as the square of the spacing. Unused on the other paths.
 
     Attributes
     ----------
@@ -333,6 +358,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         "degree": [Interval(Integral, 0, 1, closed="both")],
         "on_empty": [StrOptions(set(ON_EMPTY))],
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
+        "n_bins": [Interval(Integral, 2, None, closed="left"), "array-like", None],
     }
 
     def __init__(
@@ -347,6 +373,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         categorical_features=None,
         categorical_bandwidth=0.1,
         n_neighbors=None,
+        n_bins=None,
     ):
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -357,6 +384,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         self.categorical_features = categorical_features
         self.categorical_bandwidth = categorical_bandwidth
         self.n_neighbors = n_neighbors
+        self.n_bins = n_bins
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -990,7 +1018,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         tags.target_tags.multi_output = True
         tags.regressor_tags.poor_score = self.kernel == "constant"
         # SciPy sparse X, on the brute-force path.
-        tags.input_tags.sparse = self.algorithm not in TREES
+        tags.input_tags.sparse = self.algorithm not in DENSE_ONLY
         # The array API path: degree 0, a named kernel, brute force.
         tags.array_api_support = (
             self.degree == 0

@@ -24,16 +24,19 @@ FIT_FORMATS = ("csr", "csc")
 QUERY_FORMATS = ("csr",)
 
 TREES = ("kd_tree", "ball_tree")
+# The paths that need dense keys.
+DENSE_ONLY = (*TREES, "binned")
 
 
 def check_sparse_algorithm(algorithm, X):
-    """Refuse a tree ``algorithm`` for sparse keys ``X``."""
-    if issparse(X) and algorithm in TREES:
+    """Refuse a tree or binned ``algorithm`` for sparse keys ``X``."""
+    if issparse(X) and algorithm in DENSE_ONLY:
         raise ValueError(
             f"algorithm={algorithm!r} cannot use sparse X (a "
-            f"{type(X).__name__} of shape {X.shape}): the trees index dense "
-            "points only. Use algorithm='brute' or 'auto' (which picks brute "
-            "force for sparse X), or pass dense X (X.toarray())."
+            f"{type(X).__name__} of shape {X.shape}): the trees and the grid "
+            "of the binned path index dense points only. Use algorithm='brute' "
+            "or 'auto' (which picks brute force for sparse X), or pass dense X "
+            "(X.toarray())."
         )
 
 

@@ -60,7 +60,7 @@ def _move(array, xp, device_):
 
 def check_array_api_parameters(estimator):
     """Refuse, for non-NumPy input, what only the NumPy engine does."""
-    if estimator.algorithm in ("kd_tree", "ball_tree"):
+    if estimator.algorithm in ("kd_tree", "ball_tree", "binned"):
         raise ValueError(
             f"algorithm={estimator.algorithm!r} works on NumPy arrays only; "
             "arrays of other namespaces (PyTorch, CuPy...) are pooled by brute "

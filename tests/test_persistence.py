@@ -85,6 +85,20 @@ def _configurations():
     )
     yield "per_feature", KernelAttentionRegressor(bandwidth=[0.3, 0.6]), 2, None
     yield (
+        "binned",
+        KernelAttentionRegressor(
+            bandwidth=[0.3, 0.6], algorithm="binned", degree=1, n_bins=[64, 80]
+        ),
+        2,
+        None,
+    )
+    yield (
+        "binned32",
+        KernelAttentionClassifier(kernel="biweight", bandwidth=0.5, algorithm="binned"),
+        1,
+        np.float32,
+    )
+    yield (
         "user_kernel",
         KernelAttentionRegressor(kernel=module_kernel, bandwidth=0.5),
         2,

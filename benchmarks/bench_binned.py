@@ -1,0 +1,195 @@
+"""Time the binned path (algorithm="binned") against the exact paths and KDEpy.
+
+Usage::
+
+    python benchmarks/bench_binned.py            # every row (a few minutes)
+    python benchmarks/bench_binned.py --quick    # smaller sizes (under a minute)
+    python benchmarks/bench_binned.py --crossover  # binned against exact by n
+    python benchmarks/bench_binned.py --memory   # peak RSS of predict, by queries
+
+Rows (ratios are what to read; the machine is shared and noisy):
+
+- 1-D gaussian, n keys x n queries: fit + predict of the binned path
+  against the fastest exact path at the same width (brute force for the
+  gaussian, timed on a subset of the queries and scaled to all of them),
+  and the relative error of the binned predictions on that subset;
+- 1-D, 10 n keys: fit + predict time of the binned path;
+- 2-D epanechnikov, n x n: binned against the k-d tree at the same width
+  (timed on a subset of queries and scaled), and the error;
+- KDEpy: its FFTKDE applied to Nadaraya-Watson, two FFT densities (of the
+  weights and of the weights times the values, shifted positive) on one
+  grid, their ratio interpolated to the queries, against the binned path
+  with the same grid size and kernel;
+- memory: peak RSS growth of predict on m and 10 m queries, each in a fresh
+  subprocess.
+"""
+
+import argparse
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from sklearn_kernelpool import KernelAttentionRegressor
+
+
+def data(n, d, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (n, d))
+    y = np.sin(6 * X.sum(axis=1)) + X[:, 0] ** 2
+    return X, y
+
+
+def timed(func):
+    start = time.perf_counter()
+    out = func()
+    return time.perf_counter() - start, out
+
+
+def binned_run(X, y, Q, **params):
+    est = KernelAttentionRegressor(algorithm="binned", **params)
+    return timed(lambda: est.fit(X, y).predict(Q))
+
+
+def exact_scaled(X, y, Q, n_sub, algorithm, **params):
+    """Time of fit + predict on all of Q, from predict on n_sub queries."""
+    est = KernelAttentionRegressor(algorithm=algorithm, **params)
+    t_fit, _ = timed(lambda: est.fit(X, y))
+    t_sub, pred = timed(lambda: est.predict(Q[:n_sub]))
+    return t_fit + t_sub * len(Q) / n_sub, pred
+
+
+def row(name, binned, exact, error=None, target=""):
+    ratio = exact / binned if exact else float("nan")
+    err = "" if error is None else f"  error {error:.2e}"
+    print(
+        f"{name:<40} binned {binned:7.2f} s  other {exact:9.2f} s  "
+        f"ratio {ratio:7.1f}x{err}  {target}",
+        flush=True,
+    )
+
+
+def one_d(n, n_sub):
+    X, y = data(n, 1)
+    Q, _ = data(n, 1, seed=1)
+    h = 1 / 25
+    tb, pb = binned_run(X, y, Q, bandwidth=h)
+    te, pe = exact_scaled(X, y, Q, n_sub, "brute", bandwidth=h)
+    error = np.max(np.abs(pb[:n_sub] - pe)) / np.std(y)
+    row(f"1-D gaussian {n:.0e} x {n:.0e}", tb, te, error, "(target >= 10x, <= 1e-3)")
+    X, y = data(10 * n, 1)
+    tb, _ = binned_run(X, y, Q[: n // 10], bandwidth=h)
+    print(f"1-D gaussian {10 * n:.0e} keys: fit + predict {tb:.2f} s (target <= 3 s)")
+
+
+def two_d(n, n_sub):
+    X, y = data(n, 2)
+    Q, _ = data(n, 2, seed=1)
+    h = 1 / 25
+    params = dict(kernel="epanechnikov", bandwidth=h)
+    tb, pb = binned_run(X, y, Q, **params)
+    te, pe = exact_scaled(X, y, Q, n_sub, "kd_tree", **params)
+    error = np.max(np.abs(pb[:n_sub] - pe)) / np.std(y)
+    row(f"2-D epanechnikov {n:.0e} x {n:.0e}", tb, te, error, "(target >= 10x)")
+
+
+def kdepy(n):
+    try:
+        from KDEpy import FFTKDE
+    except ImportError:
+        print("KDEpy: not installed, row skipped (pip install KDEpy)")
+        return
+    X, y = data(n, 1)
+    Q, _ = data(n, 1, seed=1)
+    h = 1 / 25
+    est = KernelAttentionRegressor(algorithm="binned", bandwidth=h)
+    tb, pb = timed(lambda: est.fit(X, y).predict(Q))
+    n_grid = int(est._pool.n_bins[0])
+    shift = 1.0 - y.min()
+
+    def nadaraya_watson():
+        lo, hi = X.min() - 8 * h, X.max() + 8 * h
+        grid = np.linspace(lo, hi, n_grid)
+        x = X[:, 0]
+        den = FFTKDE(kernel="gaussian", bw=h).fit(x).evaluate(grid)
+        num = FFTKDE(kernel="gaussian", bw=h).fit(x, weights=y + shift)
+        num = num.evaluate(grid) * np.sum(y + shift) / len(y)
+        return np.interp(Q[:, 0], grid, num / den) - shift
+
+    tk, pk = timed(nadaraya_watson)
+    error = np.max(np.abs(pb - pk)) / np.std(y)
+    row(f"KDEpy FFTKDE N-W {n:.0e} x {n:.0e}", tb, tk, error, "(target ratio >= 1/1.5)")
+
+
+def memory_child(m):
+    # Keys few enough that the fit's own peak stays below predict's.
+    X, y = data(10_000, 1)
+    est = KernelAttentionRegressor(algorithm="binned", bandwidth=1 / 25).fit(X, y)
+    Q = np.empty((m, 1))
+    np.random.default_rng(1).random(out=Q)  # no temporary
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    est.predict(Q)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print((after - before) / 1024)
+
+
+def memory(m):
+    growth = []
+    for size in (m, 10 * m):
+        out = subprocess.run(
+            [sys.executable, __file__, "--memory-child", str(size)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        growth.append(float(out.stdout.split()[-1]))
+    print(
+        f"memory: peak RSS growth of predict {growth[0]:.0f} MiB on {m:.0e} "
+        f"queries, {growth[1]:.0f} MiB on {10 * m:.0e}, of which the outputs "
+        f"{8 * m / 2**20:.0f} and {80 * m / 2**20:.0f} MiB (target: the rest flat)"
+    )
+
+
+def crossover():
+    for d, kernel in [(1, "gaussian"), (1, "epanechnikov"), (2, "epanechnikov")]:
+        for n in (10_000, 30_000, 100_000, 300_000):
+            X, y = data(n, d)
+            Q, _ = data(n, d, seed=1)
+            params = dict(kernel=kernel, bandwidth=1 / 25)
+            tb, _ = binned_run(X, y, Q, **params)
+            algorithm = "brute" if kernel == "gaussian" else "kd_tree"
+            te, _ = exact_scaled(X, y, Q, min(n, 5000), algorithm, **params)
+            row(f"crossover {d}-D {kernel} n={n}", tb, te)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--crossover", action="store_true")
+    parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child)
+        return
+    if args.crossover:
+        crossover()
+        return
+    n = 100_000 if args.quick else 1_000_000
+    # Imports and first-call setup are not timed.
+    warm_X, warm_y = data(1000, 2)
+    binned_run(warm_X[:, :1], warm_y, warm_X[:, :1], bandwidth=0.1)
+    binned_run(warm_X, warm_y, warm_X, bandwidth=0.1)
+    if args.memory:
+        memory(n)
+        return
+    one_d(n, 2000)
+    two_d(n, 20_000)
+    kdepy(n)
+    memory(n // 10 if args.quick else n)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,329 @@
+"""The binned engine: kernel sums on a grid by one FFT convolution.
+
+For one or two continuous features, the sums the engine needs at a query
+``q`` (``sum_i w_i alpha(u_i) u_i**p`` and the same times ``y_i``, with
+``u_i = (k_i - q) / h``) are computed as in R's KernSmooth (Wand 1994, "Fast
+computation of multivariate kernel estimators"; ``locpoly``): the weights,
+the weighted values and their squares are linearly binned onto a regular
+grid (:mod:`._binning`), convolved with the kernel sampled on the grid's
+offsets times the powers ``u**p`` (:func:`stencils`, :func:`convolve`), and
+the convolved sums are interpolated linearly to the queries
+(:func:`interpolate`). The local-constant and local-linear estimates are
+then solved at each query from its interpolated sums.
+
+A :class:`BinnedEngine` holds the grid sums after the convolution and
+nothing of the rows: :meth:`BinnedEngine.from_grid_sums` builds one from
+binned sums computed elsewhere (summed over partitions, for instance).
+"""
+
+import numpy as np
+from scipy import fft
+
+from ._binning import _corners as corners
+from ._binning import cell_coordinates, linear_bin, make_grid
+
+# Unbounded kernels are sampled up to the scaled distance where they fall
+# below this fraction of their peak: 7.43 bandwidths for the gaussian, 27.6
+# for the exponential and the laplacian.
+TAIL = 1e-12
+# The cauchy kernel falls below TAIL only at 1e6 bandwidths: its stencil
+# instead covers the whole grid (every key-to-node offset), which is exact up
+# to binning; the grid then spans the keys plus this many bandwidths.
+CAUCHY_MARGIN = 8.0
+# A query is left to the exact engine when its interpolated weight sum is at
+# most this fraction of the total weight (no key near it; FFT rounding is
+# about 1e-16 of the total), or, for degree=1, when the smallest eigenvalue
+# of its local covariance of the scaled keys is below
+# ``MIN_VARIANCE + 4 max_j (step_j / h_j)**2`` (linear binning alone spreads
+# one key over a variance of up to (step / h)**2 / 4).
+MIN_WEIGHT = 1e-9
+MIN_VARIANCE = 1e-3
+# Queries are interpolated and solved in chunks of this many rows.
+CHUNK_ROWS = 2**16
+# Default grid: nodes per bandwidth, and the largest grid per dimension.
+BINS_PER_WIDTH = {1: 40, 2: 40}
+MAX_BINS = {1: 2**17, 2: 1024}
+MIN_BINS = 64
+
+
+def truncation_radius(kernel):
+    """The scaled distance beyond which ``kernel`` is taken as zero.
+
+    The support radius of a compact kernel; for an unbounded one, where it
+    falls below ``TAIL`` of its peak; ``numpy.inf`` for the cauchy kernel
+    (whose stencil spans the grid) and for the constant kernel (which needs
+    no grid: its estimate is the global weighted mean).
+    """
+    if kernel.is_compact:
+        return float(kernel.support)
+    if kernel.name in ("cauchy", "constant"):
+        return np.inf
+    # Every built-in unbounded kernel decreases: bisect alpha(x) = TAIL.
+    lo, hi = 0.0, 1.0
+    while kernel.function(hi) > TAIL:
+        lo, hi = hi, 2 * hi
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if kernel.function(mid) > TAIL else (lo, mid)
+    return hi
+
+
+def default_bins(span, bandwidth, n_features):
+    """Nodes per axis: ``BINS_PER_WIDTH`` per bandwidth over ``span``,
+    within ``[MIN_BINS, MAX_BINS]``."""
+    per = BINS_PER_WIDTH[n_features]
+    bins = np.ceil(per * span / bandwidth).astype(np.int64) + 1
+    return np.clip(bins, MIN_BINS, MAX_BINS[n_features])
+
+
+def powers(n_features, degree):
+    """The exponents of the local moments: ``[(0,)]`` (degree 0), or the
+    monomials of degree at most 2 (degree 1), first the constant, then the
+    linear ones, then the quadratic ones."""
+    d = n_features
+    out = [(0,) * d]
+    if degree == 1:
+        eye = np.eye(d, dtype=int)
+        out += [tuple(e) for e in eye]
+        out += [tuple(eye[i] + eye[j]) for i in range(d) for j in range(i, d)]
+    return out
+
+
+def stencils(grid, kernel, bandwidth, exponents, radius):
+    """The kernel sampled on the grid's offsets times ``(-offset / h)**p``.
+
+    Parameters
+    ----------
+    grid : Grid
+    kernel : Kernel
+    bandwidth : ndarray of shape (d,)
+    exponents : list of tuple of int
+        The powers ``p`` (one per axis) of each stencil.
+    radius : float
+        The truncation radius in bandwidths (:func:`truncation_radius`);
+        the stencil stops at it or at the size of the grid.
+
+    Returns
+    -------
+    stencils : ndarray of shape (2 L_1 + 1, ..., len(exponents))
+        ``alpha(|o step / h|) * prod_j (-o_j step_j / h_j)**p_j`` at the
+        offsets ``o``: convolved with binned sums at node ``m``, it gives
+        ``sum_k W_k alpha(u_k) u_k**p`` with ``u_k = (g_k - g_m) / h``.
+    """
+    shape = np.asarray(grid.shape)
+    half = np.minimum(np.ceil(radius * bandwidth / grid.step), shape - 1)
+    axes = [
+        -np.arange(-h, h + 1) * s / b
+        for h, s, b in zip(half.astype(int), grid.step, bandwidth, strict=True)
+    ]
+    u = np.meshgrid(*axes, indexing="ij")
+    distance = np.sqrt(sum(a * a for a in u))
+    base = kernel.function(distance)
+    out = np.empty(base.shape + (len(exponents),))
+    for i, p in enumerate(exponents):
+        term = base.copy()
+        for a, e in zip(u, p, strict=True):
+            if e:
+                term *= a**e
+        out[..., i] = term
+    return out
+
+
+def convolve(binned, stencil_array, pairs):
+    """FFT convolutions of binned columns with stencils, same shape as grid.
+
+    ``pairs`` lists ``(column, stencil)`` indices; returns an array of
+    shape grid.shape + (len(pairs),). Uses ``scipy.fft`` on a padded grid
+    (linear, not circular, convolution).
+    """
+    d = binned.ndim - 1
+    grid_shape = binned.shape[:d]
+    half = [(s - 1) // 2 for s in stencil_array.shape[:d]]
+    full = [
+        fft.next_fast_len(g + 2 * h, real=True)
+        for g, h in zip(grid_shape, half, strict=True)
+    ]
+    axes = tuple(range(d))
+    columns = sorted({c for c, _ in pairs})
+    kernels = sorted({s for _, s in pairs})
+    fb = {c: fft.rfftn(binned[..., c], full, axes=axes) for c in columns}
+    fs = {s: fft.rfftn(stencil_array[..., s], full, axes=axes) for s in kernels}
+    out = np.empty(grid_shape + (len(pairs),))
+    window = tuple(slice(h, h + g) for h, g in zip(half, grid_shape, strict=True))
+    for i, (c, s) in enumerate(pairs):
+        out[..., i] = fft.irfftn(fb[c] * fs[s], full, axes=axes)[window]
+    return out
+
+
+def interpolate(grid, arrays, Q):
+    """Linear (bilinear) interpolation of grid arrays to the queries ``Q``.
+
+    Returns ``(values, inside)``: values of shape (n_queries, c) (those of
+    the nearest cell, extrapolated, for queries outside the grid) and a
+    boolean mask of the queries inside it.
+    """
+    index, fraction, inside = cell_coordinates(grid, Q)
+    flat_arrays = arrays.reshape(-1, arrays.shape[-1])
+    out = np.zeros((len(Q), arrays.shape[-1]))
+    for flat, share in corners(grid, index, fraction):
+        out += share[:, None] * flat_arrays[flat]
+    return out, inside
+
+
+class BinnedEngine:
+    """Convolved grid sums of one binned fit, and predictions from them.
+
+    Build it with :meth:`fit` (from the rows) or :meth:`from_grid_sums`
+    (from binned sums, e.g. summed over partitions). It holds the grid, the
+    convolved sums and the weighted mean of the values; never the rows.
+
+    Binned columns, in order: the weight ``w``, the centred weighted values
+    ``w (y - center)`` (``n_outputs`` columns) and, optionally, for
+    ``return_std``, ``w (y - center)**2`` (``n_outputs`` more).
+    :func:`binned_columns` forms them.
+    """
+
+    def __init__(self, grid, sums, kernel, bandwidth, degree, center, n_outputs):
+        self.grid = grid
+        self.kernel = kernel
+        self.bandwidth = np.asarray(bandwidth, dtype=np.float64)
+        self.degree = degree
+        self.center = center
+        self.n_outputs = n_outputs
+        self.n_features = len(grid.shape)
+        self.exponents = powers(self.n_features, degree)
+        radius = truncation_radius(kernel)
+        stencil_array = stencils(grid, kernel, self.bandwidth, self.exponents, radius)
+        p = n_outputs
+        n_e = len(self.exponents)
+        d = self.n_features
+        # Weight moments of every power; value moments of the constant and
+        # linear powers; squared values with the constant one.
+        pairs = [(0, e) for e in range(n_e)]
+        pairs += [(1 + j, e) for e in range(1 + d * (degree == 1)) for j in range(p)]
+        self.has_squares = sums.shape[-1] == 1 + 2 * p
+        if self.has_squares:
+            pairs += [(1 + p + j, 0) for j in range(p)]
+        self.total = float(sums[..., 0].sum())
+        self.convolved = convolve(sums, stencil_array, pairs)
+        ratio = (self.grid.step / self.bandwidth) ** 2
+        self.min_variance = MIN_VARIANCE + 4 * float(ratio.max())
+
+    @classmethod
+    def from_grid_sums(cls, grid, sums, kernel, bandwidth, degree, center):
+        """The engine of binned sums of shape grid.shape + (1 + p,), or
+        (1 + 2 p,) with the squares; ``center`` of shape (p,)."""
+        n_outputs = len(np.atleast_1d(center))
+        return cls(grid, sums, kernel, bandwidth, degree, center, n_outputs)
+
+    def predict(self, Q, return_std=False):
+        """Estimates at the queries, and the mask of those left undecided.
+
+        Returns ``(mean, std, doubtful)``: ``std`` None unless asked;
+        ``doubtful`` marks the queries outside the grid, with an
+        interpolated weight sum at most ``MIN_WEIGHT`` of the total, or
+        (degree 1) a nearly singular local covariance: their estimates are
+        NaN, for the caller to compute exactly or to apply the
+        empty-neighbourhood policy to.
+        """
+        n = len(Q)
+        p = self.n_outputs
+        mean = np.empty((n, p))
+        std = np.empty((n, p)) if return_std else None
+        doubtful = np.empty(n, dtype=bool)
+        for start in range(0, n, CHUNK_ROWS):
+            rows = slice(start, min(n, start + CHUNK_ROWS))
+            m, s, bad = self._predict_chunk(Q[rows], return_std)
+            mean[rows] = m
+            if return_std:
+                std[rows] = s
+            doubtful[rows] = bad
+        return mean, std, doubtful
+
+    def _predict_chunk(self, Q, return_std):
+        columns = self.convolved
+        if return_std and not self.has_squares:
+            raise ValueError("This binned engine was built without the squares.")
+        if not return_std and self.has_squares:
+            columns = columns[..., : columns.shape[-1] - self.n_outputs]
+        sums, inside = interpolate(self.grid, columns, Q)
+        d, p = self.n_features, self.n_outputs
+        n_e = len(self.exponents)
+        total = sums[:, 0]
+        bad = ~inside | ~(total > MIN_WEIGHT * self.total)
+        total = np.where(bad, 1.0, total)
+        means = sums / total[:, None]
+        k = 1 if self.degree == 0 else 1 + d
+        yw = means[:, n_e : n_e + k * p].reshape(-1, k, p)
+        ybar = yw[:, 0]
+        y2 = means[:, n_e + k * p :] if return_std else 0.0
+        if self.degree == 0:
+            mean = ybar
+            variance = y2 - ybar * ybar if return_std else None
+        else:
+            m = means[:, 1 : 1 + d]
+            second = np.empty((len(Q), d, d))
+            i = 1 + d
+            for a in range(d):
+                for b in range(a, d):
+                    second[:, a, b] = second[:, b, a] = means[:, i]
+                    i += 1
+            cov = second - m[:, :, None] * m[:, None, :]
+            cross = yw[:, 1:] - m[:, :, None] * ybar[:, None]
+            smallest = np.linalg.eigvalsh(cov)[:, 0]
+            bad |= ~(smallest > self.min_variance)
+            cov[bad] = np.eye(d)
+            beta = np.linalg.solve(cov, cross)
+            # u is (k - q) / h: the estimate at q is ybar - beta . m.
+            mean = ybar - np.einsum("nfk,nf->nk", beta, m)
+            if return_std:
+                variance = y2 - ybar * ybar
+                variance -= np.einsum("nfk,nfk->nk", beta, cross)
+        mean = mean + self.center
+        mean[bad] = np.nan
+        std = None
+        if return_std:
+            std = np.sqrt(np.maximum(variance, 0.0))
+            std[bad] = np.nan
+        return mean, std, bad
+
+
+def binned_columns(values, weights, center, squares=True):
+    """``[w, w (y - center), w (y - center)**2]`` of the rows (without the
+    last block unless ``squares``)."""
+    n, p = values.shape
+    out = np.empty((n, 1 + 2 * p))
+    out[:, 0] = weights
+    np.subtract(values, center, out=out[:, 1 : 1 + p])
+    np.multiply(out[:, 1 : 1 + p], out[:, 1 : 1 + p], out=out[:, 1 + p :])
+    out[:, 1:] *= weights[:, None]
+    return out if squares else out[:, : 1 + p]
+
+
+def fit_engine(
+    keys, values, weights, kernel, bandwidth, degree, n_bins=None, squares=True
+):
+    """Bin the rows and build their :class:`BinnedEngine`.
+
+    ``keys`` (n, d) unscaled, ``values`` (n, p), ``weights`` (n,) positive;
+    ``bandwidth`` a float or one per feature; ``n_bins`` None (automatic,
+    :func:`default_bins`), an int or one per feature. The grid spans the
+    keys plus the truncation radius (:func:`truncation_radius`; for the
+    cauchy kernel ``CAUCHY_MARGIN`` bandwidths). ``squares``: whether to
+    bin the squared values too, which ``return_std`` needs.
+    """
+    keys = np.asarray(keys, dtype=np.float64)
+    d = keys.shape[1]
+    bandwidth = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (d,))
+    radius = truncation_radius(kernel)
+    margin = CAUCHY_MARGIN if not np.isfinite(radius) else radius
+    lower = keys.min(axis=0) - margin * bandwidth
+    upper = keys.max(axis=0) + margin * bandwidth
+    if n_bins is None:
+        n_bins = default_bins(upper - lower, bandwidth, d)
+    grid = make_grid(lower, upper, n_bins)
+    weights = np.asarray(weights, dtype=np.float64)
+    center = weights @ values / weights.sum()
+    columns = binned_columns(values, weights, center, squares)
+    sums = linear_bin(grid, keys, columns)
+    return BinnedEngine.from_grid_sums(grid, sums, kernel, bandwidth, degree, center)

@@ -1,0 +1,193 @@
+"""``algorithm="binned"``: the engine of the estimators on the binned path.
+
+:class:`BinnedKernelPool` answers :meth:`pool` (predictions, ``return_std``,
+``degree`` 0 and 1, the classifier's probabilities) from a
+:class:`._binned.BinnedEngine`. The queries that engine leaves undecided
+(outside the grid, with a binned weight sum at most ``MIN_WEIGHT`` of the
+total, or a nearly singular local-linear design) and every method that needs
+the attention weight of each key (``attention_weights``, standard errors,
+intervals, gradients, diagnostics) go to the exact engine, built on first
+use from the same rows with ``algorithm="auto"``.
+"""
+
+import functools
+
+import numpy as np
+
+from . import _binned
+from ._persistence import check_pool_arguments
+
+ACCEPTED = (
+    "algorithm='binned' works on one or two continuous features with a "
+    "built-in kernel and a fixed bandwidth"
+)
+
+
+def check_binned_options(n_features, user_kernel, categorical, n_neighbors):
+    """Refuse, naming the option, what the binned path cannot do."""
+    problems = []
+    if user_kernel:
+        problems.append("a user-defined kernel callable (use a built-in kernel name)")
+    if categorical:
+        problems.append("categorical features (use algorithm='auto' or 'brute')")
+    if n_neighbors is not None:
+        problems.append(
+            f"n_neighbors={n_neighbors!r} adaptive widths (use n_neighbors=None)"
+        )
+    if n_features > 2:
+        problems.append(
+            f"{n_features} features (use algorithm='auto', 'brute', 'kd_tree' "
+            "or 'ball_tree')"
+        )
+    if problems:
+        raise ValueError(f"{ACCEPTED}; it cannot take " + "; ".join(problems) + ".")
+
+
+def check_n_bins(n_bins, n_features):
+    """``n_bins`` as None or an int array of shape (n_features,), >= 2."""
+    if n_bins is None:
+        return None
+    bins = np.asarray(n_bins)
+    if bins.ndim > 1 or (bins.ndim == 1 and len(bins) != n_features):
+        raise ValueError(
+            f"n_bins must be None, an int or one int per feature ({n_features}); "
+            f"got {n_bins!r}."
+        )
+    if not np.issubdtype(bins.dtype, np.integer) or np.any(bins < 2):
+        raise ValueError(f"n_bins must hold integers >= 2; got {n_bins!r}.")
+    return np.broadcast_to(bins, (n_features,)).astype(np.int64)
+
+
+class BinnedKernelPool:
+    """The fitted binned path; the exact engine on demand.
+
+    The parameters are those of :class:`._pooling.KernelPool`, with
+    ``algorithm="binned"``, plus ``n_bins`` (None, an int or one per
+    feature; see :func:`._binned.default_bins`).
+    """
+
+    algorithm = "binned"
+
+    def __init__(
+        self,
+        keys,
+        values,
+        sample_weight,
+        kernel,
+        bandwidth,
+        on_empty,
+        user_kernel,
+        algorithm="binned",
+        degree=0,
+        categorical_bandwidth=None,
+        n_neighbors=None,
+        n_bins=None,
+    ):
+        n_features = keys.shape[1]
+        check_binned_options(
+            n_features, user_kernel, categorical_bandwidth is not None, n_neighbors
+        )
+        self._arguments = {
+            "keys": keys,
+            "values": values,
+            "sample_weight": sample_weight,
+            "kernel": kernel,
+            "bandwidth": np.asarray(bandwidth, dtype=np.float64),
+            "on_empty": on_empty,
+            "user_kernel": user_kernel,
+            "algorithm": "binned",
+            "degree": degree,
+            "categorical_bandwidth": None,
+            "n_neighbors": None,
+            "n_bins": check_n_bins(n_bins, n_features),
+        }
+        self.dtype = keys.dtype
+        self.degree = degree
+        self.on_empty = on_empty
+        self.n_outputs = values.shape[1]
+        self.n_samples_fit = keys.shape[0]
+        self.binned = self._fit_engine(squares=False)
+        self.n_bins = np.asarray(self.binned.grid.shape)
+
+    def _fit_engine(self, squares):
+        a = self._arguments
+        support = a["sample_weight"] > 0
+        if np.all(support):
+            support = slice(None)  # no copy
+        return _binned.fit_engine(
+            a["keys"][support],
+            a["values"][support].astype(np.float64, copy=False),
+            a["sample_weight"][support],
+            a["kernel"],
+            a["bandwidth"],
+            a["degree"],
+            a["n_bins"],
+            squares=squares,
+        )
+
+    @functools.cached_property
+    def binned_std(self):
+        """The engine with the squared values too, for ``return_std``,
+        binned on first use."""
+        return self._fit_engine(squares=True)
+
+    def __getstate__(self):
+        return {"arguments": self._arguments}
+
+    def __setstate__(self, state):
+        arguments = state.get("arguments") if isinstance(state, dict) else None
+        if not isinstance(arguments, dict) or arguments.get("algorithm") != "binned":
+            raise ValueError("The saved binned engine lacks its arguments.")
+        arguments = dict(arguments)
+        n_bins = arguments.pop("n_bins", None)
+        from ._pooling import ON_EMPTY
+
+        checked = check_pool_arguments({**arguments, "algorithm": "auto"}, ON_EMPTY)
+        checked = {**checked, "algorithm": "binned", "n_bins": n_bins}
+        self.__init__(**checked)
+
+    @functools.cached_property
+    def exact_pool(self):
+        """The exact engine of the same rows (``algorithm="auto"``)."""
+        from ._pooling import KernelPool
+
+        arguments = {k: v for k, v in self._arguments.items() if k not in ("n_bins",)}
+        return KernelPool(**{**arguments, "algorithm": "auto"})
+
+    def __getattr__(self, name):
+        # What the binned path does not hold is the exact engine's.
+        if name.startswith("__") or name in (
+            "_arguments",
+            "binned",
+            "binned_std",
+            "exact_pool",
+        ):
+            raise AttributeError(name)
+        return getattr(self.exact_pool, name)
+
+    @property
+    def kernel(self):
+        return self.binned.kernel
+
+    def pool(self, X, n_jobs=None, return_std=False):
+        """Pooled values (n_queries, n_outputs), with ``return_std`` a pair
+        ``(mean, std)``, as :meth:`._pooling.KernelPool.pool`.
+
+        Undecided queries (see :mod:`._binned_pool`) are pooled by the exact
+        engine, which applies the ``on_empty`` policy to the empty ones.
+        """
+        Q = np.asarray(X, dtype=np.float64)
+        engine = self.binned_std if return_std else self.binned
+        mean, std, doubtful = engine.predict(Q, return_std)
+        if np.any(doubtful):
+            exact = self.exact_pool.pool(
+                X[doubtful], n_jobs=n_jobs, return_std=return_std
+            )
+            if return_std:
+                mean[doubtful], std[doubtful] = exact
+            else:
+                mean[doubtful] = exact
+        mean = mean.astype(self.dtype, copy=False)
+        if return_std:
+            return mean, std.astype(self.dtype, copy=False)
+        return mean
