@@ -254,3 +254,18 @@ def test_auto_decides_on_the_span():
     # A width the default grid resolves too coarsely: an error naming the way.
     with pytest.raises(ValueError, match="pass algorithm='binned'.*NumPy arrays"):
         KernelAttentionRegressor(bandwidth=1e-5).fit(*lazy)
+
+
+def test_float32_rows():
+    X, y = smooth(50_000, seed=6)
+    X32, y32 = X.astype(np.float32), y.astype(np.float32)
+    params = dict(algorithm="binned", bandwidth=0.05)
+    lazy = KernelAttentionRegressor(**params).fit(
+        da.from_array(X32, chunks=(20_000, 1)), da.from_array(y32, chunks=20_000)
+    )
+    memory = KernelAttentionRegressor(**params).fit(X32, y32)
+    Q = X32[:100]
+    got, want = lazy.predict(Q), memory.predict(Q)
+    assert got.dtype == want.dtype == np.float32
+    assert_allclose(got, want, rtol=1e-6)
+    assert lazy.predict(da.from_array(Q)).dtype == np.float32
