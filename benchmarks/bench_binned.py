@@ -6,6 +6,7 @@ Usage::
     python benchmarks/bench_binned.py --quick    # smaller sizes (under a minute)
     python benchmarks/bench_binned.py --crossover  # binned against exact by n
     python benchmarks/bench_binned.py --memory   # peak RSS of predict, by queries
+    python benchmarks/bench_binned.py --dask     # fit on a local cluster, 1e7, 1e8 rows
 
 Rows (ratios are what to read; the machine is shared and noisy):
 
@@ -21,7 +22,13 @@ Rows (ratios are what to read; the machine is shared and noisy):
   grid, their ratio interpolated to the queries, against the binned path
   with the same grid size and kernel;
 - memory: peak RSS growth of predict on m and 10 m queries, each in a fresh
-  subprocess.
+  subprocess;
+- dask (``--dask``): the fit of 1-D rows drawn by ``dask.array.random`` in
+  partitions on a local cluster of two single-threaded worker processes (the
+  rows never reach the client; each of the fit's two passes draws them
+  again, timed alone as "draw"), against the in-memory binned fit of the
+  same rows (timed up to 2e7 rows, scaled linearly beyond), and the largest
+  relative difference of their predictions.
 """
 
 import argparse
@@ -164,13 +171,60 @@ def crossover():
             row(f"crossover {d}-D {kernel} n={n}", tb, te)
 
 
+def in_memory_fit(X, y, Q, params):
+    """Time of the in-memory binned fit, and its predictions at Q."""
+    memory = KernelAttentionRegressor(**params)
+    t_mem, _ = timed(lambda: memory.fit(X, y))
+    return t_mem, memory.predict(Q)
+
+
+def dask_fit(sizes, chunk=2_500_000):
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    params = dict(algorithm="binned", bandwidth=0.01)
+    Q = np.linspace(0, 1, 1001)[:, None]
+    per_row = None
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        Client(cluster),
+    ):
+        for n in sizes:
+            rng = da.random.default_rng(0)
+            X = rng.uniform(0, 1, (n, 1), chunks=(min(n, chunk), 1))
+            y = da.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=n, chunks=min(n, chunk))
+            t_draw, _ = timed(lambda X=X, y=y: (X.sum() + y.sum()).compute())
+            lazy = KernelAttentionRegressor(**params)
+            t_dask, _ = timed(lambda lazy=lazy, X=X, y=y: lazy.fit(X, y))
+            if n <= 20_000_000:
+                t_mem, want = in_memory_fit(X.compute(), y.compute(), Q, params)
+                difference = np.max(np.abs(lazy.predict(Q) - want)) / np.abs(want).max()
+                per_row = t_mem / n
+                label = "in memory"
+            else:
+                t_mem, difference, label = per_row * n, None, "in memory, scaled"
+            print(
+                f"dask fit n={n:.0e} ({X.numblocks[0]} partitions): cluster "
+                f"{t_dask:6.2f} s (draw alone {t_draw:5.2f} s), {label} "
+                f"{t_mem:6.2f} s, cluster / in memory {t_dask / t_mem:5.2f}"
+                + ("" if difference is None else f", difference {difference:.1e}"),
+                flush=True,
+            )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--crossover", action="store_true")
     parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--dask", action="store_true")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.dask:
+        dask_fit([1_000_000, 10_000_000] if args.quick else [10_000_000, 100_000_000])
+        return
     if args.memory_child:
         memory_child(args.memory_child)
         return

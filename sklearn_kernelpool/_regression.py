@@ -15,6 +15,7 @@ from ._base import (
     validate_fit_data,
     validate_queries,
 )
+from ._binned_dask import check_holds_rows, fit_dask, is_dask_array, predict_dask
 from ._categorical import CATEGORICAL_CONSTRAINTS, check_no_categorical
 from ._conformal import prediction_interval
 from ._diagnostics import smoother_diagnostics
@@ -409,6 +410,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
+        if is_dask_array(X):
+            return fit_dask(self, X, y, sample_weight, self.degree)
         xp = array_api_namespace(X)
         if xp is not None:
             check_no_categorical(self)
@@ -498,6 +501,10 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         check_flag("return_std", return_std)
         check_flag("return_se", return_se)
+        if return_se:
+            check_holds_rows(self, "predict(return_se=True)")
+        if is_dask_array(X):
+            return predict_dask(self, X, return_std, return_se)
         if is_array_api_pool(self._pool):
             if return_se:
                 check_numpy_estimator(self, "return_se=True")
@@ -639,6 +646,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         (2,)
         """
         check_is_fitted(self)
+        check_holds_rows(self, "confidence_interval")
         return confidence_interval(
             self,
             X,
@@ -745,6 +753,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         True
         """
         check_is_fitted(self)
+        check_holds_rows(self, "prediction_interval")
         self._check_numpy_queries(X, "prediction_interval")
         lower, upper = prediction_interval(self, X, level, method, cv)
         return self._shape_like_y(lower), self._shape_like_y(upper)
@@ -801,6 +810,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         (2, 100)
         """
         check_is_fitted(self)
+        check_holds_rows(self, "attention_weights")
         if not is_array_api_pool(self._pool):
             self._check_numpy_queries(X, "attention_weights")
             return pooled_attention_weights(self, X, sparse)
@@ -920,6 +930,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
                [3.]])
         """
         check_is_fitted(self)
+        check_holds_rows(self, "predict_gradient")
         check_flag("return_se", return_se)
         self._check_numpy_queries(X, "predict_gradient")
         gradient, se = _gradient.predict_gradient(self, X, return_se)
@@ -992,6 +1003,7 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
         True
         """
         check_is_fitted(self)
+        check_holds_rows(self, "smoother_diagnostics")
         return smoother_diagnostics(self)
 
     def _check_numpy_queries(self, X, method):
@@ -1000,6 +1012,8 @@ class KernelAttentionRegressor(RegressorMixin, BaseEstimator):
             check_same_namespace(self, X, method)
 
     def _shape_like_y(self, pooled):
+        if self.values_ is None:  # fitted on dask arrays
+            return pooled[:, 0] if self._y_ndim == 1 else pooled
         return pooled[:, 0] if self.values_.ndim == 1 else pooled
 
     def __getstate__(self):
