@@ -449,9 +449,23 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         would give. ``cv_results_["empty_fraction"]`` reports how many
         predictions fell back.
 
-    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, \
+            default="auto"
         The algorithm of ``best_estimator_`` (see
-        :class:`KernelAttentionRegressor`). Scoring always pools every pair.
+        :class:`KernelAttentionRegressor`). Scoring pools every pair, except
+        on the binned path: with ``"binned"``, or with ``"auto"`` where
+        :class:`KernelAttentionRegressor` would pick it at the smallest
+        candidate width of every kernel (one or two continuous features, at
+        least 100 000 rows, that width resolved by the default grid), the
+        rows are binned once onto a grid resolving the smallest width and
+        each candidate costs one FFT convolution (see the user guide's page
+        on the binned path for the leave-one-out approximation);
+        ``best_estimator_`` is then fitted with ``algorithm="binned"``. It
+        scores fixed isotropic widths: ``"binned"`` refuses categorical
+        features, more than two features, explicit ``n_neighbors``,
+        ``per_feature`` other than False and ``scoring="gcv"`` or
+        ``"aicc"`` with a ``ValueError``, and ``n_neighbors="auto"`` then
+        scores no adaptive candidate; ``"auto"`` scores those exactly.
 
     n_jobs : int, default=None
         Threads over blocks of points while scoring (``None`` means 1 unless
@@ -1284,8 +1298,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                 )
             if problems:
                 raise ValueError(
-                    "KernelAttentionRegressorCV with algorithm='binned' scores "
-                    "fixed isotropic widths of one or two continuous features; "
+                    "algorithm='binned' scores fixed isotropic widths of one or "
+                    "two continuous features; "
                     "it cannot take " + "; ".join(problems) + ". Use "
                     "algorithm='auto' or 'brute'."
                 )
