@@ -78,9 +78,10 @@ class BinnedHeldOut:
         d = X.shape[1]
         lower, upper = X.min(axis=0), X.max(axis=0)
         span = np.where(upper > lower, upper - lower, 1.0)
-        self.grid = make_grid(
-            lower, upper, default_bins(span, self.bandwidths.min(), d)
-        )
+        # A margin of rounding, so that the last key lies inside the grid.
+        lower, upper = lower - 1e-9 * span, upper + 1e-9 * span
+        bins = default_bins(upper - lower, self.bandwidths.min(), d)
+        self.grid = make_grid(lower, upper, bins)
         self.exponents = powers(d, degree)
         self.center = self.weights @ Y / self.weights.sum()
         self.columns = binned_columns(Y, self.weights, self.center, squares=False)
