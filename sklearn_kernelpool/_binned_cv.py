@@ -39,6 +39,7 @@ from ._binned import (
 )
 from ._binning import _corners as corners
 from ._binning import cell_coordinates, linear_bin, make_grid
+from ._chunking import row_batches
 from ._loo import HeldOut
 
 
@@ -109,6 +110,8 @@ class BinnedHeldOut:
 
     def _compute(self, pending):
         n = self.X.shape[0]
+        # The layout of the exact engine, for the doubtful degree-1 rows.
+        exact = (pending.groups, pending.train)
         if pending.train is None and pending.groups is None:
             layouts = [(np.arange(n), self.total, True)]
         elif pending.train is None:
@@ -126,7 +129,6 @@ class BinnedHeldOut:
             else:
                 grid_sums = linear_bin(self.grid, self.X[train], self.columns[train])
             layouts = [(np.arange(len(rows)), grid_sums, False)]
-            pending = _Pending(rows=rows)
         n_rows = n if pending.rows is None else len(pending.rows)
         queries = self.X if pending.rows is None else self.X[pending.rows]
         shape = (len(self.kernels), len(self.bandwidths), n_rows)
@@ -145,6 +147,8 @@ class BinnedHeldOut:
                     self._candidate(
                         out, (k, m), kernel, h, grid_sums, rows, queries[rows], own
                     )
+                if self.degree == 1:
+                    self._exact_doubtful(out, (k, m), kernel, h, pending, exact)
         return out
 
     def _candidate(self, out, index, kernel, h, grid_sums, rows, queries, own):
@@ -189,6 +193,43 @@ class BinnedHeldOut:
             predictions[k, m][rows] = mean
             flag[k, m][rows] = empty
             single[k, m][rows] = singular
+
+    def _exact_doubtful(self, out, index, kernel, h, pending, layout):
+        """The exact held-out local-linear fits of the rows whose binned
+        local design was nearly singular, as the fitted binned estimator
+        computes its doubtful queries exactly."""
+        k, m = index
+        predictions, empty, singular, deficient = out[1]
+        redo = np.flatnonzero(singular[k, m])
+        if not len(redo):
+            return
+        groups, train = layout
+        rows = np.arange(len(self.X)) if pending.rows is None else pending.rows
+        held = HeldOut(self.X, self.Y, self.weights, [kernel], np.array([h]), degree=1)
+        n = len(self.X)
+        if train is not None:
+            allowed_keys = np.zeros(n, dtype=bool)
+            allowed_keys[train] = True
+        for batch in row_batches(len(redo), 32 * n):
+            at = redo[batch]
+            points = rows[at]
+            diff = self.X[points][:, None, :] - self.X[None, :, :]
+            weights = kernel.function(np.sqrt(np.einsum("rkj,rkj->rk", diff, diff)) / h)
+            del diff
+            if train is not None:
+                weights[:, ~allowed_keys] = 0.0
+            elif groups is not None:
+                weights[groups[points][:, None] == groups[None, :]] = 0.0
+            else:
+                weights[np.arange(len(points)), points] = 0.0
+            sums = (weights @ held.moments)[None, None]
+            pred, emp, sing, defi = held.predictions(
+                sums, points, groups, train, degree=1
+            )
+            predictions[k, m][at] = pred[0, 0]
+            empty[k, m][at] = emp[0, 0]
+            singular[k, m][at] = sing[0, 0]
+            deficient[k, m][at] = defi[0, 0]
 
     def _pairs(self):
         d, p = self.X.shape[1], self.Y.shape[1]
