@@ -7,6 +7,7 @@ Usage::
     python benchmarks/bench_binned.py --crossover  # binned against exact by n
     python benchmarks/bench_binned.py --memory   # peak RSS of predict, by queries
     python benchmarks/bench_binned.py --dask     # fit on a local cluster, 1e7, 1e8 rows
+    python benchmarks/bench_binned.py --cv       # bandwidth selection, 30 widths
 
 Rows (ratios are what to read; the machine is shared and noisy):
 
@@ -29,6 +30,11 @@ Rows (ratios are what to read; the machine is shared and noisy):
   again, timed alone as "draw"), against the in-memory binned fit of the
   same rows (timed up to 2e7 rows, scaled linearly beyond), and the largest
   relative difference of their predictions.
+- ``--cv``: KernelAttentionRegressorCV scoring 30 gaussian widths by
+  leave-one-out on n noisy 1-D rows with ``algorithm="binned"`` (degree 0,
+  and degree "auto"), against the exact leave-one-out timed on a subset and
+  scaled by the pairs (n / n_sub)**2; on that subset, the largest relative
+  difference of the binned scores from the exact ones and the chosen widths.
 """
 
 import argparse
@@ -39,7 +45,7 @@ import time
 
 import numpy as np
 
-from sklearn_kernelpool import KernelAttentionRegressor
+from sklearn_kernelpool import KernelAttentionRegressor, KernelAttentionRegressorCV
 
 
 def data(n, d, seed=0):
@@ -214,12 +220,45 @@ def dask_fit(sizes, chunk=2_500_000):
             )
 
 
+def selection(n, n_sub):
+    X, y = data(n, 1)
+    y = y + 0.3 * np.random.default_rng(2).normal(size=n)
+    widths = np.geomspace(0.005, 0.3, 30)
+
+    def search(algorithm, degree):
+        return KernelAttentionRegressorCV(
+            bandwidths=widths, degree=degree, n_neighbors=None, algorithm=algorithm
+        )
+
+    for degree in (0, "auto"):
+        tb, _ = timed(lambda d=degree: search("binned", d).fit(X, y))
+        te, exact = timed(lambda d=degree: search("brute", d).fit(X[:n_sub], y[:n_sub]))
+        binned = search("binned", degree).fit(X[:n_sub], y[:n_sub])
+        scores = binned.cv_results_["mean_test_score"]
+        reference = exact.cv_results_["mean_test_score"]
+        agreement = np.max(np.abs(scores / reference - 1))
+        row(
+            f"CV 30 widths degree={degree} n={n:.0e}",
+            tb,
+            te * (n / n_sub) ** 2,
+            agreement,
+            "(target: seconds; scores within 1e-3)",
+        )
+        print(
+            f"    chosen on {n_sub} rows: binned {binned.bandwidth_:.4g} "
+            f"(degree {binned.degree_}), exact {exact.bandwidth_:.4g} "
+            f"(degree {exact.degree_})",
+            flush=True,
+        )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--crossover", action="store_true")
     parser.add_argument("--memory", action="store_true")
     parser.add_argument("--dask", action="store_true")
+    parser.add_argument("--cv", action="store_true")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.dask:
@@ -238,6 +277,9 @@ def main():
     binned_run(warm_X, warm_y, warm_X, bandwidth=0.1)
     if args.memory:
         memory(n)
+        return
+    if args.cv:
+        selection(n, 4000 if args.quick else 10_000)
         return
     one_d(n, 2000)
     two_d(n, 20_000)

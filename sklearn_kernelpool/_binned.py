@@ -247,38 +247,16 @@ class BinnedEngine:
         if not return_std and self.has_squares:
             columns = columns[..., : columns.shape[-1] - self.n_outputs]
         sums, inside = interpolate(self.grid, columns, Q)
-        d, p = self.n_features, self.n_outputs
-        n_e = len(self.exponents)
-        total = sums[:, 0]
-        bad = ~inside | ~(total > MIN_WEIGHT * self.total)
-        total = np.where(bad, 1.0, total)
-        means = sums / total[:, None]
-        k = 1 if self.degree == 0 else 1 + d
-        yw = means[:, n_e : n_e + k * p].reshape(-1, k, p)
-        ybar = yw[:, 0]
-        y2 = means[:, n_e + k * p :] if return_std else 0.0
-        if self.degree == 0:
-            mean = ybar
-            variance = y2 - ybar * ybar if return_std else None
-        else:
-            m = means[:, 1 : 1 + d]
-            second = np.empty((len(Q), d, d))
-            i = 1 + d
-            for a in range(d):
-                for b in range(a, d):
-                    second[:, a, b] = second[:, b, a] = means[:, i]
-                    i += 1
-            cov = second - m[:, :, None] * m[:, None, :]
-            cross = yw[:, 1:] - m[:, :, None] * ybar[:, None]
-            smallest = np.linalg.eigvalsh(cov)[:, 0]
-            bad |= ~(smallest > self.min_variance)
-            cov[bad] = np.eye(d)
-            beta = np.linalg.solve(cov, cross)
-            # u is (k - q) / h: the estimate at q is ybar - beta . m.
-            mean = ybar - np.einsum("nfk,nf->nk", beta, m)
-            if return_std:
-                variance = y2 - ybar * ybar
-                variance -= np.einsum("nfk,nfk->nk", beta, cross)
+        bad = ~inside | ~(sums[:, 0] > MIN_WEIGHT * self.total)
+        mean, variance, bad = solve(
+            sums,
+            bad,
+            self.exponents,
+            self.n_outputs,
+            self.degree,
+            self.min_variance,
+            return_std,
+        )
         mean = mean + self.center
         mean[bad] = np.nan
         std = None
@@ -286,6 +264,52 @@ class BinnedEngine:
             std = np.sqrt(np.maximum(variance, 0.0))
             std[bad] = np.nan
         return mean, std, bad
+
+
+def solve(sums, bad, exponents, n_outputs, degree, min_variance, return_std=False):
+    """The local-constant or local-linear estimates from interpolated sums.
+
+    ``sums`` (n, c) holds a query's weight moments of ``exponents``, then its
+    value moments (constant power, then the linear ones for degree 1), then
+    with ``return_std`` its squared values; ``bad`` (n,) the queries left
+    undecided. Returns ``(mean, variance, bad)``, centred values (the
+    caller adds the centre back), ``variance`` None unless asked, and
+    ``bad`` with (degree 1) the queries whose local covariance of the
+    scaled keys has an eigenvalue at most ``min_variance``.
+    """
+    d, p = len(exponents[0]), n_outputs
+    n_e = len(exponents)
+    total = np.where(bad, 1.0, sums[:, 0])
+    means = sums / total[:, None]
+    k = 1 if degree == 0 else 1 + d
+    yw = means[:, n_e : n_e + k * p].reshape(-1, k, p)
+    ybar = yw[:, 0]
+    y2 = means[:, n_e + k * p :] if return_std else 0.0
+    variance = None
+    if degree == 0:
+        mean = ybar
+        if return_std:
+            variance = y2 - ybar * ybar
+        return mean, variance, bad
+    m = means[:, 1 : 1 + d]
+    second = np.empty((len(sums), d, d))
+    i = 1 + d
+    for a in range(d):
+        for b in range(a, d):
+            second[:, a, b] = second[:, b, a] = means[:, i]
+            i += 1
+    cov = second - m[:, :, None] * m[:, None, :]
+    cross = yw[:, 1:] - m[:, :, None] * ybar[:, None]
+    smallest = np.linalg.eigvalsh(cov)[:, 0]
+    bad = bad | ~(smallest > min_variance)
+    cov[bad] = np.eye(d)
+    beta = np.linalg.solve(cov, cross)
+    # u is (k - q) / h: the estimate at q is ybar - beta . m.
+    mean = ybar - np.einsum("nfk,nf->nk", beta, m)
+    if return_std:
+        variance = y2 - ybar * ybar
+        variance -= np.einsum("nfk,nfk->nk", beta, cross)
+    return mean, variance, bad
 
 
 def binned_columns(values, weights, center, squares=True):

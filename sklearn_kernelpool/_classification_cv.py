@@ -325,8 +325,15 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
           neighbourhood is not eligible: its score is NaN and it ranks last.
           If no candidate is eligible, ``fit`` raises a ``ValueError``.
 
-    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
-        The algorithm of ``best_estimator_``. Scoring always pools every pair.
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, \
+            default="auto"
+        The algorithm of ``best_estimator_``. Scoring pools every pair,
+        except with ``"binned"`` (one or two continuous features, fixed
+        widths, ``n_neighbors`` None or ``"auto"``, which then scores no
+        adaptive candidate): the pooled class indicators of every candidate
+        are then scored on the binned path, as
+        :class:`KernelAttentionRegressorCV` does (see the user guide's page
+        on the binned path).
 
     n_jobs : int, default=None
         Threads over blocks of points while scoring, and the ``n_jobs`` of
@@ -484,7 +491,7 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "per_feature": ["boolean", StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY_CLASSIFIER))],
-        "algorithm": [StrOptions(set(ALGORITHMS) - {"binned"})],
+        "algorithm": [StrOptions(set(ALGORITHMS))],
         "n_jobs": N_JOBS_CONSTRAINT,
         "verbose": ["verbose"],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
@@ -593,9 +600,13 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
             splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
         onehot = np.zeros((X.shape[0], len(self.classes_)))
         onehot[np.arange(X.shape[0]), true] = 1.0
-        # Its own refit only stores the one-hot labels: brute force.
+        # Its own refit only stores the one-hot labels: brute force, or the
+        # binned path when asked for (which scores on it too).
         search = _ProbabilityCV(
-            cv=splits, scoring=self.scoring, algorithm="brute", degree=0
+            cv=splits,
+            scoring=self.scoring,
+            algorithm="binned" if self.algorithm == "binned" else "brute",
+            degree=0,
         )
         search.set_params(**{name: getattr(self, name) for name in self._SHARED})
         search._labels, search._true, search._classes = y, true, self.classes_

@@ -17,13 +17,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _categorical_widths
 from ._adaptive_loo import AdaptiveHeldOut
-from ._algorithm import ALGORITHMS
+from ._algorithm import ALGORITHMS, prefers_binned
 from ._base import (
     N_JOBS_CONSTRAINT,
     validate_fit_data,
     validate_queries,
     validate_sample_weight,
 )
+from ._binned_cv import BinnedHeldOut
 from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._categorical_cv import CategoricalHeldOut
 from ._chunking import row_batches
@@ -448,9 +449,23 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         would give. ``cv_results_["empty_fraction"]`` reports how many
         predictions fell back.
 
-    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, \
+            default="auto"
         The algorithm of ``best_estimator_`` (see
-        :class:`KernelAttentionRegressor`). Scoring always pools every pair.
+        :class:`KernelAttentionRegressor`). Scoring pools every pair, except
+        on the binned path: with ``"binned"``, or with ``"auto"`` where
+        :class:`KernelAttentionRegressor` would pick it at the smallest
+        candidate width of every kernel (one or two continuous features, at
+        least 100 000 rows, that width resolved by the default grid), the
+        rows are binned once onto a grid resolving the smallest width and
+        each candidate costs one FFT convolution (see the user guide's page
+        on the binned path for the leave-one-out approximation);
+        ``best_estimator_`` is then fitted with ``algorithm="binned"``. It
+        scores fixed isotropic widths: ``"binned"`` refuses categorical
+        features, more than two features, explicit ``n_neighbors``,
+        ``per_feature`` other than False and ``scoring="gcv"`` or
+        ``"aicc"`` with a ``ValueError``, and ``n_neighbors="auto"`` then
+        scores no adaptive candidate; ``"auto"`` scores those exactly.
 
     n_jobs : int, default=None
         Threads over blocks of points while scoring (``None`` means 1 unless
@@ -753,7 +768,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "degree": [Interval(Integral, 0, 1, closed="both"), StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY))],
-        "algorithm": [StrOptions(set(ALGORITHMS) - {"binned"})],
+        "algorithm": [StrOptions(set(ALGORITHMS))],
         "n_jobs": N_JOBS_CONSTRAINT,
         "verbose": ["verbose"],
         "categorical_features": CATEGORICAL_CONSTRAINTS["categorical_features"],
@@ -1100,6 +1115,9 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
                     f"{AUTO_NEIGHBORS[0]}. Pass bandwidths."
                 )
 
+        self._binned = self._binned_scoring(X64[positive], names, grid, codes, counts)
+        if self._binned:
+            counts = []
         automatic = isinstance(self.bandwidths, Integral)
         if self._placeholder:
             degrees = [0]  # categorical features only: no slope
@@ -1192,7 +1210,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             bandwidth=self.bandwidth_,
             degree=self.degree_,
             on_empty=self.on_empty,
-            algorithm=self.algorithm,
+            algorithm="binned" if self._binned else self.algorithm,
             n_jobs=self.n_jobs,
             n_neighbors=self.n_neighbors_,
             **extra,
@@ -1245,6 +1263,62 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             scorer, predictions, X, y, weights, False, weighted
         )
 
+    def _binned_scoring(self, X, names, grid, codes, counts):
+        """Whether the candidates are scored on the binned path.
+
+        ``algorithm="binned"`` asks for it and refuses, naming them, the
+        options it cannot score; ``"auto"`` picks it where the refit would
+        (:func:`._algorithm.prefers_binned`, at the smallest candidate width
+        of every kernel) and nothing else forbids it. ``X`` holds the keys
+        of positive weight.
+        """
+        explicit_counts = self.n_neighbors is not None and not isinstance(
+            self.n_neighbors, str
+        )
+        if self.algorithm == "binned":
+            problems = []
+            if codes is not None:
+                problems.append("categorical features")
+            if X.shape[1] > 2:
+                problems.append(f"{X.shape[1]} features")
+            if explicit_counts or self.bandwidths is None:
+                problems.append(
+                    f"n_neighbors={self.n_neighbors!r} adaptive widths (use "
+                    "n_neighbors=None or 'auto', which scores none on this path)"
+                )
+            if self._per_feature_mode() is not False:
+                problems.append(
+                    f"per_feature={self.per_feature!r} (per-feature widths are "
+                    "learned on the exact leave-one-out error)"
+                )
+            if self._smoother_scoring():
+                problems.append(
+                    f"scoring={self.scoring!r} (the trace of the smoother "
+                    "matrix is not computed on the binned path)"
+                )
+            if problems:
+                raise ValueError(
+                    "algorithm='binned' scores fixed isotropic widths of one or "
+                    "two continuous features; "
+                    "it cannot take " + "; ".join(problems) + ". Use "
+                    "algorithm='auto' or 'brute'."
+                )
+            return True
+        if (
+            self.algorithm != "auto"
+            or codes is not None
+            or not len(grid)
+            or explicit_counts
+            or self._per_feature_mode() is not False
+            or self._smoother_scoring()
+        ):
+            return False
+        span = np.ptp(X, axis=0)
+        return all(
+            prefers_binned(X.shape[0], X.shape[1], grid.min(), span, KERNELS[name])
+            for name in names
+        )
+
     def _split_categorical(self, X):
         """The continuous features, the category codes and the lambdas to
         score ([None] without categorical features)."""
@@ -1292,7 +1366,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         kernels = [KERNELS[n] for n in names]
         params, every = [], []
         for lam in lambdas:
-            if lam is None:
+            if self._binned:
+                held_out = BinnedHeldOut(
+                    X64, Y, weights, kernels, grid, degree=max(degrees)
+                )
+            elif lam is None:
                 held_out = HeldOut(
                     X64, Y, weights, kernels, grid, self.n_jobs, degree=max(degrees)
                 )

@@ -1,0 +1,199 @@
+"""Bandwidth selection on the binned path against the exact scores."""
+
+import numpy as np
+import pytest
+from sklearn.model_selection import ShuffleSplit
+
+from sklearn_kernelpool import (
+    KernelAttentionClassifierCV,
+    KernelAttentionRegressorCV,
+)
+from sklearn_kernelpool._binned import BinnedEngine, interpolate
+from sklearn_kernelpool._binned_cv import BinnedHeldOut
+from sklearn_kernelpool._binning import linear_bin
+from sklearn_kernelpool.kernels import KERNELS
+
+
+def smooth_data(n, d, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, size=(n, d))
+    y = np.sin(4 * X).sum(axis=1) + X[:, 0] ** 2 + 0.2 * rng.normal(size=n)
+    w = rng.uniform(0.5, 2.0, size=n)
+    return X, y, w
+
+
+def search(algorithm, **params):
+    options = {"n_neighbors": None, "algorithm": algorithm}
+    options.update(params)
+    return KernelAttentionRegressorCV(**options)
+
+
+def relative(a, b):
+    return np.max(np.abs(a / b - 1))
+
+
+@pytest.mark.parametrize("n_features", [1, 2])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tricube"])
+def test_loo_scores_match_exact(n_features, kernel):
+    X, y, w = smooth_data(3000, n_features)
+    widths = np.geomspace(0.08, 0.4, 6)
+    exact = search("brute", kernels=kernel, bandwidths=widths).fit(X, y, w)
+    binned = search("binned", kernels=kernel, bandwidths=widths).fit(X, y, w)
+    assert sorted(binned.cv_results_) == sorted(exact.cv_results_)
+    for key in ("param_bandwidth", "param_degree", "param_kernel"):
+        assert list(binned.cv_results_[key]) == list(exact.cv_results_[key])
+    assert (
+        relative(
+            binned.cv_results_["mean_test_score"], exact.cv_results_["mean_test_score"]
+        )
+        < 1e-3
+    )
+    assert relative(binned.cv_results_["loo_mse"], exact.cv_results_["loo_mse"]) < 1e-3
+    assert binned.best_estimator_.algorithm_ == "binned"
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_chosen_width_equal_or_adjacent(degree):
+    X, y, _ = smooth_data(4000, 1, seed=1)
+    widths = np.geomspace(0.005, 0.5, 20)
+    kw = {"kernels": ["gaussian", "biweight"], "bandwidths": widths}
+    exact = search("brute", degree=degree, **kw).fit(X, y)
+    binned = search("binned", degree=degree, **kw).fit(X, y)
+    assert binned.kernel_ == exact.kernel_
+    i = np.searchsorted(widths, exact.bandwidth_)
+    j = np.searchsorted(widths, binned.bandwidth_)
+    assert abs(i - j) <= 1
+
+
+@pytest.mark.parametrize("cv", [5, ShuffleSplit(4, test_size=0.3, random_state=0)])
+def test_kfold_scores_match_exact(cv):
+    X, y, w = smooth_data(3000, 2, seed=2)
+    widths = np.geomspace(0.1, 0.4, 4)
+    kw = {"kernels": ["gaussian", "triweight"], "bandwidths": widths, "cv": cv}
+    exact = search("brute", **kw).fit(X, y, w)
+    binned = search("binned", **kw).fit(X, y, w)
+    assert sorted(binned.cv_results_) == sorted(exact.cv_results_)
+    for s in range(len(exact.cv_results_["params"]) and 4):
+        key = f"split{s}_test_score"
+        assert relative(binned.cv_results_[key], exact.cv_results_[key]) < 1e-3
+
+
+def test_loo_is_the_binned_fit_without_the_key():
+    """The held-out sums are the binned sums of the other keys, exactly:
+    against binning every other row and interpolating, one key at a time."""
+    rng = np.random.default_rng(3)
+    for d in (1, 2):
+        X = rng.uniform(0, 1, size=(200, d))
+        Y = rng.normal(size=(200, 2))
+        w = rng.uniform(0.5, 2.0, size=200)
+        kernel = KERNELS["gaussian"]
+        held = BinnedHeldOut(X, Y, w, [kernel], np.array([0.05, 0.2]), degree=1)
+        pending = held.sums_excluding_groups(None)
+        predicted, empty, _, _ = held.predictions(pending, np.arange(200), degree=0)
+        assert not empty.any()
+        for m, h in enumerate(held.bandwidths):
+            for i in (0, 17, 123):
+                keep = np.arange(200) != i
+                sums = linear_bin(held.grid, X[keep], held.columns[keep])
+                engine = BinnedEngine(
+                    held.grid, sums, kernel, np.full(d, h), 0, held.center, 2
+                )
+                at, _ = interpolate(held.grid, engine.convolved, X[i : i + 1])
+                expected = at[0, 1:3] / at[0, 0] + held.center
+                np.testing.assert_allclose(predicted[0, m, i], expected, rtol=1e-9)
+
+
+def test_loo_degree_one_is_the_binned_fit_without_the_key():
+    rng = np.random.default_rng(4)
+    X = rng.uniform(0, 1, size=(300, 1))
+    Y = np.sin(3 * X) + 0.1 * rng.normal(size=(300, 1))
+    w = np.ones(300)
+    kernel = KERNELS["epanechnikov"]
+    held = BinnedHeldOut(X, Y, w, [kernel], np.array([0.15]), degree=1)
+    predicted = held.predictions(
+        held.sums_excluding_groups(None), np.arange(300), degree=1
+    )[0]
+    for i in (0, 150, 299):
+        keep = np.arange(300) != i
+        sums = linear_bin(held.grid, X[keep], held.columns[keep])
+        engine = BinnedEngine(held.grid, sums, kernel, [0.15], 1, held.center, 1)
+        mean, _, bad = engine.predict(X[i : i + 1])
+        assert not bad[0]
+        np.testing.assert_allclose(predicted[0, 0, i], mean[0], rtol=1e-9)
+
+
+def test_classifier_scores_match_exact():
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 1, size=(2000, 2))
+    y = (np.sin(5 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=2000) > 0.7).astype(int)
+    widths = np.geomspace(0.05, 0.3, 5)
+    exact = KernelAttentionClassifierCV(
+        bandwidths=widths, n_neighbors=None, algorithm="brute"
+    ).fit(X, y)
+    binned = KernelAttentionClassifierCV(
+        bandwidths=widths, n_neighbors=None, algorithm="binned"
+    ).fit(X, y)
+    assert sorted(binned.cv_results_) == sorted(exact.cv_results_)
+    assert (
+        relative(
+            binned.cv_results_["mean_test_score"], exact.cv_results_["mean_test_score"]
+        )
+        < 1e-3
+    )
+    assert binned.best_estimator_.algorithm_ == "binned"
+
+
+def test_auto_picks_binned_where_the_regressor_would():
+    X, y, _ = smooth_data(100_000, 1, seed=6)
+    widths = [0.05, 0.1, 0.2]
+    fitted = search("auto", bandwidths=widths, degree=0).fit(X, y)
+    assert fitted.best_estimator_.algorithm_ == "binned"
+    small = search("auto", bandwidths=widths, degree=0).fit(X[:500], y[:500])
+    assert small.best_estimator_.algorithm_ != "binned"
+
+
+@pytest.mark.parametrize(
+    "params, X_shape, match",
+    [
+        ({"n_neighbors": [5, 10]}, (200, 1), "n_neighbors"),
+        ({"per_feature": True}, (200, 1), "per_feature"),
+        ({"scoring": "gcv"}, (200, 1), "scoring='gcv'"),
+        ({}, (200, 3), "3 features"),
+        ({"categorical_features": [1]}, (200, 2), "categorical"),
+    ],
+)
+def test_refusals(params, X_shape, match):
+    rng = np.random.default_rng(7)
+    X = rng.uniform(0, 1, size=X_shape)
+    if "categorical_features" in params:
+        X[:, 1] = rng.integers(0, 3, size=X_shape[0])
+    y = X[:, 0] + 0.1 * rng.normal(size=X_shape[0])
+    options = {"bandwidths": [0.1, 0.3], "algorithm": "binned", **params}
+    with pytest.raises(ValueError, match=match):
+        KernelAttentionRegressorCV(**options).fit(X, y)
+
+
+def test_n_neighbors_auto_scores_no_adaptive_candidate():
+    X, y, _ = smooth_data(500, 1)
+    fitted = KernelAttentionRegressorCV(bandwidths=[0.1, 0.3], algorithm="binned")
+    fitted.fit(X, y)
+    assert "param_n_neighbors" not in fitted.cv_results_
+    assert fitted.n_neighbors_ is None
+
+
+def test_empty_neighbourhoods_fall_back_as_exact():
+    rng = np.random.default_rng(8)
+    X = np.r_[rng.uniform(0, 1, size=(400, 1)), [[3.0]]]
+    y = np.sin(4 * X[:, 0])
+    kw = {"kernels": "epanechnikov", "bandwidths": [0.2, 0.4], "degree": 0}
+    exact = search("brute", **kw).fit(X, y)
+    binned = search("binned", **kw).fit(X, y)
+    np.testing.assert_array_equal(
+        binned.cv_results_["empty_fraction"], exact.cv_results_["empty_fraction"]
+    )
+    assert (
+        relative(
+            binned.cv_results_["mean_test_score"], exact.cv_results_["mean_test_score"]
+        )
+        < 1e-3
+    )
