@@ -41,6 +41,12 @@ _BINNED_MIN_KEYS = 100_000
 _BINNED_MIN_BINS_PER_WIDTH = 16
 
 
+def key_span(X):
+    """The extent of the keys per feature; ``inf`` where it overflows."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.ptp(X, axis=0).astype(np.float64)
+
+
 def prefers_binned(n_keys, n_features, bandwidth, span, kernel):
     """Whether ``algorithm="auto"`` picks the binned path.
 
@@ -55,7 +61,10 @@ def prefers_binned(n_keys, n_features, bandwidth, span, kernel):
     radius = truncation_radius(kernel)
     margin = 8.0 if not np.isfinite(radius) else radius
     width = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (n_features,))
-    total = np.asarray(span, dtype=np.float64) + 2 * margin * width
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.asarray(span, dtype=np.float64) + 2 * margin * width
+    if not np.all(np.isfinite(total)):
+        return False  # keys or widths beyond the float range: exact paths
     bins = default_bins(total, width, n_features)
     per_width = width / (total / (bins - 1))
     return bool(np.all(per_width >= _BINNED_MIN_BINS_PER_WIDTH))

@@ -14,7 +14,7 @@ from sklearn.utils.validation import (
 )
 
 from . import _categorical
-from ._algorithm import ALGORITHMS, prefers_binned
+from ._algorithm import ALGORITHMS, key_span, prefers_binned
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._binned_pool import BinnedKernelPool
 from ._brute import check_kernel_callable
@@ -205,7 +205,7 @@ def fit_pool(estimator, X, values, sample_weight, **options):
             X.shape[0],
             X.shape[1],
             estimator.bandwidth_,
-            np.ptp(X, axis=0),
+            key_span(X),
             resolve_kernel(estimator.kernel),
         )
     ):

@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _categorical_widths
 from ._adaptive_loo import AdaptiveHeldOut
-from ._algorithm import ALGORITHMS, prefers_binned
+from ._algorithm import ALGORITHMS, key_span, prefers_binned
 from ._base import (
     N_JOBS_CONSTRAINT,
     validate_fit_data,
@@ -1313,7 +1313,7 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             or self._smoother_scoring()
         ):
             return False
-        span = np.ptp(X, axis=0)
+        span = key_span(X)
         return all(
             prefers_binned(X.shape[0], X.shape[1], grid.min(), span, KERNELS[name])
             for name in names
