@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _dask import local_client
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sklearn_kernelpool import EmptyNeighborhoodWarning, KernelAttentionRegressor
@@ -21,17 +22,8 @@ RTOL = 1e-12
 
 @pytest.fixture(scope="module")
 def client():
-    # Two single-threaded workers in this process, over loopback TCP.
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=False,
-        protocol="tcp://",
-        host="127.0.0.1",
-        dashboard_address=None,
-    ) as cluster:
-        with distributed.Client(cluster) as client:
-            yield client
+    with local_client() as client:
+        yield client
 
 
 def smooth(n, d=1, seed=0, n_outputs=None):

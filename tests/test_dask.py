@@ -3,6 +3,7 @@
 import joblib
 import numpy as np
 import pytest
+from _dask import local_client
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.model_selection import GridSearchCV, KFold
 
@@ -25,19 +26,8 @@ CHUNK = 250
 
 @pytest.fixture(scope="module")
 def client():
-    # Two single-threaded workers in this process, over loopback TCP: no
-    # worker processes to start on a small machine, yet every task goes
-    # through the scheduler.
-    with distributed.LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=False,
-        protocol="tcp://",
-        host="127.0.0.1",
-        dashboard_address=None,
-    ) as cluster:
-        with distributed.Client(cluster) as client:
-            yield client
+    with local_client() as client:
+        yield client
 
 
 @pytest.fixture
