@@ -26,7 +26,8 @@ from ._base import (
     validate_sample_weight,
 )
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
-from ._search import CandidateSearch, relative_sample_weight
+from ._search import CandidateSearch
+from ._search_params import relative_sample_weight
 from ._search_proba import ProbabilityScoring
 from ._sparse import TREES, dense_keys
 from ._validation import check_squares

@@ -20,9 +20,9 @@ from ._diagnostics import SMOOTHER_CRITERIA, smoother_diagnostics
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._pooling import ON_EMPTY
 from ._regression import KernelAttentionRegressor
-from ._search import (
+from ._search import CandidateSearch
+from ._search_params import (
     SEARCH_PARAMETERS,
-    CandidateSearch,
     relative_sample_weight,
     split_categorical,
 )
@@ -650,7 +650,6 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             self._effective_df = _quiet_diagnostics(self.best_estimator_).effective_df
         return self._effective_df
 
-    # -- predict and inference, by best_estimator_ ------------------------
     def _best_queries(self, X):
         """``X`` validated as this search's queries, for ``best_estimator_``."""
         check_is_fitted(self)
