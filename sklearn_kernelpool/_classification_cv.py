@@ -8,30 +8,25 @@ them for every candidate at once, and scores them as probabilities
 (:mod:`._search_proba`).
 """
 
-from numbers import Integral
-
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.metrics import get_scorer_names
 from sklearn.model_selection import check_cv
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._algorithm import ALGORITHMS
 from ._base import (
-    N_JOBS_CONSTRAINT,
     validate_fit_data,
     validate_queries,
     validate_sample_weight,
 )
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
-from ._search import CandidateSearch
-from ._search_params import relative_sample_weight
+from ._search import SELECTED, CandidateSearch
+from ._search_params import SEARCH_CONSTRAINTS, relative_sample_weight
 from ._search_proba import ProbabilityScoring
 from ._sparse import TREES, dense_keys
 from ._validation import check_squares
-from .kernels import KERNELS
 
 
 class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
@@ -215,45 +210,17 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
 
     Notes
     -----
-    The held-out probability of class :math:`c` at point :math:`i` is
-
-    .. math::
-
-        \\hat p_{-i}(c) = \\frac{\\sum_{j \\notin G(i)} w_j \\alpha(\\lVert x_i - x_j
-        \\rVert / h) [y_j = c]}{\\sum_{j \\notin G(i)} w_j \\alpha(\\lVert x_i
-        - x_j \\rVert / h)}
-
-    with :math:`G(i)` the point itself under leave-one-out and its fold
-    under K-fold: the pooled one-hot labels of the regressor's scoring pass
-    (see :class:`KernelAttentionRegressorCV` for its cost and memory), which
-    are the probabilities of :class:`KernelAttentionClassifier` fitted
-    without :math:`G(i)`. Its ``on_empty`` fallbacks are those of the
-    classifier too.
-
-    The log-loss clips the probability of the true class to
-    :math:`[\\epsilon, 1 - \\epsilon]` (:math:`\\epsilon` the float64 machine
-    epsilon), as :func:`sklearn.metrics.log_loss` does: a probability 0 of
-    the true class, which compact kernels give readily, costs
-    :math:`-\\log \\epsilon \\approx 36` rather than an infinite loss. Under
-    leave-one-out a point whose class no other point has gets probability 0
-    for it; the default K-fold score treats a class absent from a split's
-    training part in the same way.
-
-    The pass pools ``n_classes + 1`` columns per candidate: its pooled sums
-    take ``8 n (n_classes + 1)`` bytes per candidate (per thread), as those
-    of a regressor with ``n_classes`` outputs.
-
-    Sample weights weigh the keys in the pools and the points in the scores,
-    as for :class:`KernelAttentionRegressorCV` (a scorer is called with the
-    held-out weights; a callable ``scoring`` must then accept
-    ``sample_weight``). ``best_estimator_`` is fitted with the weights as
-    given.
-
-    References
-    ----------
-    .. [1] P. Hall, J. Racine and Q. Li, "Cross-validation and the estimation
-       of conditional probability densities", Journal of the American
-       Statistical Association 99 (2004).
+    The held-out probabilities of a point are the pooled one-hot labels of
+    the points outside its held-out group (itself under leave-one-out, its
+    fold under K-fold): those of :class:`KernelAttentionClassifier` fitted
+    without the group, its ``on_empty`` fallbacks included. The log-loss
+    clips the probability of the true class to :math:`[\\epsilon, 1 -
+    \\epsilon]`, as :func:`sklearn.metrics.log_loss` does. The pass pools
+    ``n_classes + 1`` columns per candidate, ``8 n (n_classes + 1)`` bytes
+    per candidate (per thread). Sample weights weigh the keys in the pools
+    and the points in the scores, as for :class:`KernelAttentionRegressorCV`.
+    See :ref:`classifier-selection` in the user guide for the formulas and
+    an example.
 
     Examples
     --------
@@ -274,26 +241,9 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "kernels": [StrOptions(set(KERNELS)), "array-like"],
-        "bandwidths": [
-            Interval(Integral, 1, None, closed="left"),
-            "array-like",
-            None,
-        ],
-        "cv": ["cv_object"],
+        **SEARCH_CONSTRAINTS,
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
-        "per_feature": ["boolean", StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY_CLASSIFIER))],
-        "algorithm": [StrOptions(set(ALGORITHMS))],
-        "n_jobs": N_JOBS_CONSTRAINT,
-        "verbose": ["verbose"],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "n_neighbors": [
-            Interval(Integral, 1, None, closed="left"),
-            StrOptions({"auto"}),
-            "array-like",
-            None,
-        ],
     }
 
     # The parameters the scoring pass takes as they are.
@@ -392,18 +342,10 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         )
         search.fit(keys, onehot, relative_sample_weight(given_weight))
         selected = search.selected()
-        for name in (
-            "cv_results_",
-            "best_index_",
-            "best_params_",
-            "best_score_",
-            "kernel_",
-            "bandwidth_",
-            "n_neighbors_",
-            "per_feature_",
-            "per_feature_scores_",
-            "n_iter_",
-        ):
+        # All but the degree (0) and the categorical bandwidth (none).
+        for name in SELECTED:
+            if name in ("degree_", "categorical_bandwidth_"):
+                continue
             if name in selected:
                 setattr(self, name, selected[name])
             else:  # n_iter_ of an earlier fit with per_feature=True

@@ -8,9 +8,7 @@ from sklearn.metrics import get_scorer_names
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._algorithm import ALGORITHMS
 from ._base import (
-    N_JOBS_CONSTRAINT,
     validate_fit_data,
     validate_queries,
     validate_sample_weight,
@@ -22,6 +20,7 @@ from ._pooling import ON_EMPTY
 from ._regression import KernelAttentionRegressor
 from ._search import CandidateSearch
 from ._search_params import (
+    SEARCH_CONSTRAINTS,
     SEARCH_PARAMETERS,
     relative_sample_weight,
     split_categorical,
@@ -29,7 +28,6 @@ from ._search_params import (
 from ._search_scores import RegressionScoring
 from ._sparse import DENSE_ONLY, dense_keys
 from ._validation import check_squares
-from .kernels import KERNELS
 
 
 def _quiet_diagnostics(estimator):
@@ -65,17 +63,11 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         - an int ``m``: ``m`` bandwidths spaced evenly in log scale, from the
           median distance of a distinct training point to its nearest other
           distinct point, to twice the largest distance of a training point
-          from their mean (which lies between the data's diameter and twice
-          it). The points are the training points of positive sample weight;
-          with one bandwidth it is the geometric mean of the two ends, and
-          with all points equal every bandwidth is 1. The grid scales with
-          ``X`` exactly (computed on ``X`` divided by a power of two); a
-          grid whose squares are not normal float64 numbers (``X`` at a
-          scale below about 1e-150 or above 1e150) raises a ``ValueError``.
-          When the best candidate is the smallest or largest bandwidth of
-          this grid, the grid is extended past that edge, five bandwidths of
-          its ratio at a time, at most four times and never beyond ten times
-          its ends, until the best is interior (see the Notes).
+          from their mean (points of positive sample weight). When the best
+          candidate is the smallest or largest of them, the grid is extended
+          past that edge, five bandwidths of its ratio at a time, at most
+          four times and never beyond ten times its ends. See
+          :ref:`bandwidth-selection` for its details and limits.
         - an array-like of floats > 0. A selection on its smallest or
           largest bandwidth issues a
           :class:`~sklearn_kernelpool.BandwidthEdgeWarning`.
@@ -108,29 +100,19 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         :math:`R^2` (the estimator's ``score``) under K-fold. Under
         leave-one-out a scorer scores the ``n`` leave-one-out predictions at
         once, as :class:`~sklearn.linear_model.RidgeCV` does. A scikit-learn
-        scorer must be a regression one: one that calls ``predict`` with a
-        metric of :mod:`sklearn.metrics`' regression metrics (a
-        classification, ranking or clustering scorer such as ``"accuracy"``
-        raises a ``ValueError``). Splits that hold out a single sample
+        scorer must be a regression one (``"accuracy"`` raises a
+        ``ValueError``). Splits that hold out a single sample
         (``cv=n_samples``) need a scorer defined on one sample, which
         :math:`R^2` is not: use ``cv=None``, the exact leave-one-out.
 
         ``"gcv"`` and ``"aicc"`` score each candidate fitted on all the data
-        by a criterion of its smoother matrix ``L`` (see
-        :meth:`KernelAttentionRegressor.smoother_diagnostics`):
-        generalised cross-validation [3]_, ``sigma2 / (1 - tr(L) / n)**2``,
-        or the corrected AIC [4]_ (R np's ``bwmethod="cv.aic"``),
-        ``log(sigma2) + (1 + tr(L) / n) / (1 - (tr(L) + 2) / n)``, with
-        ``sigma2`` the sample-weighted residual mean square and ``n`` the
-        rows of positive weight. ``mean_test_score`` is the negated
-        criterion (greater is better). They are defined on the whole
-        training set: they need ``cv=None`` and ``per_feature=False``
-        (``ValueError`` otherwise). They come from the leave-one-out pass
-        itself, with no other pass over the pairs of points: each point's
-        fit on all the data is its leave-one-out fit with its own key added
-        back (for adaptive widths, at its own width, from the same
-        distances), so that they cost about what the leave-one-out scores
-        cost.
+        by generalised cross-validation [2]_ or the corrected AIC [3]_ of its
+        smoother matrix (see
+        :meth:`KernelAttentionRegressor.smoother_diagnostics`), from the
+        leave-one-out pass itself; ``mean_test_score`` is the negated
+        criterion. They need ``cv=None`` and ``per_feature=False``
+        (``ValueError`` otherwise). See :ref:`bandwidth-selection` for the
+        formulas.
 
     per_feature : bool or "auto", default=False
         After the isotropic selection, learn one width per feature by
@@ -161,21 +143,15 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         The degree of the local polynomial of every candidate and of
         ``best_estimator_`` (see :class:`KernelAttentionRegressor`): ``0``
         pools the values, ``1`` fits a local-linear model around each query;
-        ``"auto"`` scores both degrees in the same pass (the moments of
-        degree 1 contain those of degree 0) and keeps the better, as
-        ``GridSearchCV`` with ``"degree": [0, 1]`` in its grid would; it
-        scores degree 0 alone where local-linear fits cannot be scored:
-        with no more training points of positive weight than the features
-        plus two, or held-out sums of degree 1 larger than a quarter of the
-        physical memory (they grow with the square of the features).
-        With ``degree=1`` the held-out predictions are those of the
-        local-linear fit without the held-out points, with the fitted
-        estimator's minimum-norm slope on rank-deficient local designs (such
-        as full one-hot encodings), and a held-out point whose local design
-        determines no slope (rank 0) gets the local mean, as the fitted
-        estimator's queries do; ``cv_results_["singular_fraction"]`` and
-        ``cv_results_["rank_deficient_fraction"]`` report how many, and no
-        warning is issued while scoring.
+        ``"auto"`` scores both degrees in the same pass and keeps the better,
+        as ``GridSearchCV`` with ``"degree": [0, 1]`` in its grid would; it
+        scores degree 0 alone where local-linear fits cannot be scored (no
+        more training points of positive weight than the features plus two,
+        or held-out sums of degree 1 larger than a quarter of the physical
+        memory). Held-out local-linear fits follow the fitted estimator's
+        rules for rank-deficient and singular local designs, reported by
+        ``cv_results_["singular_fraction"]`` and
+        ``cv_results_["rank_deficient_fraction"]`` without a warning.
 
     on_empty : {"nearest", "mean", "nan", "raise"}, default="nearest"
         What a point gets when no other point of positive weight lies in the
@@ -202,17 +178,15 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         :class:`KernelAttentionRegressor`). Scoring pools every pair, except
         on the binned path: with ``"binned"``, or with ``"auto"`` where
         :class:`KernelAttentionRegressor` would pick it at the smallest
-        candidate width of every kernel (one or two continuous features, at
-        least 100 000 rows, that width resolved by the default grid), the
-        rows are binned once onto a grid resolving the smallest width and
-        each candidate costs one FFT convolution (see the user guide's page
-        on the binned path for the leave-one-out approximation);
-        ``best_estimator_`` is then fitted with ``algorithm="binned"``. It
-        scores fixed isotropic widths: ``"binned"`` refuses categorical
-        features, more than two features, explicit ``n_neighbors``,
-        ``per_feature`` other than False and ``scoring="gcv"`` or
-        ``"aicc"`` with a ``ValueError``, and ``n_neighbors="auto"`` then
-        scores no adaptive candidate; ``"auto"`` scores those exactly.
+        candidate width of every kernel, each candidate costs one FFT
+        convolution of one binning of the rows (see the user guide's page
+        on the binned path for the leave-one-out approximation), and
+        ``best_estimator_`` is fitted with ``algorithm="binned"``. It scores
+        fixed isotropic widths of one or two continuous features:
+        ``"binned"`` refuses categorical features, explicit ``n_neighbors``,
+        ``per_feature`` other than False and ``scoring="gcv"`` or ``"aicc"``
+        with a ``ValueError``, and ``n_neighbors="auto"`` then scores no
+        adaptive candidate.
 
     n_jobs : int, default=None
         Threads over blocks of points while scoring (``None`` means 1 unless
@@ -252,24 +226,16 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     n_neighbors : int, array-like of int, "auto" or None, default="auto"
         Neighbour counts of adaptive-width candidates (see
         :class:`KernelAttentionRegressor`'s ``n_neighbors``): each kernel
-        with each count, at the bandwidth multiplier 1.0 (a point's width is
-        the distance to its ``k``-th nearest key), scored by the same exact
-        leave-one-out or K-fold as the fixed widths and alongside them
-        (``bandwidths=None`` scores them alone). Under leave-one-out a
-        point's own key is not its neighbour: its width is the distance to
-        its ``k``-th nearest other point, as refitting without it gives;
-        under K-fold the neighbours are the training points of the split.
-        Rows of weight zero are never neighbours. Each count must not
-        exceed the training points of positive weight of any held-out fit
-        (``ValueError``). Not combined with ``per_feature=True``
-        (``ValueError``). The kernel matrix of adaptive widths is not
-        symmetric: these candidates are scored row by row, from exact
-        squared distances, in batches within ``working_memory`` shared by
-        the ``n_jobs`` threads, about the cost of pooling every point once
-        per candidate (:math:`O(n^2 d)`). ``"auto"``: the counts 5, 10, 20,
-        40 and 80 that every held-out fit can hold (at most its training
-        points of positive weight), none with categorical features or
-        ``per_feature=True``; None: fixed widths only.
+        with each count, at the bandwidth multiplier 1.0, scored by the same
+        exact leave-one-out or K-fold as the fixed widths and alongside them
+        (``bandwidths=None`` scores them alone); a held-out point's
+        neighbours are the other points of positive weight of its fit. Each
+        count must not exceed the training points of positive weight of any
+        held-out fit, and they are not combined with ``per_feature=True``
+        (``ValueError``). ``"auto"``: the counts 5, 10, 20, 40 and 80 that
+        every held-out fit can hold, none with categorical features or
+        ``per_feature=True``; None: fixed widths only. See
+        :ref:`adaptive-widths` for their cost.
 
     Attributes
     ----------
@@ -384,93 +350,24 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
 
     Notes
     -----
-    Leave-one-out and K-fold scoring cost one pass over the ``n (n - 1) / 2``
-    pairs of points, in cache-sized blocks whose squared distances are
-    reused for every candidate; each block is pooled for both of its sides.
-    Memory beyond the data is a few blocks and the pooled sums of every
-    candidate; the points that fall back to ``on_empty`` and those whose
-    weights underflowed are recomputed in batches of rows within
-    scikit-learn's ``working_memory``, as are the per-feature widths. Scores
-    agree with refitting without the held-out points to
-    rounding (about 1e-14 relative).
-
-    With ``degree=1`` the pass pools the weighted moments
-    :math:`[k, k k^T, y, k y^T, y^2, 1]` of the keys and values instead of
-    :math:`[y, 1]`: :math:`(d + 1)(d + 2) / 2 + (d + 2) p` columns for
-    :math:`d` features and :math:`p` outputs (6 for one feature and one
-    output, 78 for ten), which multiplies the pooling products and the
-    memory of the pooled sums, ``8 n`` bytes per column and candidate (per
-    thread), by that over :math:`p + 1`; then one :math:`d \\times d`
-    symmetric eigenproblem per held-out point and candidate solves its fit
-    around the point, exactly as :class:`KernelAttentionRegressor` does
-    (same rank threshold, for the key count and key mean of the fit
-    without the point). This suits the few features that local-linear fits
-    are used on. The pooled sums are the result of the pass and are not
-    bounded by ``working_memory``: a search whose sums (with a copy per
-    thread) exceed the physical memory is refused with a ``MemoryError``
-    naming their size, before any work. A nearly singular local design
-    (its weight carried by barely more than :math:`d` keys, or by keys whose
-    weights span many orders of magnitude) amplifies rounding in both
-    computations alike, so that their predictions then agree only to the
-    design's conditioning.
-
-    Sample weights: under leave-one-out a point's prediction pools the other
-    points with their weights, and the scores weigh each point's error by its
-    weight. Under K-fold the training part of a split pools with its weights
-    and the split's scorer is called with the held-out weights
-    (``scorer(estimator, X_test, y_test, sample_weight=w_test)``), which is
-    ``GridSearchCV`` with metadata routing of ``sample_weight`` to both the
-    estimator's ``fit`` and the scorer; a callable ``scoring`` must then
-    accept ``sample_weight``. An integer weight is not the same as repeated
-    rows: leave-one-out removes a point's whole weight, and K-fold splits the
-    rows. The weights are first divided by a power of two near the largest,
-    which is exact and keeps every sum finite: scorers that normalise the
-    weights, as scikit-learn's do, score the same. ``best_estimator_`` is
-    fitted with the weights as given.
-
-    Per-feature widths (``per_feature=True``) minimise
-    :math:`\\sum_i w_i \\lVert y_i - \\hat y_{-i}\\rVert^2`, where
-    :math:`\\hat y_{-i}` pools every point but :math:`i`; without the
-    self-term a zero width cannot win. The log width of feature :math:`j` is
-    bounded to :math:`[\\log(10^{-3} s_j), \\log(10^3 s_j)]`, :math:`s_j` the
-    feature's weighted standard deviation (1 for a constant feature): a width
-    of a thousand spreads makes a feature irrelevant. The three starts are the
-    best isotropic bandwidth, the same scaled per feature by :math:`s_j` over
-    their geometric mean, and twice the best isotropic bandwidth (with one
-    feature, the first only: the grid has scanned the curve; a start within
-    10% of an earlier one in every width is dropped); the start with the
-    smallest leave-one-out error wins. Learned widths are accepted
-    only where they lower the leave-one-out error of the isotropic choice
-    and, with ``per_feature="auto"``, where the guard finds them better out
-    of fold: the selection of the isotropic bandwidth and the learning of
-    the widths are both repeated on each training part of five shuffled
-    folds (a fixed seed; the splits of ``cv`` under K-fold) and judged on
-    its held-out part, cross-validation of the whole procedure as in nested
-    cross-validation [2]_. It costs about five more selections and
-    learnings on 80% of the data each. With ``degree=1`` the gradient of
-    the held-out intercept :math:`b_i = e_1^T A_i^{-1} U_i^T W_i y` is
-    :math:`e_1^T A_i^{-1} U_i^T dW_i r_i`, :math:`r_i` the residuals of the
-    local fit; a held-out fit with a singular design gets the local mean.
-
-    The automatic grid is extended past the edge of the best candidate
-    (five bandwidths of its ratio, only they scored) at most four times,
-    until the best is interior, and never beyond ten times its ends: below
-    a tenth of the median nearest-neighbour distance a point pools
-    essentially its nearest neighbour alone, and above ten times the grid's
-    top every weight is within 1% of the others (the global mean, or the
-    linear regression under ``degree=1``). It also stops when the new
-    candidates score as the edge did or all fall back to ``on_empty``.
+    Every candidate is scored from one pass over the ``n (n - 1) / 2`` pairs
+    of points, in cache-sized blocks whose squared distances serve every
+    candidate; the scores agree with refitting without the held-out points
+    to about 1e-14 relative. Memory beyond the data is a few blocks and the
+    pooled sums of every candidate (more columns with ``degree=1``: a search
+    whose sums exceed the physical memory is refused with a ``MemoryError``
+    before any work). The user guide's :ref:`bandwidth-selection` gives the
+    held-out formulas, the role of sample weights, the extension of the
+    automatic grid, and how per-feature widths are learned and guarded
+    against overfitting [1]_.
 
     References
     ----------
-    .. [1] P. Hall, J. Racine and Q. Li, "Cross-validation and the estimation
-       of conditional probability densities", Journal of the American
-       Statistical Association 99 (2004).
-    .. [2] S. Varma and R. Simon, "Bias in error estimation when using
+    .. [1] S. Varma and R. Simon, "Bias in error estimation when using
        cross-validation for model selection", BMC Bioinformatics 7 (2006).
-    .. [3] P. Craven and G. Wahba, "Smoothing noisy data with spline
+    .. [2] P. Craven and G. Wahba, "Smoothing noisy data with spline
        functions", Numerische Mathematik 31 (1979).
-    .. [4] C. M. Hurvich, J. S. Simonoff and C.-L. Tsai, "Smoothing parameter
+    .. [3] C. M. Hurvich, J. S. Simonoff and C.-L. Tsai, "Smoothing parameter
        selection in nonparametric regression using an improved Akaike
        information criterion", Journal of the Royal Statistical Society B 60
        (1998).
@@ -499,33 +396,16 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "kernels": [StrOptions(set(KERNELS)), "array-like"],
-        "bandwidths": [
-            Interval(Integral, 1, None, closed="left"),
-            "array-like",
-            None,
-        ],
-        "cv": ["cv_object"],
+        **SEARCH_CONSTRAINTS,
         "scoring": [
             StrOptions(set(get_scorer_names()) | set(SMOOTHER_CRITERIA)),
             callable,
             None,
         ],
-        "per_feature": ["boolean", StrOptions({"auto"})],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
         "degree": [Interval(Integral, 0, 1, closed="both"), StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY))],
-        "algorithm": [StrOptions(set(ALGORITHMS))],
-        "n_jobs": N_JOBS_CONSTRAINT,
-        "verbose": ["verbose"],
         "categorical_features": CATEGORICAL_CONSTRAINTS["categorical_features"],
         "categorical_bandwidths": ["array-like"],
-        "n_neighbors": [
-            Interval(Integral, 1, None, closed="left"),
-            StrOptions({"auto"}),
-            "array-like",
-            None,
-        ],
     }
 
     def __init__(

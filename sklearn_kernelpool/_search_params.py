@@ -4,8 +4,10 @@ they give and the path that scores them."""
 from numbers import Integral
 
 import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._algorithm import key_span, prefers_binned
+from ._algorithm import ALGORITHMS, key_span, prefers_binned
+from ._base import N_JOBS_CONSTRAINT
 from ._diagnostics import SMOOTHER_CRITERIA
 from ._search_grid import AUTO_NEIGHBORS, bandwidth_grid
 from ._validation import relative_weights
@@ -26,6 +28,25 @@ SEARCH_PARAMETERS = (
     "verbose",
     "n_neighbors",
 )
+
+# The constraints of the parameters that both cross-validated estimators
+# take alike.
+SEARCH_CONSTRAINTS = {
+    "kernels": [StrOptions(set(KERNELS)), "array-like"],
+    "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like", None],
+    "cv": ["cv_object"],
+    "per_feature": ["boolean", StrOptions({"auto"})],
+    "max_iter": [Interval(Integral, 1, None, closed="left")],
+    "algorithm": [StrOptions(set(ALGORITHMS))],
+    "n_jobs": N_JOBS_CONSTRAINT,
+    "verbose": ["verbose"],
+    "n_neighbors": [
+        Interval(Integral, 1, None, closed="left"),
+        StrOptions({"auto"}),
+        "array-like",
+        None,
+    ],
+}
 
 
 def split_categorical(X, is_categorical, categorical_bandwidths):

@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import check_scoring
 
-from ._search_scores import _accepts_sample_weight
+from ._search_scores import check_weighted_scorer
 
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -105,12 +105,8 @@ class ProbabilityScoring:
                 "'accuracy', 'neg_log_loss' or 'roc_auc', or None (the negative "
                 "log-loss)."
             )
-        if weighted and not _accepts_sample_weight(scorer):
-            raise ValueError(
-                f"With sample_weight, scoring={scoring!r} must accept a "
-                "sample_weight keyword argument: the held-out scores are "
-                "weighted. Use a weighted metric, or no sample_weight."
-            )
+        if weighted:
+            check_weighted_scorer(scorer, scoring, "scores")
         self.classifier_scorer = scorer
         return scorer
 

@@ -42,6 +42,17 @@ def _accepts_sample_weight(scorer):
     )
 
 
+def check_weighted_scorer(scorer, scoring, what):
+    """Refuse a scorer that cannot weigh the held-out ``what`` (errors,
+    scores) by their sample weights."""
+    if not _accepts_sample_weight(scorer):
+        raise ValueError(
+            f"With sample_weight, scoring={scoring!r} must accept a "
+            f"sample_weight keyword argument: the held-out {what} are "
+            "weighted. Use a weighted metric, or no sample_weight."
+        )
+
+
 def _not_a_regression_scorer(scorer):
     """Why a scikit-learn scorer cannot score a regressor, or "".
 
@@ -61,24 +72,6 @@ def _not_a_regression_scorer(scorer):
     ):
         return f"scores with {metric.__name__}, a classification or clustering metric"
     return ""
-
-
-def _partition_groups(splits, n):
-    """The fold of each point when the test sets partition the points and
-    each training set is the rest of them; None otherwise."""
-    groups = np.full(n, -1)
-    for s, (_, test) in enumerate(splits):
-        if np.any(groups[test] >= 0) or len(np.unique(test)) != len(test):
-            return None
-        groups[test] = s
-    if np.any(groups < 0):
-        return None
-    for s, (train, test) in enumerate(splits):
-        if len(train) + len(test) != n or np.any(groups[train] == s):
-            return None
-        if len(np.unique(train)) != len(train):
-            return None
-    return groups
 
 
 def _r2_scores(Y, predictions, sample_weight):
@@ -137,12 +130,8 @@ class RegressionScoring:
                 "(the negative mean squared error under leave-one-out, R^2 "
                 "under K-fold)."
             )
-        if weighted and not _accepts_sample_weight(scorer):
-            raise ValueError(
-                f"With sample_weight, scoring={scoring!r} must accept a "
-                "sample_weight keyword argument: the held-out errors are "
-                "weighted. Use a weighted metric, or no sample_weight."
-            )
+        if weighted:
+            check_weighted_scorer(scorer, scoring, "errors")
         return scorer
 
     def check_small_folds(self, splits, scorer, X, y, sample_weight):
