@@ -132,7 +132,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
           out-of-fold mean squared errors of both are compared.
         - False: one isotropic bandwidth.
 
-        See the Notes for the bounds and the guard against overfitting.
+        See :ref:`bandwidth-selection` for the bounds, the starts and the
+        guard against overfitting.
 
     max_iter : int, default=200
         The iteration cap of L-BFGS-B per start when learning per-feature
@@ -457,8 +458,8 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
             Training values.
 
         sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights of the training rows, not all zero. See the
-            Notes for their role in the scores.
+            Non-negative weights of the training rows, not all zero. See
+            :ref:`bandwidth-selection` for their role in the scores.
 
         Returns
         -------
