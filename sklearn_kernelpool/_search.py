@@ -64,7 +64,7 @@ class CandidateSearch(SearchParameters, HeldOutPasses):
         """The attributes of :data:`SELECTED` that the search set."""
         return {key: getattr(self, key) for key in SELECTED if hasattr(self, key)}
 
-    # -- parameters ----------------------------------------------------------
+    # -- scores --------------------------------------------------------------
 
     def smoother_criteria(self, params, results):
         """Score the candidates by their in-sample criterion.

@@ -111,12 +111,15 @@ class ProbabilityScoring:
         return scorer
 
     def default_scorer(self):
+        """The estimator's ``score`` (unused: None scores the log-loss)."""
         return check_scoring(self.estimator, scoring=None)
 
     def scorer(self, weighted):
+        """The scorer made by :meth:`check_scorer`."""
         return self.classifier_scorer
 
     def check_small_folds(self, splits, scorer, X, y, sample_weight):
+        """Refuse empty test sets (the log-loss is defined on one sample)."""
         if min((len(test) for _, test in splits), default=1) == 0:
             raise ValueError(
                 "cv gives a split with an empty test set; every split must "

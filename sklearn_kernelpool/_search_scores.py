@@ -115,6 +115,9 @@ class RegressionScoring:
         return check_scoring(self.estimator, scoring=None)
 
     def scorer(self, weighted):
+        """The scorer of ``scoring``, None for the default scores; a
+        classification scorer, or one that cannot weigh the held-out errors
+        when ``weighted``, is refused."""
         scoring = self.estimator.scoring
         if scoring is None or (
             isinstance(scoring, str) and scoring in SMOOTHER_CRITERIA
@@ -192,8 +195,7 @@ class RegressionScoring:
 
         ``predictions`` (candidates, n, outputs) are those of every point,
         fallbacks included; ``empty`` (candidates, n) the points that fell
-        back. A hook: :class:`KernelAttentionClassifierCV` scores them as
-        class probabilities.
+        back.
         """
         errors = np.mean((predictions - held_out.Y[None]) ** 2, axis=2)
         loo_mse = errors @ weights / weights.sum()
@@ -215,9 +217,7 @@ class RegressionScoring:
 
         ``split`` is its (train, test) pair, ``predictions`` (candidates,
         n_test, outputs) the held-out predictions of its test points and
-        ``bad`` the candidates not eligible on it. A hook:
-        :class:`KernelAttentionClassifierCV` scores them as class
-        probabilities.
+        ``bad`` the candidates not eligible on it.
         """
         test = split[1]
         if self.estimator.scoring is None and len(test) > 1:
