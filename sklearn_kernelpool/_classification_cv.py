@@ -2,243 +2,31 @@
 cross-validation.
 
 The held-out class probabilities of :class:`KernelAttentionClassifier` are
-the held-out pooled values of the one-hot class indicators: the scoring pass
-of :class:`KernelAttentionRegressorCV` computes them for every candidate at
-once, and a private subclass of it scores them as probabilities.
+the held-out pooled values of the one-hot class indicators: the candidate
+search of :class:`KernelAttentionRegressorCV` (:mod:`._search`) computes
+them for every candidate at once, and scores them as probabilities
+(:mod:`._search_proba`).
 """
-
-from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.metrics import check_scoring, get_scorer_names
+from sklearn.metrics import get_scorer_names
 from sklearn.model_selection import check_cv
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._algorithm import ALGORITHMS
-from ._base import N_JOBS_CONSTRAINT, validate_fit_data, validate_queries
+from ._base import (
+    validate_fit_data,
+    validate_queries,
+    validate_sample_weight,
+)
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
-from ._cv import KernelAttentionRegressorCV, _accepts_sample_weight
-from ._guard import guard_widths
-from ._sparse import TREES
-from ._widths import learn_widths, loo_loss
-from .kernels import KERNELS
-
-_EPS = float(np.finfo(np.float64).eps)
-
-
-def _normalised(predictions):
-    """Held-out pooled one-hot labels as probabilities: rows summing to one,
-    as :meth:`KernelAttentionClassifier.predict_proba` divides them."""
-    return predictions / predictions.sum(axis=-1, keepdims=True)
-
-
-def _log_losses(proba, true, weights):
-    """``log_loss`` of every candidate's probabilities at once.
-
-    ``proba`` is (n_candidates, n, n_classes), ``true`` the column of each
-    point's class and ``weights`` its weight (or None). The probability of
-    the true class is clipped to ``[eps, 1 - eps]``, as
-    :func:`sklearn.metrics.log_loss` does.
-    """
-    p = proba[:, np.arange(len(true)), true]
-    losses = -np.log(np.clip(p, _EPS, 1.0 - _EPS))
-    if weights is None:
-        return losses.mean(axis=1)
-    return losses @ weights / weights.sum()
-
-
-def _not_a_classification_scorer(scorer):
-    """Why a scikit-learn scorer cannot score a classifier, or ""."""
-    metric = getattr(scorer, "_score_func", None)
-    module = getattr(metric, "__module__", None) or ""
-    if module.startswith("sklearn.metrics._regression"):
-        return f"scores with {metric.__name__}, a regression metric"
-    return ""
-
-
-class _Probabilities(ClassifierMixin, BaseEstimator):
-    """Stands in for a fitted classifier whose probabilities are known.
-
-    ``predict`` is the first class of largest probability, as
-    :class:`KernelAttentionClassifier` breaks ties.
-    """
-
-    def __init__(self, proba, classes):
-        self.proba = proba
-        self.classes = classes
-
-    @property
-    def classes_(self):
-        return self.classes
-
-    def predict_proba(self, X):
-        return self.proba
-
-    def predict_log_proba(self, X):
-        with np.errstate(divide="ignore"):
-            return np.log(self.proba)
-
-    def predict(self, X):
-        return self.classes[np.argmax(self.proba, axis=1)]
-
-
-class _ProbabilityCV(KernelAttentionRegressorCV):
-    """The scoring pass of the regressor CV on one-hot labels, scored as the
-    class probabilities of :class:`KernelAttentionClassifier`.
-
-    Set before ``fit``: ``_labels`` (the labels), ``_true`` (the column of
-    each label in ``_classes``), ``_classes`` and ``_classifier_scorer``
-    (a scorer, or None for the log-loss).
-    """
-
-    def _say(self, message, level=1):
-        if self.verbose >= level:
-            print(f"[KernelAttentionClassifierCV] {message}")
-
-    def _scorer(self, weighted):
-        return self._classifier_scorer
-
-    def _check_small_folds(self, splits, scorer, X, y, sample_weight):
-        if min((len(test) for _, test in splits), default=1) == 0:
-            raise ValueError(
-                "cv gives a split with an empty test set; every split must "
-                "hold out at least one sample."
-            )
-
-    def _proba_score(self, scorer, proba, classes, rows, weights, invalid):
-        if invalid:
-            return np.nan
-        kwargs = {} if weights is None else {"sample_weight": weights}
-        # The stand-in ignores X: an index column serves.
-        X = rows[:, None]
-        return float(
-            scorer(_Probabilities(proba, classes), X, self._labels[rows], **kwargs)
-        )
-
-    def _loo_scores(
-        self, held_out, predictions, empty, X, y, weights, scorer, weighted
-    ):
-        proba = _normalised(predictions)
-        loss = _log_losses(proba, self._true, weights)
-        loss[(self.on_empty == "raise") & empty.any(axis=1)] = np.nan
-        if scorer is None:
-            scores = -loss
-        else:
-            rows = np.arange(len(self._labels))
-            w = weights if weighted else None
-            scores = np.array(
-                [
-                    self._proba_score(scorer, p, self._classes, rows, w, bad)
-                    for p, bad in zip(proba, np.isnan(loss), strict=True)
-                ]
-            )
-        return {"mean_test_score": scores, "loo_log_loss": loss}
-
-    def _split_scores(self, held_out, split, predictions, bad, X, y, w_test, scorer):
-        train, test = split
-        proba = _normalised(predictions)
-        if self._classifier_scorer is None:
-            scores = -_log_losses(proba, self._true[test], w_test)
-            scores[bad] = np.nan
-            return scores
-        # The classes of the classifier fitted on the training part; the
-        # others have no key there and probability 0.
-        present = np.unique(self._true[train])
-        return np.array(
-            [
-                self._proba_score(
-                    scorer,
-                    proba[c][:, present],
-                    self._classes[present],
-                    test,
-                    w_test,
-                    bad[c],
-                )
-                for c in range(len(proba))
-            ]
-        )
-
-    def _learn_widths(self, data, grid):
-        """Widths learned on the leave-one-out log-loss; kept where they lower
-        it and, with ``per_feature="auto"``, where the guard finds them better
-        out of fold (:func:`._guard.guard_widths`)."""
-        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
-        kernel = KERNELS[self.kernel_]
-        widths, n_iter, loss, proba = learn_widths(
-            X64,
-            Y,
-            weights,
-            kernel,
-            self.bandwidth_,
-            objective="log_loss",
-            max_iter=self.max_iter,
-        )
-        self.n_iter_ = n_iter
-        isotropic = np.full(X64.shape[1], np.log(self.bandwidth_))
-        isotropic_loss = loo_loss(
-            isotropic, X64, Y, weights, kernel, gradient=False, objective="log_loss"
-        )[0]
-        if not loss < isotropic_loss:
-            return
-        guard = None
-        if self._per_feature_mode() == "auto":
-            self._say(
-                "Comparing the learned widths with the isotropic bandwidth out "
-                "of fold, each selected or learned on the training parts"
-            )
-            guard = guard_widths(
-                X64,
-                Y,
-                weights,
-                kernel,
-                grid,
-                objective="log_loss",
-                splits=splits,
-                max_iter=self.max_iter,
-            )
-            self.per_feature_scores_ = {
-                "isotropic": guard.isotropic_loss,
-                "per_feature": guard.per_feature_loss,
-            }
-            if not guard.keep:
-                return
-        self.bandwidth_ = widths
-        self.per_feature_ = True
-        if splits is not None:
-            # The score on the splits of the widths learned on each training
-            # part (the guard's).
-            self.best_score_ = float(
-                np.mean(
-                    [
-                        self._split_scores(
-                            None,
-                            (train, test),
-                            guard.per_feature_predictions[test][None],
-                            np.zeros(1, dtype=bool),
-                            X,
-                            y,
-                            None if sample_weight is None else sample_weight[test],
-                            scorer,
-                        )[0]
-                        for train, test in splits
-                    ]
-                )
-            )
-        elif scorer is None:
-            self.best_score_ = -float(loss)
-        else:
-            rows = np.arange(len(self._labels))
-            self.best_score_ = self._proba_score(
-                scorer,
-                _normalised(proba),
-                self._classes,
-                rows,
-                weights if weighted else None,
-                False,
-            )
+from ._search import SELECTED, CandidateSearch
+from ._search_params import SEARCH_CONSTRAINTS, relative_sample_weight
+from ._search_proba import ProbabilityScoring
+from ._sparse import TREES, dense_keys
+from ._validation import check_squares
 
 
 class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
@@ -422,45 +210,17 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
 
     Notes
     -----
-    The held-out probability of class :math:`c` at point :math:`i` is
-
-    .. math::
-
-        \\hat p_{-i}(c) = \\frac{\\sum_{j \\notin G(i)} w_j \\alpha(\\lVert x_i - x_j
-        \\rVert / h) [y_j = c]}{\\sum_{j \\notin G(i)} w_j \\alpha(\\lVert x_i
-        - x_j \\rVert / h)}
-
-    with :math:`G(i)` the point itself under leave-one-out and its fold
-    under K-fold: the pooled one-hot labels of the regressor's scoring pass
-    (see :class:`KernelAttentionRegressorCV` for its cost and memory), which
-    are the probabilities of :class:`KernelAttentionClassifier` fitted
-    without :math:`G(i)`. Its ``on_empty`` fallbacks are those of the
-    classifier too.
-
-    The log-loss clips the probability of the true class to
-    :math:`[\\epsilon, 1 - \\epsilon]` (:math:`\\epsilon` the float64 machine
-    epsilon), as :func:`sklearn.metrics.log_loss` does: a probability 0 of
-    the true class, which compact kernels give readily, costs
-    :math:`-\\log \\epsilon \\approx 36` rather than an infinite loss. Under
-    leave-one-out a point whose class no other point has gets probability 0
-    for it; the default K-fold score treats a class absent from a split's
-    training part in the same way.
-
-    The pass pools ``n_classes + 1`` columns per candidate: its pooled sums
-    take ``8 n (n_classes + 1)`` bytes per candidate (per thread), as those
-    of a regressor with ``n_classes`` outputs.
-
-    Sample weights weigh the keys in the pools and the points in the scores,
-    as for :class:`KernelAttentionRegressorCV` (a scorer is called with the
-    held-out weights; a callable ``scoring`` must then accept
-    ``sample_weight``). ``best_estimator_`` is fitted with the weights as
-    given.
-
-    References
-    ----------
-    .. [1] P. Hall, J. Racine and Q. Li, "Cross-validation and the estimation
-       of conditional probability densities", Journal of the American
-       Statistical Association 99 (2004).
+    The held-out probabilities of a point are the pooled one-hot labels of
+    the points outside its held-out group (itself under leave-one-out, its
+    fold under K-fold): those of :class:`KernelAttentionClassifier` fitted
+    without the group, its ``on_empty`` fallbacks included. The log-loss
+    clips the probability of the true class to :math:`[\\epsilon, 1 -
+    \\epsilon]`, as :func:`sklearn.metrics.log_loss` does. The pass pools
+    ``n_classes + 1`` columns per candidate, ``8 n (n_classes + 1)`` bytes
+    per candidate (per thread). Sample weights weigh the keys in the pools
+    and the points in the scores, as for :class:`KernelAttentionRegressorCV`.
+    See :ref:`classifier-selection` in the user guide for the formulas and
+    an example.
 
     Examples
     --------
@@ -481,26 +241,9 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "kernels": [StrOptions(set(KERNELS)), "array-like"],
-        "bandwidths": [
-            Interval(Integral, 1, None, closed="left"),
-            "array-like",
-            None,
-        ],
-        "cv": ["cv_object"],
+        **SEARCH_CONSTRAINTS,
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
-        "per_feature": ["boolean", StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY_CLASSIFIER))],
-        "algorithm": [StrOptions(set(ALGORITHMS))],
-        "n_jobs": N_JOBS_CONSTRAINT,
-        "verbose": ["verbose"],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "n_neighbors": [
-            Interval(Integral, 1, None, closed="left"),
-            StrOptions({"auto"}),
-            "array-like",
-            None,
-        ],
     }
 
     # The parameters the scoring pass takes as they are.
@@ -542,26 +285,6 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.n_neighbors = n_neighbors
 
-    def _scorer(self, weighted):
-        if self.scoring is None:
-            return None
-        scorer = check_scoring(self, scoring=self.scoring)
-        problem = _not_a_classification_scorer(scorer)
-        if problem:
-            raise ValueError(
-                f"scoring={self.scoring!r} {problem}; KernelAttentionClassifierCV "
-                "is a classifier and needs a classification scorer, such as "
-                "'accuracy', 'neg_log_loss' or 'roc_auc', or None (the negative "
-                "log-loss)."
-            )
-        if weighted and not _accepts_sample_weight(scorer):
-            raise ValueError(
-                f"With sample_weight, scoring={self.scoring!r} must accept a "
-                "sample_weight keyword argument: the held-out scores are "
-                "weighted. Use a weighted metric, or no sample_weight."
-            )
-        return scorer
-
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Score every candidate, select the best and refit it on all the data.
@@ -593,41 +316,41 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
                 f"cv={self.cv!r}. per_feature='auto' judges them on the splits "
                 "of cv."
             )
-        scorer = self._scorer(sample_weight is not None)
+        policy = ProbabilityScoring(self, y, true, self.classes_)
+        policy.check_scorer(sample_weight is not None)
         splits = None
         if self.cv is not None:
             cv = check_cv(self.cv, y, classifier=True)
             splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
         onehot = np.zeros((X.shape[0], len(self.classes_)))
         onehot[np.arange(X.shape[0]), true] = 1.0
-        # Its own refit only stores the one-hot labels: brute force, or the
-        # binned path when asked for (which scores on it too).
-        search = _ProbabilityCV(
+        # The scores need the distances of every pair: sparse keys are made
+        # dense for them; the refit takes them as given.
+        keys = dense_keys(X)
+        check_squares(keys, "X", "squared distances")
+        given_weight = validate_sample_weight(sample_weight, keys)
+        # The search of the pooled one-hot labels: degree 0, on the binned
+        # path when asked for.
+        search = CandidateSearch(
+            policy,
+            type(self).__name__,
             cv=splits,
             scoring=self.scoring,
             algorithm="binned" if self.algorithm == "binned" else "brute",
             degree=0,
+            **{name: getattr(self, name) for name in self._SHARED},
         )
-        search.set_params(**{name: getattr(self, name) for name in self._SHARED})
-        search._labels, search._true, search._classes = y, true, self.classes_
-        search._classifier_scorer = scorer
-        search.fit(X, onehot, sample_weight=sample_weight)
-        for name in (
-            "cv_results_",
-            "best_index_",
-            "best_params_",
-            "best_score_",
-            "kernel_",
-            "bandwidth_",
-            "n_neighbors_",
-            "per_feature_",
-            "per_feature_scores_",
-            "n_iter_",
-        ):
-            if hasattr(search, name):
-                setattr(self, name, getattr(search, name))
+        search.fit(keys, onehot, relative_sample_weight(given_weight))
+        selected = search.selected()
+        # All but the degree (0) and the categorical bandwidth (none).
+        for name in SELECTED:
+            if name in ("degree_", "categorical_bandwidth_"):
+                continue
+            if name in selected:
+                setattr(self, name, selected[name])
             else:  # n_iter_ of an earlier fit with per_feature=True
                 self.__dict__.pop(name, None)
+        search.say(f"Refitting the selected candidate on all {X.shape[0]} samples")
         self.best_estimator_ = KernelAttentionClassifier(
             kernel=self.kernel_,
             bandwidth=self.bandwidth_,

@@ -21,7 +21,8 @@ from sklearn.model_selection import KFold
 
 from ._exceptions import LocalLinearFallbackWarning
 from ._loo import HeldOut
-from ._widths import _objective, learn_widths
+from ._widths import learn_widths
+from ._widths_terms import _objective
 
 GUARD_SPLITS = 5
 

@@ -8,63 +8,22 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ._bandwidth import _weighted_spread
 from ._chunking import working_memory_bytes
-from ._loo import _LOGIT_FLOOR, _augment, exact_if_far, squared_distances
+from ._loo import _augment
 from ._threads import single_threaded_blas
+from ._widths_linear import _loo_loss_linear
+from ._widths_terms import (
+    _BYTES_PER_KEY,
+    _CHUNK_BYTES,
+    OBJECTIVES,
+    _objective,
+    _score_chunks,
+)
 
-# Rows per chunk: a chunk holds a few (rows, n) float64 arrays, of at most
-# this many bytes each, and all of them within ``working_memory``.
-_CHUNK_BYTES = 2**22
-_BYTES_PER_KEY = 32
 # Widths are bounded to [1e-3, 1e3] times the feature's spread.
 _WIDTH_RANGE = 1e3
 _MAX_ITER = 200
-_EPS = float(np.finfo(np.float64).eps)
 # Starts closer than this in every log width are one start.
 _SAME_START = np.log(1.1)
-
-
-def _log_slope(kernel, s):
-    """``-2 d log(alpha) / ds`` at squared scaled distances ``s``.
-
-    The derivative of a kernel weight in the log width of feature ``f`` is
-    ``alpha * _log_slope(s) * D_f``, ``D_f`` the squared scaled difference of
-    that feature. The exponential kernel's slope is unbounded at ``s = 0``,
-    where ``D_f = 0``: it is set to 0 there.
-    """
-    name = kernel.name
-    if name == "gaussian":
-        return None  # the constant 1
-    if name == "cauchy":
-        return 2.0 / (1.0 + s)
-    if name == "exponential":
-        root = np.sqrt(s)
-        return np.divide(1.0, root, out=np.zeros_like(s), where=s > 0)
-    raise ValueError(f"No gradient for the kernel {name!r}.")
-
-
-OBJECTIVES = ("squared_error", "log_loss")
-
-
-def _objective(objective, Y, predictions, weights, scale):
-    """The summed loss of ``predictions`` and its derivative in them.
-
-    ``squared_error``: ``sum_i w_i ||y_i - p_i||^2 / scale``. ``log_loss``:
-    ``-sum_i w_i sum_c Y_ic log(clip(p_ic)) / scale`` of class indicators
-    ``Y``, the probabilities clipped to ``[eps, 1 - eps]`` as
-    :func:`sklearn.metrics.log_loss` does (the derivative is zero where they
-    are clipped).
-    """
-    w = weights[:, None]
-    if objective == "squared_error":
-        residual = predictions - Y
-        return float(np.sum(w * residual**2)) / scale, 2.0 * w * residual / scale
-    clipped = np.clip(predictions, _EPS, 1.0 - _EPS)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(Y > 0, Y * np.log(clipped), 0.0)
-        derivative = np.where(
-            (Y > 0) & (clipped == predictions), -w * Y / predictions, 0.0
-        )
-    return -float(np.sum(w * terms)) / scale, derivative / scale
 
 
 def loo_loss(
@@ -196,174 +155,6 @@ def loo_loss(
         coef = np.hstack([r, -np.sum(r * pred, axis=1, keepdims=True)])
         coef /= total[:, None]
         grad += np.einsum("ifq,iq->f", pair_sums, coef)
-    return (loss, grad, predictions) if gradient else (loss, predictions)
-
-
-def _score_chunks(Z, left, right, weights, log_weights, has_zero, kernel, slopes, buf):
-    """Chunks of rows with their leave-one-out kernel scores (and slopes).
-
-    Yields ``(rows, scores, slope)``: the scores of each row over the keys,
-    its own key and keys of zero weight at zero, scaled by the row's largest
-    (which cancels in every pooled ratio); ``slope`` is ``_log_slope`` of the
-    squared distances, None for the Gaussian (the constant 1) or when
-    ``slopes`` is False.
-    """
-    n = Z.shape[0]
-    rows_per_chunk = buf.shape[0]
-    # Logits far below their row's maximum are clamped (exp() is slow on
-    # them); the squared diagonal of the bounding box bounds every distance.
-    box = float(np.sum(np.ptp(Z, axis=0) ** 2))
-    positive = weights[weights > 0]
-    spread = float(np.log(positive.max() / positive.min()))
-    needs_floor = -kernel.log_function(np.sqrt(box)) + spread > -_LOGIT_FLOOR
-    for start in range(0, n, rows_per_chunk):
-        rows = np.arange(start, min(start + rows_per_chunk, n))
-        diagonal = (np.arange(len(rows)), rows)
-        s = buf[: len(rows)]
-        squared_distances(left[rows], right, s)
-        if kernel.name == "exponential":
-            # sqrt() turns the rounding error of a zero distance into ~1e-8:
-            # pairs within it of zero are taken as duplicates.
-            slack = 64 * _EPS * (left[rows, -1][:, None] + right[-2][None, :])
-            s[s <= slack] = 0.0
-        # Groups of points far apart: exact differences, as the engine does
-        # (duplicates then have distance 0 exactly).
-        exact_if_far(s, left[rows], right, 1.0)
-        slope = _log_slope(kernel, s) if slopes else None
-        logits = kernel.squared_log_function(s)  # in place: s is not needed
-        if log_weights is not None:
-            logits += log_weights
-        logits[diagonal] = -np.inf
-        logits -= logits.max(axis=1, keepdims=True)
-        if needs_floor:
-            np.maximum(logits, _LOGIT_FLOOR, out=logits)
-        scores = np.exp(logits, out=logits)
-        if has_zero:
-            scores[:, weights == 0] = 0.0
-        scores[diagonal] = 0.0
-        yield rows, scores, slope
-
-
-def _solve_local(cov, rhs, tol):
-    """``C^+ rhs`` per row, ``C^+`` the pseudo-inverse over the eigenvalues
-    of ``C`` above ``tol`` (the minimum-norm rule of :mod:`._local_linear`):
-    zero on the rows of rank 0, which keep the local mean.
-
-    A row is rank-deficient when the smallest eigenvalue of ``C`` is within
-    ``tol``. Batched Cholesky
-    factorisations are far cheaper than eigendecompositions, so they screen
-    the rows: every Cholesky pivot is at least the smallest eigenvalue, and
-    a chunk whose factorisation fails or has a pivot within twice ``tol``
-    is decided on its eigenvalues. Otherwise the rows whose smallest pivot
-    is within ``1e3 tol`` are checked on their eigenvalues, and the others
-    are taken as regular: this loss may then keep, as regular, a row whose
-    covariance is singular by a conditioning worse than that margin, where
-    the fitted estimator takes the local mean.
-    """
-    try:
-        pivots = np.diagonal(np.linalg.cholesky(cov), axis1=1, axis2=2) ** 2
-    except np.linalg.LinAlgError:
-        pivots = None
-    if pivots is not None and np.all(pivots.min(axis=1) > 2 * tol):
-        # The smallest eigenvalue may still lie below a pivot: decide the
-        # rows near the threshold on it.
-        close = np.flatnonzero(pivots.min(axis=1) <= 1e3 * tol)
-        if not len(close) or np.all(np.linalg.eigvalsh(cov[close])[:, 0] > tol[close]):
-            return np.linalg.solve(cov, rhs)
-    eigenvalues, vectors = np.linalg.eigh(cov)
-    with np.errstate(divide="ignore"):
-        inverse = np.where(eigenvalues > tol[:, None], 1.0 / eigenvalues, 0.0)
-    projected = np.einsum("cfe,cfk->cek", vectors, rhs)
-    return np.einsum("cfe,cek->cfk", vectors, inverse[:, :, None] * projected)
-
-
-def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient):
-    """:func:`loo_loss` of local-linear (degree 1) held-out fits.
-
-    The local fits are solved in the scaled coordinates ``z = x / h``, in
-    which the local-linear prediction is the same (it is invariant to an
-    affine map of the design). A row whose local covariance is
-    rank-deficient, by the threshold of the fitted estimator
-    (:mod:`._local_linear`), gets its minimum-norm fit; one of rank 0 the
-    local mean and the local mean's gradient.
-    """
-    n, p = Y.shape
-    d = X.shape[1]
-    Z = X / np.exp(log_widths)
-    Z -= Z[weights > 0].mean(axis=0)
-    left, right = _augment(Z)
-    log_weights = None
-    if np.any(weights != weights[0]):
-        with np.errstate(divide="ignore"):
-            log_weights = np.log(weights)
-    has_zero = bool(np.any(weights == 0))
-    scale = p * weights.sum()
-    center = weights @ Y / weights.sum()
-    values = Y - center
-    upper = np.triu_indices(d)
-    # [z, upper(z z^T), y, z (x) y] per key: the local moments.
-    moments = np.hstack(
-        [
-            Z,
-            (Z[:, upper[0]] * Z[:, upper[1]]),
-            values,
-            (Z[:, :, None] * values[:, None, :]).reshape(n, -1),
-        ]
-    )
-    # Per row: the distances/scores, the slope, the equivalent kernel, the
-    # residuals and their product (float64).
-    per_key = 8 * 6
-    budget = min(_CHUNK_BYTES * _BYTES_PER_KEY // 8, working_memory_bytes())
-    budget = max(budget - moments.nbytes, per_key * n)
-    rows_per_chunk = max(1, int(min(n, budget // (per_key * n))))
-    buffer = np.empty((rows_per_chunk, n))
-    n_keys = np.count_nonzero(weights > 0) - (weights > 0)
-    loss = 0.0
-    grad = np.zeros(d)
-    predictions = np.empty_like(Y)
-    n_sq = len(upper[0])
-    for rows, scores, slope in _score_chunks(
-        Z, left, right, weights, log_weights, has_zero, kernel, gradient, buffer
-    ):
-        c = len(rows)
-        total = scores.sum(axis=1)
-        sums = scores @ moments / total[:, None]
-        m = sums[:, :d]
-        second = np.zeros((c, d, d))
-        second[:, upper[0], upper[1]] = sums[:, d : d + n_sq]
-        second[:, upper[1], upper[0]] = sums[:, d : d + n_sq]
-        ybar = sums[:, d + n_sq : d + n_sq + p]
-        cross = sums[:, d + n_sq + p :].reshape(c, d, p) - m[:, :, None] * ybar[:, None]
-        cov = second - m[:, :, None] * m[:, None, :]
-        tol = 10.0 * d * np.sqrt(n_keys[rows]) * _EPS
-        tol *= np.trace(second, axis1=1, axis2=2)
-        # C^{-1} [cross, z_i - m]: the slopes and the equivalent kernel's.
-        rhs = np.concatenate([cross, (Z[rows] - m)[:, :, None]], axis=2)
-        solved = _solve_local(cov, rhs, tol)
-        beta, lever = solved[:, :, :p], solved[:, :, p]
-        pred = ybar + np.einsum("cfk,cf->ck", beta, Z[rows] - m)
-        predictions[rows] = pred + center
-        part, r = _objective("squared_error", values[rows], pred, weights[rows], scale)
-        loss += part
-        if not gradient:
-            continue
-        # g_ij = (1 + lever_i . (z_j - m_i)) / total_i and
-        # r . (y_j - p_i - beta_i^T (z_j - z_i)), as (c, n) matrices.
-        G = lever @ Z.T
-        G += (1.0 - np.einsum("cf,cf->c", lever, m))[:, None]
-        G /= total[:, None]
-        tilt = np.einsum("cfk,ck->cf", beta, r)
-        E = r @ values.T
-        E -= tilt @ Z.T
-        E += (np.einsum("cf,cf->c", tilt, Z[rows]) - np.sum(r * pred, axis=1))[:, None]
-        E *= G
-        E *= scores
-        if slope is not None:
-            E *= slope
-        # sum_ij M_ij (z_if^2 + z_jf^2 - 2 z_if z_jf)
-        Zr = Z[rows]
-        grad += Zr.T**2 @ E.sum(axis=1) + E.sum(axis=0) @ Z**2
-        grad -= 2.0 * np.einsum("cf,cf->f", Zr, E @ Z)
     return (loss, grad, predictions) if gradient else (loss, predictions)
 
 

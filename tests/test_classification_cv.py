@@ -20,9 +20,12 @@ from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_kernelpool import (
+    BandwidthEdgeWarning,
     EmptyNeighborhoodWarning,
     KernelAttentionClassifier,
     KernelAttentionClassifierCV,
+    KernelAttentionRegressor,
+    KernelAttentionRegressorCV,
 )
 from sklearn_kernelpool._widths import loo_loss
 from sklearn_kernelpool.kernels import KERNELS
@@ -435,3 +438,47 @@ def test_guarded_per_feature_widths_of_the_classifier():
     assert kfold.per_feature_
     assert np.isfinite(kfold.best_score_)
     assert kfold.best_score_ > kfold.cv_results_["mean_test_score"].max()
+
+
+def test_the_search_refits_the_classifier_alone(monkeypatch):
+    # The candidates are scored on the pooled one-hot labels by the shared
+    # search; only the selected classifier is fitted, no regressor.
+    def refuse(*args, **kwargs):
+        raise AssertionError("a regressor was fitted")
+
+    monkeypatch.setattr(KernelAttentionRegressor, "fit", refuse)
+    X, y = _iris_like()
+    clf = KernelAttentionClassifierCV(bandwidths=[0.3, 1.0], n_neighbors=None)
+    assert clf.fit(X, y).best_estimator_.classes_.tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "search",
+    [
+        KernelAttentionRegressorCV(bandwidths=[1e-3, 2e-3], n_neighbors=None),
+        KernelAttentionClassifierCV(bandwidths=[1e-3, 2e-3], n_neighbors=None),
+    ],
+    ids=["regressor", "classifier"],
+)
+def test_the_edge_warning_points_at_the_call_of_fit(search):
+    X, y = _iris_like()
+    with pytest.warns(BandwidthEdgeWarning) as caught:
+        search.fit(X, y)
+    assert [w.filename for w in caught] == [__file__]
+
+
+def test_the_verbose_output_names_the_estimator_class(capsys):
+    class MySearch(KernelAttentionClassifierCV):
+        pass
+
+    X, y = _iris_like()
+    MySearch(bandwidths=[0.3, 1.0], n_neighbors=None, verbose=1).fit(X, y)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(line.startswith("[MySearch] ") for line in lines)
+
+
+def _iris_like():
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1, 2], 20)
+    X = y[:, None] + rng.normal(scale=0.5, size=(60, 2))
+    return X, y

@@ -23,7 +23,8 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
 )
-from sklearn_kernelpool._cv import _r2_scores, bandwidth_grid
+from sklearn_kernelpool._search_grid import bandwidth_grid
+from sklearn_kernelpool._search_scores import _r2_scores
 from sklearn_kernelpool._widths import loo_loss
 from sklearn_kernelpool.kernels import KERNELS
 

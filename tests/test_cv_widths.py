@@ -17,6 +17,7 @@ from sklearn_kernelpool import (
     LocalLinearFallbackWarning,
 )
 from sklearn_kernelpool._guard import default_splits, guard_widths
+from sklearn_kernelpool._search_grid import bandwidth_grid
 from sklearn_kernelpool._widths import learn_widths, loo_loss
 from sklearn_kernelpool.kernels import KERNELS
 
@@ -398,11 +399,7 @@ def test_automatic_grid_is_extended_to_an_interior_optimum():
         warnings.simplefilter("error", BandwidthEdgeWarning)
         reg = KernelAttentionRegressorCV(degree=0, n_neighbors=None).fit(X, y)
     scored = reg.cv_results_["param_bandwidth"]
-    first = (
-        KernelAttentionRegressorCV(degree=0, n_neighbors=None)
-        .set_params(bandwidths=30)
-        ._bandwidth_grid(X)
-    )
+    first = bandwidth_grid(X, 30)
     assert first[0] > scored[0]  # extended below
     assert np.all(np.diff(scored) > 0)  # in GridSearchCV's order
     assert np.isin(first, scored).all()
@@ -431,7 +428,7 @@ def test_automatic_grid_stops_at_the_limit_of_global_pooling():
     with warnings.catch_warnings():
         warnings.simplefilter("error", BandwidthEdgeWarning)
         reg = KernelAttentionRegressorCV(bandwidths=10, degree=1).fit(X, y)
-    first = reg._bandwidth_grid(X)
+    first = bandwidth_grid(X, 10)
     scored = reg.cv_results_["param_bandwidth"]
     assert scored.max() > first.max()
     assert scored.max() <= 10 * first.max() * (1 + 1e-12)

@@ -1,0 +1,387 @@
+"""The candidate search shared by the cross-validated estimators.
+
+:class:`CandidateSearch` scores every candidate (kernel, bandwidth, degree,
+neighbour count, categorical bandwidth) by exact leave-one-out, K-fold, or an
+in-sample criterion of the smoother, from one pass over the pairs of points,
+and selects the best one; a scoring policy
+(:class:`._search_scores.RegressionScoring`,
+:class:`._search_proba.ProbabilityScoring`) scores the held-out predictions.
+"""
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.model_selection import ParameterGrid, check_cv
+
+from ._adaptive_loo import AdaptiveHeldOut
+from ._binned_cv import BinnedHeldOut
+from ._categorical_cv import CategoricalHeldOut
+from ._loo import HeldOut
+from ._search_grid import (
+    AUTO_NEIGHBORS,
+    _check_grid,
+    _in_grid_order,
+    _local_linear_fits,
+    _rank,
+    _width,
+    extend_grid,
+    warn_edge,
+)
+from ._search_params import (
+    SearchParameters,
+)
+from ._search_passes import HeldOutPasses
+from ._search_widths import learn_categorical_widths, learn_feature_widths
+from .kernels import KERNELS
+
+# What a search selects, set on the estimator after it.
+SELECTED = (
+    "cv_results_",
+    "best_index_",
+    "best_params_",
+    "best_score_",
+    "kernel_",
+    "bandwidth_",
+    "categorical_bandwidth_",
+    "n_neighbors_",
+    "degree_",
+    "per_feature_",
+    "per_feature_scores_",
+    "n_iter_",
+)
+
+
+class CandidateSearch(SearchParameters, HeldOutPasses):
+    """Score every candidate and select the best one.
+
+    Takes the parameters of :class:`._search_params.SearchParameters`.
+    After :meth:`fit`, the attributes of :data:`SELECTED` that the search
+    set hold the selection, and ``binned`` whether it scored on the binned
+    path.
+    """
+
+    def selected(self):
+        """The attributes of :data:`SELECTED` that the search set."""
+        return {key: getattr(self, key) for key in SELECTED if hasattr(self, key)}
+
+    # -- scores --------------------------------------------------------------
+
+    def smoother_criteria(self, params, results):
+        """Score the candidates by their in-sample criterion.
+
+        ``effective_df``, ``gcv`` and ``aicc`` of each candidate fitted on all
+        the training data are in ``results``, computed with its
+        leave-one-out predictions (:meth:`_in_sample`); the negated
+        criterion replaces ``mean_test_score``. Only with ``scoring="gcv"``
+        or ``"aicc"``.
+        """
+        if self.smoother_scoring():
+            results["mean_test_score"] = -results[self.scoring]
+        return results
+
+    # -- search ----------------------------------------------------------
+    def fit(self, X, y, sample_weight, codes=None, lambdas=(None,), placeholder=()):
+        """Score the candidates on ``X`` (the continuous features, dense) and
+        ``y``, and select the best one.
+
+        ``sample_weight`` is None or relative (divided by a power of two
+        near the largest); ``codes`` are the category codes of the
+        categorical features (None without them), ``lambdas`` the
+        categorical bandwidths to score (``[None]`` without them), and
+        ``placeholder`` ``(0,)`` when ``X`` is a constant column standing
+        in for no continuous feature.
+        """
+        lambdas = list(lambdas)
+        self.placeholder = placeholder
+        names = self.kernel_names()
+        counts = self.neighbor_counts(categorical=codes is not None)
+        if counts and codes is not None:
+            raise ValueError(
+                "n_neighbors (adaptive-width candidates) cannot be combined with "
+                "categorical_features in KernelAttentionRegressorCV; got "
+                f"n_neighbors={self.n_neighbors!r}. Score fixed widths with "
+                "categorical features (n_neighbors=None), or fit "
+                "KernelAttentionRegressor(n_neighbors=..., "
+                "categorical_features=...) directly."
+            )
+        self.check_smoother_scoring()
+        if self.per_feature_mode() is True and self.cv is not None:
+            raise ValueError(
+                "per_feature=True learns the widths on the leave-one-out error "
+                "and scores them there: it needs cv=None; got "
+                f"cv={self.cv!r}. per_feature='auto' judges them on the splits "
+                "of cv."
+            )
+        weights = (
+            np.ones(X.shape[0]) if sample_weight is None else sample_weight
+        ).astype(np.float64)
+        positive = weights > 0
+        if self.cv is None and np.count_nonzero(positive) < 2:
+            raise ValueError(
+                "Leave-one-out needs at least two samples of positive weight; "
+                f"got {np.count_nonzero(positive)} sample(s)."
+            )
+        X64 = X.astype(np.float64)
+        Y = y.reshape(X.shape[0], -1).astype(np.float64)
+        grid = self.bandwidth_grid(X64[positive])
+        if len(grid):
+            _check_grid(X, grid, automatic=isinstance(self.bandwidths, Integral))
+        weighted = sample_weight is not None
+        scorer = self.policy.scorer(weighted)
+        # The splits once: a generator given as cv can be consumed only once.
+        splits = None
+        if self.cv is not None:
+            cv = check_cv(self.cv, y, classifier=False)
+            splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
+            self.policy.check_small_folds(splits, scorer, X, y, sample_weight)
+        if isinstance(self.n_neighbors, str):
+            # The counts that every held-out fit can hold: those of at most
+            # the training points of positive weight of the smallest fit.
+            if splits is None:
+                available = np.count_nonzero(positive) - 1
+            else:
+                available = min(np.count_nonzero(positive[tr]) for tr, _ in splits)
+            counts = [k for k in counts if k <= available]
+            if self.bandwidths is None and not counts:
+                raise ValueError(
+                    "bandwidths=None scores adaptive-width candidates only, and "
+                    "n_neighbors='auto' leaves none: the smallest held-out fit "
+                    f"holds {available} point(s) of positive weight, fewer than "
+                    f"{AUTO_NEIGHBORS[0]}. Pass bandwidths."
+                )
+
+        self.binned = self.binned_scoring(X64[positive], names, grid, codes, counts)
+        if self.binned:
+            counts = []
+        automatic = isinstance(self.bandwidths, Integral)
+        if self.placeholder:
+            degrees = [0]  # categorical features only: no slope
+        elif self.degree == "auto":
+            n_candidates = len(names) * (len(grid) * len(lambdas) + len(counts))
+            degrees = [0, 1]
+            if not _local_linear_fits(X64[positive], Y, n_candidates, self.n_jobs):
+                degrees = [0]
+                self.say(
+                    "Scoring degree 0 alone: local-linear fits of "
+                    f"{X.shape[1]} features need more points or memory"
+                )
+        else:
+            degrees = [self.degree]
+        self._say_search(X, names, grid, splits, len(degrees), counts, len(lambdas))
+        data = (X, X64, y, Y, weights, sample_weight, scorer, weighted, splits)
+        self._categorical = codes, lambdas
+        params, results, capped = [], None, False
+        if len(grid):
+            params, results = self.score_grid(data, names, degrees, grid)
+            if automatic:
+                params, results, capped = extend_grid(
+                    self, data, names, degrees, params, results
+                )
+        fixed_grid = np.unique(results["param_bandwidth"]) if len(grid) else grid
+        if counts:
+            n_fixed = len(params)
+            new_params, new_results = self._score_adaptive(data, names, degrees, counts)
+            if results is None:
+                params, results = new_params, new_results
+            else:
+                params = params + new_params
+                results = {
+                    key: (
+                        params
+                        if key == "params"
+                        else np.concatenate([values, new_results[key]])
+                    )
+                    for key, values in results.items()
+                }
+            results["param_n_neighbors"] = np.ma.MaskedArray(
+                [p.get("n_neighbors", 0) for p in params],
+                mask=np.arange(len(params)) < n_fixed,
+                dtype=object,
+            )
+        results["rank_test_score"] = _rank(results["mean_test_score"])
+        self.cv_results_ = results
+        if np.all(np.isnan(results["mean_test_score"])):
+            raise ValueError(
+                "No candidate could be scored: every one left some held-out point "
+                f"with an empty neighbourhood under on_empty={self.on_empty!r}, "
+                "or its scores were not finite. Use larger bandwidths or "
+                "on_empty='nearest'."
+            )
+        self.best_index_ = int(np.argmin(results["rank_test_score"]))
+        self.best_params_ = dict(params[self.best_index_])
+        self.kernel_ = self.best_params_["kernel"]
+        self.bandwidth_ = float(self.best_params_["bandwidth"])
+        if "categorical_bandwidth" in self.best_params_:
+            self.categorical_bandwidth_ = self.best_params_["categorical_bandwidth"]
+        self.n_neighbors_ = self.best_params_.get("n_neighbors")
+        self.degree_ = int(self.best_params_.get("degree", degrees[0]))
+        self.best_score_ = float(results["mean_test_score"][self.best_index_])
+        self._say_scores(params, names)
+        if self.n_neighbors_ is None and (capped or not automatic):
+            warn_edge(self.bandwidth_, fixed_grid, automatic)
+        self.per_feature_ = False
+        self.per_feature_scores_ = None
+        mode = self.per_feature_mode()
+        if mode is True and codes is not None:
+            self.say("Learning per-feature widths and lambdas by leave-one-out")
+            learn_categorical_widths(self, data, codes)
+        elif mode and codes is None and self.n_neighbors_ is None:
+            self.say("Learning per-feature widths by leave-one-out")
+            learn_feature_widths(self, data, fixed_grid)
+            if self.per_feature_:
+                widths = np.round(self.bandwidth_, 6).tolist()
+                self.say(f"Per-feature widths: {widths}")
+            else:
+                self.say("Kept the isotropic bandwidth")
+
+    def score_grid(self, data, names, degrees, grid):
+        """Score every (bandwidth, degree, kernel) candidate of ``grid``, with
+        every categorical bandwidth of ``self._categorical``.
+
+        Returns the candidates in ``GridSearchCV``'s order and their
+        results (without ranks).
+        """
+        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+        codes, lambdas = self._categorical
+        space = {"kernel": names, "bandwidth": list(grid)}
+        if len(degrees) > 1:
+            space["degree"] = degrees
+        grid_params = list(ParameterGrid(space))
+        kernels = [KERNELS[n] for n in names]
+        params, every = [], []
+        for lam in lambdas:
+            if self.binned:
+                held_out = BinnedHeldOut(
+                    X64, Y, weights, kernels, grid, degree=max(degrees)
+                )
+            elif lam is None:
+                held_out = HeldOut(
+                    X64, Y, weights, kernels, grid, self.n_jobs, degree=max(degrees)
+                )
+            else:
+                held_out = CategoricalHeldOut(
+                    X64,
+                    codes,
+                    np.full(codes.shape[1], lam),
+                    Y,
+                    weights,
+                    kernels,
+                    grid,
+                    self.n_jobs,
+                    degree=max(degrees),
+                )
+            every.append(self._run(held_out, data, grid_params, degrees))
+            if lam is None:
+                params += grid_params
+            else:
+                params += [{**p, "categorical_bandwidth": lam} for p in grid_params]
+        results = {key: np.concatenate([r[key] for r in every]) for key in every[0]}
+        results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
+        results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
+        if len(degrees) > 1:
+            results["param_degree"] = np.array(
+                [p["degree"] for p in params], dtype=object
+            )
+        if lambdas != [None]:
+            results["param_categorical_bandwidth"] = np.array(
+                [p["categorical_bandwidth"] for p in params]
+            )
+        results["params"] = params
+        params, results = _in_grid_order(params, results)
+        return params, self.smoother_criteria(params, results)
+
+    def _score_adaptive(self, data, names, degrees, counts):
+        """Score every (degree, kernel, n_neighbors) adaptive candidate.
+
+        Returns the candidates in ``ParameterGrid``'s order, at the
+        bandwidth multiplier 1.0, and their results (without ranks).
+        """
+        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+        space = {"kernel": names, "n_neighbors": counts}
+        if len(degrees) > 1:
+            space["degree"] = degrees
+        params = [{"bandwidth": 1.0, **p} for p in ParameterGrid(space)]
+        held_out = HeldOut(
+            X64,
+            Y,
+            weights,
+            [KERNELS[n] for n in names],
+            np.empty(0),
+            self.n_jobs,
+            degree=max(degrees),
+        )
+        self._adaptive = AdaptiveHeldOut(held_out, counts)
+        try:
+            results = self._run(held_out, data, params, degrees)
+        finally:
+            del self._adaptive
+        results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
+        results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
+        if len(degrees) > 1:
+            results["param_degree"] = np.array(
+                [p["degree"] for p in params], dtype=object
+            )
+        results["params"] = params
+        return params, self.smoother_criteria(params, results)
+
+    def _run(self, held_out, data, params, degrees):
+        """The leave-one-out or K-fold results of the candidates ``params``."""
+        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+        if splits is None:
+            return self._loo(held_out, X, y, weights, scorer, weighted, degrees)
+        return self._kfold(
+            held_out, X, y, sample_weight, scorer, params, splits, degrees
+        )
+
+    def say(self, message, level=1):
+        if self.verbose >= level:
+            print(f"[{self.name}] {message}")
+
+    def _say_search(self, X, names, grid, splits, n_degrees=1, counts=(), n_lambdas=1):
+        n_widths = len(grid) * n_lambdas + len(counts)
+        n_candidates = len(names) * n_widths * n_degrees
+        what = f"{n_candidates} candidates ({len(names)} kernel(s) x {len(grid)} "
+        what += "bandwidths"
+        if n_lambdas > 1:
+            what += f" x {n_lambdas} categorical bandwidths"
+        if n_degrees > 1:
+            what += f" x {n_degrees} degrees"
+        if counts:
+            what += f" + {len(counts)} neighbour counts"
+        what += ")"
+        if splits is None:
+            self.say(
+                f"Scoring {what} by leave-one-out over {X.shape[0]} samples, "
+                "in one pass over the pairs of points"
+            )
+        else:
+            n_splits = len(splits)
+            self.say(
+                f"Fitting {n_splits} folds for each of {what}, totalling "
+                f"{n_splits * n_candidates} fits, in one pass over the pairs of "
+                "points"
+            )
+
+    def _say_scores(self, params, names):
+        scores = self.cv_results_["mean_test_score"]
+        for i, candidate in enumerate(params):
+            self.say(
+                f"kernel={candidate['kernel']!r}, {_width(candidate)}: "
+                f"score={scores[i]:.6g}",
+                level=3,
+            )
+        for name in names:
+            mine = [i for i, p in enumerate(params) if p["kernel"] == name]
+            if np.all(np.isnan(scores[mine])):
+                self.say(f"kernel={name!r}: no eligible bandwidth", level=2)
+                continue
+            best = mine[int(np.nanargmax(scores[mine]))]
+            self.say(
+                f"kernel={name!r}: best {_width(params[best], ' ')}, "
+                f"score={scores[best]:.6g}",
+                level=2,
+            )
+        self.say(
+            f"Selected kernel={self.kernel_!r}, {_width(self.best_params_)}, "
+            f"score={self.best_score_:.6g}"
+        )

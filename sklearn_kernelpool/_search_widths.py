@@ -1,0 +1,115 @@
+"""Per-feature widths learned after the isotropic selection of the bandwidth
+search, kept only where they do better (:mod:`._widths`, :mod:`._guard`,
+:mod:`._categorical_widths`)."""
+
+import numpy as np
+
+from . import _categorical_widths
+from ._guard import guard_widths
+from ._widths import learn_widths, loo_loss
+from .kernels import KERNELS
+
+
+def learn_feature_widths(search, data, grid):
+    """Learn per-feature widths; keep them as ``per_feature`` says.
+
+    They are learned on the leave-one-out loss of ``search.policy``
+    (squared error, or log-loss for class probabilities) and kept only
+    where they lower that of the isotropic choice and, with
+    ``per_feature="auto"``, where the guard (:func:`._guard.guard_widths`)
+    finds them better out of fold. ``grid`` holds the fixed bandwidths
+    scored.
+    """
+    X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+    policy = search.policy
+    kernel = KERNELS[search.kernel_]
+    options = {"degree": search.degree_, "objective": policy.objective}
+    widths, n_iter, loss, predictions = learn_widths(
+        X64, Y, weights, kernel, search.bandwidth_, max_iter=search.max_iter, **options
+    )
+    search.n_iter_ = n_iter
+    isotropic = np.full(X64.shape[1], np.log(search.bandwidth_))
+    isotropic_loss = loo_loss(
+        isotropic, X64, Y, weights, kernel, gradient=False, **options
+    )[0]
+    if not loss < isotropic_loss:
+        return
+    if search.per_feature_mode() == "auto":
+        search.say(
+            "Comparing the learned widths with the isotropic bandwidth out "
+            "of fold, each selected or learned on the training parts"
+        )
+        guard = guard_widths(
+            X64,
+            Y,
+            weights,
+            kernel,
+            grid,
+            splits=splits,
+            max_iter=search.max_iter,
+            **options,
+        )
+        search.per_feature_scores_ = {
+            "isotropic": guard.isotropic_loss,
+            "per_feature": guard.per_feature_loss,
+        }
+        if policy.loss_name is not None:
+            search.say(
+                f"Out-of-fold {policy.loss_name}: isotropic "
+                f"{guard.isotropic_loss:.6g}, per-feature {guard.per_feature_loss:.6g}"
+            )
+        if not guard.keep:
+            return
+    search.bandwidth_ = widths
+    search.per_feature_ = True
+    if splits is not None:
+        # The score of the learned widths on the splits: those of the
+        # guard, whose widths were learned on each training part.
+        search.best_score_ = float(
+            np.mean(
+                [
+                    policy.learned_split_score(
+                        split,
+                        guard.per_feature_predictions,
+                        X,
+                        y,
+                        None if sample_weight is None else sample_weight[split[1]],
+                        scorer,
+                        weighted,
+                    )
+                    for split in splits
+                ]
+            )
+        )
+    elif scorer is None:
+        search.best_score_ = -float(loss)
+    else:
+        search.best_score_ = policy.learned_loo_score(
+            predictions, X, y, weights, scorer, weighted
+        )
+
+
+def learn_categorical_widths(search, data, codes):
+    """Per-feature widths and lambdas (:mod:`._categorical_widths`), kept
+    where they lower the leave-one-out error of the selected candidate."""
+    X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+    kernel = KERNELS[search.kernel_]
+    lambdas = np.full(codes.shape[1], search.categorical_bandwidth_)
+    widths, learned, n_iter, loo_mse = _categorical_widths.learn(
+        X64, codes, Y, weights, kernel, search.bandwidth_, lambdas
+    )
+    search.n_iter_ = n_iter
+    if not loo_mse < search.cv_results_["loo_mse"][search.best_index_]:
+        return
+    search.bandwidth_ = widths[0] if search.placeholder else widths
+    search.categorical_bandwidth_ = learned
+    search.per_feature_ = True
+    if scorer is None:
+        search.best_score_ = -float(loo_mse)
+        return
+    predictions = _categorical_widths.loo_predictions(
+        X64, codes, Y, weights, kernel, widths, learned
+    )
+    search.best_score_ = search.policy.learned_loo_score(
+        predictions, X, y, weights, scorer, weighted
+    )
