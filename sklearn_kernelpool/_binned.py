@@ -19,8 +19,7 @@ binned sums computed elsewhere (summed over partitions, for instance).
 import numpy as np
 from scipy import fft
 
-from ._binning import _corners as corners
-from ._binning import cell_coordinates, linear_bin, make_grid
+from ._binning import Cells, linear_bin, make_grid
 
 # Unbounded kernels are sampled up to the scaled distance where they fall
 # below this fraction of their peak: 7.43 bandwidths for the gaussian, 27.6
@@ -162,12 +161,8 @@ def interpolate(grid, arrays, Q):
     the nearest cell, extrapolated, for queries outside the grid) and a
     boolean mask of the queries inside it.
     """
-    index, fraction, inside = cell_coordinates(grid, Q)
-    flat_arrays = arrays.reshape(-1, arrays.shape[-1])
-    out = np.zeros((len(Q), arrays.shape[-1]))
-    for flat, share in corners(grid, index, fraction):
-        out += share[:, None] * flat_arrays[flat]
-    return out, inside
+    cells = Cells(grid, Q)
+    return cells.gather(arrays).T, cells.inside
 
 
 class BinnedEngine:
@@ -300,10 +295,14 @@ def solve(sums, bad, exponents, n_outputs, degree, min_variance, return_std=Fals
             i += 1
     cov = second - m[:, :, None] * m[:, None, :]
     cross = yw[:, 1:] - m[:, :, None] * ybar[:, None]
-    smallest = np.linalg.eigvalsh(cov)[:, 0]
-    bad = bad | ~(smallest > min_variance)
-    cov[bad] = np.eye(d)
-    beta = np.linalg.solve(cov, cross)
+    if d == 1:
+        bad = bad | ~(cov[:, 0, 0] > min_variance)
+        beta = cross / np.where(bad, 1.0, cov[:, 0, 0])[:, None, None]
+    else:
+        smallest = np.linalg.eigvalsh(cov)[:, 0]
+        bad = bad | ~(smallest > min_variance)
+        cov[bad] = np.eye(d)
+        beta = np.linalg.solve(cov, cross)
     # u is (k - q) / h: the estimate at q is ybar - beta . m.
     mean = ybar - np.einsum("nfk,nf->nk", beta, m)
     if return_std:
