@@ -29,9 +29,13 @@ rows when the training part is the rest of the data, else the training
 rows binned; one convolution per candidate and split.
 """
 
+import copy
+
 import numpy as np
+from scipy.spatial import cKDTree
 
 from ._binned import (
+    MAX_EXTRAPOLATION,
     MIN_VARIANCE,
     MIN_WEIGHT,
     BinnedEngine,
@@ -94,6 +98,8 @@ class BinnedHeldOut:
         self._columns_t = np.ascontiguousarray(self.columns.T)
         self._pair_shares = None
         self._exact = None
+        self._exact_engines = {}
+        self._tree = None
 
     # -- the layouts of HeldOut -------------------------------------------
     def sums_excluding_groups(self, groups):
@@ -160,8 +166,7 @@ class BinnedHeldOut:
             for m, h in enumerate(self.bandwidths):
                 for rows, grid_sums, own, at in layouts:
                     self._candidate(out, (k, m), kernel, h, grid_sums, rows, at, own)
-                if self.degree == 1:
-                    self._exact_doubtful(out, (k, m), kernel, h, pending, exact)
+                self._exact_doubtful(out, (k, m), kernel, h, pending, exact)
         return out
 
     def _candidate(self, out, index, kernel, h, grid_sums, rows, cells, own):
@@ -205,7 +210,13 @@ class BinnedHeldOut:
         if self.degree == 1:
             ratio = float(((self.grid.step / h) ** 2).max())
             mean, _, bad = solve(
-                sums.T, empty, self.exponents, p, 1, MIN_VARIANCE + 4 * ratio
+                sums.T,
+                empty,
+                self.exponents,
+                p,
+                1,
+                MIN_VARIANCE + 4 * ratio,
+                max_extrapolation=MAX_EXTRAPOLATION,
             )
             singular = bad & ~empty
             mean = mean + self.center
@@ -227,17 +238,36 @@ class BinnedHeldOut:
         )
 
     def _exact_doubtful(self, out, index, kernel, h, pending, layout):
-        """The exact held-out local-linear fits of the rows whose binned
-        local design was nearly singular, as the fitted binned estimator
-        computes its doubtful queries exactly."""
+        """The exact held-out fits of the rows the binned sums leave
+        undecided, as the fitted binned estimator computes its doubtful
+        queries exactly: those with a held-out binned weight at most
+        ``MIN_WEIGHT`` of the total (an unbounded kernel truncated at
+        ``TAIL``, or a compact one whose nearest keys the binning moved out
+        of its support) and, for degree 1, those with a nearly singular
+        binned local design. Rows that no other key reaches under a compact
+        kernel are empty for the exact engine too and are left as they are.
+        """
         k, m = index
-        predictions, empty, singular, deficient = out[1]
-        redo = np.flatnonzero(singular[k, m])
+        doubtful = out[0][1][k, m].copy()
+        if self.degree == 1:
+            doubtful |= out[1][2][k, m]
+        redo = np.flatnonzero(doubtful)
         if not len(redo):
             return
-        groups, train = layout
         rows = np.arange(len(self.X)) if pending.rows is None else pending.rows
-        held = HeldOut(self.X, self.Y, self.weights, [kernel], np.array([h]), degree=1)
+        if kernel.is_compact:
+            reached = self._reached(rows[redo], kernel, h)
+            for predictions, empty, *flags in out.values():
+                # No other key within the support: empty for the exact engine.
+                predictions[k, m][redo[~reached]] = np.nan
+                empty[k, m][redo[~reached]] = True
+                for flag in flags:
+                    flag[k, m][redo[~reached]] = False
+            redo = redo[reached]
+            if not len(redo):
+                return
+        held = self._exact_engine(kernel, h)
+        groups, train = layout
         n = len(self.X)
         if train is not None:
             allowed_keys = np.zeros(n, dtype=bool)
@@ -255,13 +285,36 @@ class BinnedHeldOut:
             else:
                 weights[np.arange(len(points)), points] = 0.0
             sums = (weights @ held.moments)[None, None]
-            pred, emp, sing, defi = held.predictions(
-                sums, points, groups, train, degree=1
+            for degree in range(self.degree + 1):
+                fits = held.predictions(sums, points, groups, train, degree=degree)
+                for target, value in zip(out[degree], fits, strict=True):
+                    target[k, m][at] = value[0, 0]
+
+    def _reached(self, points, kernel, h):
+        """Whether some other key of positive kernel weight lies near each
+        of the keys ``points``, under the compact ``kernel`` at width ``h``."""
+        if self._tree is None:
+            self._tree = cKDTree(self.X)
+        distance, _ = self._tree.query(self.X[points], k=2)
+        return kernel.function(distance[:, 1] / h) > 0
+
+    def _exact_engine(self, kernel, h):
+        """The exact leave-one-out machinery of ``kernel`` at width ``h``
+        (its moments and spatial order built once per kernel)."""
+        held = self._exact_engines.get(kernel.name)
+        if held is None:
+            held = HeldOut(
+                self.X,
+                self.Y,
+                self.weights,
+                [kernel],
+                np.array([h]),
+                degree=self.degree,
             )
-            predictions[k, m][at] = pred[0, 0]
-            empty[k, m][at] = emp[0, 0]
-            singular[k, m][at] = sing[0, 0]
-            deficient[k, m][at] = defi[0, 0]
+            self._exact_engines[kernel.name] = held
+        held = copy.copy(held)
+        held.bandwidths = np.array([h])
+        return held
 
     def _pairs(self):
         d, p = self.X.shape[1], self.Y.shape[1]
