@@ -67,6 +67,16 @@ def truncation_radius(kernel):
         return float(kernel.support)
     if kernel.name in ("cauchy", "constant"):
         return np.inf
+    if kernel.name not in _RADII:
+        _RADII[kernel.name] = _tail_radius(kernel)
+    return _RADII[kernel.name]
+
+
+_RADII = {}
+
+
+def _tail_radius(kernel):
+    """Where the decreasing unbounded ``kernel`` falls below ``TAIL``."""
     # Every built-in unbounded kernel decreases: bisect alpha(x) = TAIL.
     lo, hi = 0.0, 1.0
     while kernel.function(hi) > TAIL:
@@ -343,14 +353,17 @@ def solve(
 
 def binned_columns(values, weights, center, squares=True):
     """``[w, w (y - center), w (y - center)**2]`` of the rows (without the
-    last block unless ``squares``)."""
+    last block unless ``squares``), of shape (n, c), each column contiguous
+    (the transpose of a C-ordered (c, n) array)."""
     n, p = values.shape
-    out = np.empty((n, 1 + 2 * p))
-    out[:, 0] = weights
-    np.subtract(values, center, out=out[:, 1 : 1 + p])
-    np.multiply(out[:, 1 : 1 + p], out[:, 1 : 1 + p], out=out[:, 1 + p :])
-    out[:, 1:] *= weights[:, None]
-    return out if squares else out[:, : 1 + p]
+    out = np.empty((1 + (1 + squares) * p, n))
+    out[0] = weights
+    centred = out[1 : 1 + p]
+    np.subtract(values.T, np.reshape(center, (p, 1)), out=centred)
+    if squares:
+        np.multiply(centred, centred, out=out[1 + p :])
+    out[1:] *= out[0]
+    return out.T
 
 
 def fit_engine(

@@ -66,12 +66,16 @@ def cell_coordinates(grid, X):
     Rows outside the grid are clipped to its first or last cell (their
     fraction then lies outside [0, 1]); ``inside`` says which are in it.
     """
-    t = (np.asarray(X, dtype=np.float64) - grid.lower) / grid.step
+    t = np.subtract(X, grid.lower, dtype=np.float64)
+    t /= grid.step
     last = np.asarray(grid.shape) - 2
-    index = np.clip(np.floor(t), 0, last).astype(np.intp)
-    fraction = t - index
-    inside = np.all((t >= 0) & (t <= last + 1), axis=1)
-    return index, fraction, inside
+    inside = (t >= 0) & (t <= last + 1)
+    inside = inside[:, 0] if t.shape[1] == 1 else np.all(inside, axis=1)
+    floor = np.floor(t)
+    np.clip(floor, 0, last, out=floor)
+    index = floor.astype(np.intp)
+    t -= floor  # the fraction
+    return index, t, inside
 
 
 def linear_bin(grid, X, columns):
@@ -119,17 +123,23 @@ class Cells:
         self.grid = grid
         if X is None:
             return
-        index, fraction, self.inside = cell_coordinates(grid, X)
-        self.corners = _corners(grid, index, fraction)
+        self.index, self.fraction, self.inside = cell_coordinates(grid, X)
 
     def __len__(self):
         return len(self.inside)
 
+    @property
+    def corners(self):
+        """Per corner of the cells, the flat node index and share of each
+        row (:func:`_corners`)."""
+        return _corners(self.grid, self.index, self.fraction)
+
     def take(self, rows):
         """The cells of the rows ``rows`` (indices or a mask)."""
         out = Cells(self.grid)
+        out.index = self.index[rows]
+        out.fraction = self.fraction[rows]
         out.inside = self.inside[rows]
-        out.corners = [(flat[rows], share[rows]) for flat, share in self.corners]
         return out
 
     def bin(self, columns):
@@ -137,11 +147,22 @@ class Cells:
         columns = np.asarray(columns, dtype=np.float64)
         n_nodes = int(np.prod(self.grid.shape))
         out = np.empty((n_nodes, columns.shape[1]))
+        one_d = len(self.grid.shape) == 1
+        corners = None if one_d else self.corners
         for c in range(columns.shape[1]):
-            total = None
-            for flat, share in self.corners:
-                binned = np.bincount(flat, share * columns[:, c], minlength=n_nodes)
-                total = binned if total is None else total + binned
+            column = columns[:, c]
+            if one_d:
+                # Shares 1 - f and f of the nodes i and i + 1: both binned
+                # on i, the upper shifted by one node.
+                lower, fraction = self.index[:, 0], self.fraction[:, 0]
+                upper = column * fraction
+                total = np.bincount(lower, column - upper, minlength=n_nodes)
+                total[1:] += np.bincount(lower, upper, minlength=n_nodes)[:-1]
+            else:
+                total = None
+                for flat, share in corners:
+                    binned = np.bincount(flat, share * column, minlength=n_nodes)
+                    total = binned if total is None else total + binned
             out[:, c] = total
         return out.reshape(self.grid.shape + (columns.shape[1],))
 
@@ -153,11 +174,13 @@ class Cells:
         n = len(self)
         out = np.empty((flat_arrays.shape[1], n))
         scratch = np.empty(n)
+        one_d = len(self.grid.shape) == 1
+        corners = None if one_d else self.corners
         for c in range(flat_arrays.shape[1]):
             column = np.ascontiguousarray(flat_arrays[:, c])
-            if len(self.corners) == 2:
+            if one_d:
                 # 1-D: a[i] + f (a[i + 1] - a[i]), the slope gathered.
-                (lower, _), (_, fraction) = self.corners
+                lower, fraction = self.index[:, 0], self.fraction[:, 0]
                 slope = np.empty_like(column)
                 np.subtract(column[1:], column[:-1], out=slope[:-1])
                 slope[-1] = 0.0
@@ -165,10 +188,10 @@ class Cells:
                 out[c] *= fraction
                 out[c] += np.take(column, lower, out=scratch, mode="clip")
                 continue
-            flat, share = self.corners[0]
+            flat, share = corners[0]
             np.take(column, flat, out=out[c], mode="clip")
             out[c] *= share
-            for flat, share in self.corners[1:]:
+            for flat, share in corners[1:]:
                 np.take(column, flat, out=scratch, mode="clip")
                 scratch *= share
                 out[c] += scratch
