@@ -9,6 +9,7 @@ the grids gives the grid of all rows, up to float rounding, so that grid
 sums can be computed per partition of the data and added.
 """
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,10 +129,10 @@ class Cells:
     def __len__(self):
         return len(self.inside)
 
-    @property
+    @functools.cached_property
     def corners(self):
         """Per corner of the cells, the flat node index and share of each
-        row (:func:`_corners`)."""
+        row (:func:`_corners`), computed on first use."""
         return _corners(self.grid, self.index, self.fraction)
 
     def take(self, rows):
