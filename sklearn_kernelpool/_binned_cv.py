@@ -6,6 +6,10 @@ binned once onto a grid spanning the keys (:mod:`._binning`), resolved for
 the smallest candidate width (:func:`._binned.default_bins`), and each
 candidate (kernel, width) costs one FFT convolution of those grid sums with
 its stencils (:func:`._binned.convolve`), interpolated to the held-out keys.
+The rows' cells and interpolation shares on that fixed grid, and the
+products of each row's own shares that its self-term needs, are computed
+once (:class:`._binning.Cells`): a candidate costs its convolution, one
+gather per corner and column, and the self-terms as a small matrix product.
 
 Leave-one-out. Interpolated at key ``i``, the convolved sums hold ``i``'s
 own binned contribution: its column ``c_i`` (weight, weighted values...)
@@ -25,20 +29,22 @@ rows when the training part is the rest of the data, else the training
 rows binned; one convolution per candidate and split.
 """
 
+import copy
+
 import numpy as np
+from scipy.spatial import cKDTree
 
 from ._binned import (
+    MAX_EXTRAPOLATION,
     MIN_VARIANCE,
     MIN_WEIGHT,
     BinnedEngine,
     binned_columns,
     default_bins,
-    interpolate,
     powers,
     solve,
 )
-from ._binning import _corners as corners
-from ._binning import cell_coordinates, linear_bin, make_grid
+from ._binning import Cells, make_grid
 from ._chunking import row_batches
 from ._loo import HeldOut
 
@@ -86,8 +92,14 @@ class BinnedHeldOut:
         self.exponents = powers(d, degree)
         self.center = self.weights @ Y / self.weights.sum()
         self.columns = binned_columns(Y, self.weights, self.center, squares=False)
-        self.total = linear_bin(self.grid, X, self.columns)
+        # The geometry of the rows on the grid, shared by every candidate.
+        self.cells = Cells(self.grid, X)
+        self.total = self.cells.bin(self.columns)
+        self._columns_t = np.ascontiguousarray(self.columns.T)
+        self._pair_shares = None
         self._exact = None
+        self._exact_engines = {}
+        self._tree = None
 
     # -- the layouts of HeldOut -------------------------------------------
     def sums_excluding_groups(self, groups):
@@ -113,24 +125,33 @@ class BinnedHeldOut:
         # The layout of the exact engine, for the doubtful degree-1 rows.
         exact = (pending.groups, pending.train)
         if pending.train is None and pending.groups is None:
-            layouts = [(np.arange(n), self.total, True)]
+            layouts = [(slice(None), self.total, True)]
         elif pending.train is None:
             layouts = []
             for g in np.unique(pending.groups):
                 rows = np.flatnonzero(pending.groups == g)
-                held = linear_bin(self.grid, self.X[rows], self.columns[rows])
+                held = self.cells.take(rows).bin(self.columns[rows])
                 layouts.append((rows, self.total - held, False))
         else:
             rows, train = pending.rows, pending.train
             rest = len(train) + len(rows) == n and not np.intersect1d(train, rows).size
             if rest:
-                held = linear_bin(self.grid, self.X[rows], self.columns[rows])
+                held = self.cells.take(rows).bin(self.columns[rows])
                 grid_sums = self.total - held
             else:
-                grid_sums = linear_bin(self.grid, self.X[train], self.columns[train])
-            layouts = [(np.arange(len(rows)), grid_sums, False)]
+                grid_sums = self.cells.take(train).bin(self.columns[train])
+            layouts = [(slice(None), grid_sums, False)]
         n_rows = n if pending.rows is None else len(pending.rows)
-        queries = self.X if pending.rows is None else self.X[pending.rows]
+        cells = self.cells if pending.rows is None else self.cells.take(pending.rows)
+        layouts = [
+            (
+                rows,
+                grid_sums,
+                own,
+                cells if isinstance(rows, slice) else cells.take(rows),
+            )
+            for rows, grid_sums, own in layouts
+        ]
         shape = (len(self.kernels), len(self.bandwidths), n_rows)
         p = self.Y.shape[1]
         out = {}
@@ -143,15 +164,15 @@ class BinnedHeldOut:
             )
         for k, kernel in enumerate(self.kernels):
             for m, h in enumerate(self.bandwidths):
-                for rows, grid_sums, own in layouts:
-                    self._candidate(
-                        out, (k, m), kernel, h, grid_sums, rows, queries[rows], own
-                    )
-                if self.degree == 1:
-                    self._exact_doubtful(out, (k, m), kernel, h, pending, exact)
+                for rows, grid_sums, own, at in layouts:
+                    self._candidate(out, (k, m), kernel, h, grid_sums, rows, at, own)
+                self._exact_doubtful(out, (k, m), kernel, h, pending, exact)
         return out
 
-    def _candidate(self, out, index, kernel, h, grid_sums, rows, queries, own):
+    def _candidate(self, out, index, kernel, h, grid_sums, rows, cells, own):
+        """Held-out sums of one candidate at the rows ``rows`` (their
+        ``cells``), interpolated from one convolution; with ``own`` minus
+        each row's own binned contribution."""
         d = self.X.shape[1]
         bandwidth = np.full(d, h)
         engine = BinnedEngine(
@@ -163,27 +184,39 @@ class BinnedHeldOut:
             self.center,
             self.Y.shape[1],
         )
-        sums, _ = interpolate(self.grid, engine.convolved, queries)
+        sums = cells.gather(engine.convolved)  # (columns, rows)
         pairs = self._pairs()
         if own:
-            factors = self_terms(self.grid, queries, kernel, bandwidth, self.exponents)
+            factors = self._self_terms(kernel, bandwidth)
+            scratch = np.empty(sums.shape[1])
             for i, (c, s) in enumerate(pairs):
-                sums[:, i] -= self.columns[rows, c] * factors[:, s]
+                sums[i] -= np.multiply(self._columns_t[c], factors[s], out=scratch)
         total = float(grid_sums[..., 0].sum())
-        empty = ~(sums[:, 0] > MIN_WEIGHT * total)
+        empty = ~(sums[0] > MIN_WEIGHT * total)
+        any_empty = bool(empty.any())
         p = self.Y.shape[1]
         n_e = len(self.exponents)
-        safe = np.where(empty, 1.0, sums[:, 0])
-        local_mean = sums[:, n_e : n_e + p] / safe[:, None] + self.center
-        local_mean[empty] = np.nan
+        safe = np.where(empty, 1.0, sums[0]) if any_empty else sums[0]
         k, m = index
         predictions, flag, _, _ = out[0]
-        predictions[k, m][rows] = local_mean
-        flag[k, m][rows] = empty
+        local_mean = predictions[k, m] if isinstance(rows, slice) else None
+        local_mean = np.divide(sums[n_e : n_e + p].T, safe[:, None], out=local_mean)
+        local_mean += self.center
+        if any_empty:
+            local_mean[empty] = np.nan
+            flag[k, m][rows] = empty
+        if not isinstance(rows, slice):
+            predictions[k, m][rows] = local_mean
         if self.degree == 1:
             ratio = float(((self.grid.step / h) ** 2).max())
             mean, _, bad = solve(
-                sums, empty, self.exponents, p, 1, MIN_VARIANCE + 4 * ratio
+                sums.T,
+                empty,
+                self.exponents,
+                p,
+                1,
+                MIN_VARIANCE + 4 * ratio,
+                max_extrapolation=MAX_EXTRAPOLATION,
             )
             singular = bad & ~empty
             mean = mean + self.center
@@ -194,18 +227,47 @@ class BinnedHeldOut:
             flag[k, m][rows] = empty
             single[k, m][rows] = singular
 
+    def _self_terms(self, kernel, bandwidth):
+        """:func:`self_terms` of every key, from its shares computed once."""
+        if self._pair_shares is None:
+            self._pair_shares = self.cells.pair_shares()
+        offsets, shares = self._pair_shares
+        return (
+            self_term_matrix(offsets, self.grid, kernel, bandwidth, self.exponents)
+            @ shares
+        )
+
     def _exact_doubtful(self, out, index, kernel, h, pending, layout):
-        """The exact held-out local-linear fits of the rows whose binned
-        local design was nearly singular, as the fitted binned estimator
-        computes its doubtful queries exactly."""
+        """The exact held-out fits of the rows the binned sums leave
+        undecided, as the fitted binned estimator computes its doubtful
+        queries exactly: those with a held-out binned weight at most
+        ``MIN_WEIGHT`` of the total (an unbounded kernel truncated at
+        ``TAIL``, or a compact one whose nearest keys the binning moved out
+        of its support) and, for degree 1, those with a nearly singular
+        binned local design. Rows that no other key reaches under a compact
+        kernel are empty for the exact engine too and are left as they are.
+        """
         k, m = index
-        predictions, empty, singular, deficient = out[1]
-        redo = np.flatnonzero(singular[k, m])
+        doubtful = out[0][1][k, m].copy()
+        if self.degree == 1:
+            doubtful |= out[1][2][k, m]
+        redo = np.flatnonzero(doubtful)
         if not len(redo):
             return
-        groups, train = layout
         rows = np.arange(len(self.X)) if pending.rows is None else pending.rows
-        held = HeldOut(self.X, self.Y, self.weights, [kernel], np.array([h]), degree=1)
+        if kernel.is_compact:
+            reached = self._reached(rows[redo], kernel, h)
+            for predictions, empty, *flags in out.values():
+                # No other key within the support: empty for the exact engine.
+                predictions[k, m][redo[~reached]] = np.nan
+                empty[k, m][redo[~reached]] = True
+                for flag in flags:
+                    flag[k, m][redo[~reached]] = False
+            redo = redo[reached]
+            if not len(redo):
+                return
+        held = self._exact_engine(kernel, h)
+        groups, train = layout
         n = len(self.X)
         if train is not None:
             allowed_keys = np.zeros(n, dtype=bool)
@@ -223,13 +285,36 @@ class BinnedHeldOut:
             else:
                 weights[np.arange(len(points)), points] = 0.0
             sums = (weights @ held.moments)[None, None]
-            pred, emp, sing, defi = held.predictions(
-                sums, points, groups, train, degree=1
+            for degree in range(self.degree + 1):
+                fits = held.predictions(sums, points, groups, train, degree=degree)
+                for target, value in zip(out[degree], fits, strict=True):
+                    target[k, m][at] = value[0, 0]
+
+    def _reached(self, points, kernel, h):
+        """Whether some other key of positive kernel weight lies near each
+        of the keys ``points``, under the compact ``kernel`` at width ``h``."""
+        if self._tree is None:
+            self._tree = cKDTree(self.X)
+        distance, _ = self._tree.query(self.X[points], k=2)
+        return kernel.function(distance[:, 1] / h) > 0
+
+    def _exact_engine(self, kernel, h):
+        """The exact leave-one-out machinery of ``kernel`` at width ``h``
+        (its moments and spatial order built once per kernel)."""
+        held = self._exact_engines.get(kernel.name)
+        if held is None:
+            held = HeldOut(
+                self.X,
+                self.Y,
+                self.weights,
+                [kernel],
+                np.array([h]),
+                degree=self.degree,
             )
-            predictions[k, m][at] = pred[0, 0]
-            empty[k, m][at] = emp[0, 0]
-            singular[k, m][at] = sing[0, 0]
-            deficient[k, m][at] = defi[0, 0]
+            self._exact_engines[kernel.name] = held
+        held = copy.copy(held)
+        held.bandwidths = np.array([h])
+        return held
 
     def _pairs(self):
         d, p = self.X.shape[1], self.Y.shape[1]
@@ -253,6 +338,17 @@ class BinnedHeldOut:
         return self._exact_held_out().mean_values(allowed)
 
 
+def self_term_matrix(offsets, grid, kernel, bandwidth, exponents):
+    """The stencils at the node offsets ``offsets`` (k, d): an array of
+    shape (len(exponents), k), ``K(|u|) prod_j u_j**p_j`` at
+    ``u = offsets * step / h``."""
+    u = offsets * grid.step / bandwidth
+    base = kernel.function(np.sqrt(np.sum(u * u, axis=1)))
+    return np.array(
+        [base * np.prod(u ** np.asarray(power), axis=1) for power in exponents]
+    )
+
+
 def self_terms(grid, queries, kernel, bandwidth, exponents):
     """Each query's own binned contribution to its interpolated sums.
 
@@ -262,24 +358,6 @@ def self_terms(grid, queries, kernel, bandwidth, exponents):
     h_j)**p_j``. Returns an array of shape (n_queries, len(exponents)), to
     be multiplied by the key's binned column.
     """
-    index, fraction, _ = cell_coordinates(grid, queries)
-    cells = corners(grid, index, fraction)
-    d = len(grid.shape)
-    # The node offsets of the corners, in the order of ``corners``.
-    if d == 1:
-        offsets = np.array([[0], [1]])
-    else:
-        offsets = np.array([[0, 0], [0, 1], [1, 0], [1, 1]])
-    out = np.zeros((len(queries), len(exponents)))
-    for a, (_, share_a) in enumerate(cells):
-        for b, (_, share_b) in enumerate(cells):
-            u = (offsets[b] - offsets[a]) * grid.step / bandwidth
-            base = float(kernel.function(np.sqrt(np.sum(u * u))))
-            if base == 0.0:
-                continue
-            shares = share_a * share_b
-            for e, power in enumerate(exponents):
-                term = base * float(np.prod(u ** np.asarray(power)))
-                if term:
-                    out[:, e] += term * shares
-    return out
+    offsets, shares = Cells(grid, queries).pair_shares()
+    matrix = self_term_matrix(offsets, grid, kernel, bandwidth, exponents)
+    return (matrix @ shares).T

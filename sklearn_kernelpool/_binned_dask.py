@@ -10,6 +10,10 @@ sums only (their size is the grid's) and runs one FFT convolution. The fitted
 
 ``predict`` on a dask array maps the fitted estimator over the chunks of
 rows (:func:`predict_dask`).
+
+The classifier's fit (:func:`fit_dask_classifier`) finds the classes in one
+more pass (:func:`dask.array.unique`) and bins the class indicators, its
+multi-output values, by the same map-reduce.
 """
 
 import functools
@@ -138,9 +142,38 @@ def _add(a, b):
     return a + b
 
 
-def fit_dask(estimator, X, y, sample_weight, degree):
+def fit_dask_classifier(estimator, X, y, sample_weight):
+    """Fit the classifier ``estimator`` on dask arrays: its classes from one
+    pass, then the map-reduce of :func:`fit_dask` over the class indicators
+    (one output per class); sets ``classes_`` and returns it."""
+    import dask.array as da
+    from sklearn.utils.multiclass import check_classification_targets
+
+    if not is_dask_array(y):
+        y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(
+            f"y must be 1-D class labels for {type(estimator).__name__}; got "
+            f"{y.ndim} dimensions."
+        )
+    classes = np.asarray(da.unique(y).compute() if is_dask_array(y) else np.unique(y))
+    with np.errstate(invalid="ignore"):
+        check_classification_targets(classes)
+    fit_dask(estimator, X, y, sample_weight, 0, classes=classes)
+    estimator.classes_ = classes
+    return estimator
+
+
+def _indicators(labels, classes):
+    """The class indicators (n, n_classes), float64, of a block of labels."""
+    return (np.asarray(labels)[:, None] == classes[None, :]).astype(np.float64)
+
+
+def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
     """Fit the regressor ``estimator`` on dask arrays by a map-reduce of the
-    grid sums; sets its fitted attributes and returns it."""
+    grid sums; sets its fitted attributes and returns it. With ``classes``
+    (a classifier's), ``y`` holds labels and the binned values are their
+    class indicators."""
     import dask
     import dask.array as da
 
@@ -154,6 +187,18 @@ def fit_dask(estimator, X, y, sample_weight, degree):
             f"bandwidth={estimator.bandwidth!r} needs the rows; pass a number or "
             "one per feature",
         )
+    if classes is not None:
+        X = X if X.ndim != 2 else X.rechunk({1: -1})
+        y = _as_dask(y, "y", X)
+        if y.ndim == 1 and X.ndim == 2 and y.shape[0] == X.shape[0]:
+            y = y.rechunk((X.chunks[0],)).map_blocks(
+                _indicators,
+                classes,
+                chunks=(X.chunks[0], (len(classes),)),
+                new_axis=1,
+                dtype=np.float64,
+                meta=np.empty((0, 0)),
+            )
     X, y, sample_weight = _check_rows(estimator, X, y, sample_weight)
     n_samples, n_features = X.shape
     check_binned_options(

@@ -9,6 +9,7 @@ the grids gives the grid of all rows, up to float rounding, so that grid
 sums can be computed per partition of the data and added.
 """
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,12 +67,16 @@ def cell_coordinates(grid, X):
     Rows outside the grid are clipped to its first or last cell (their
     fraction then lies outside [0, 1]); ``inside`` says which are in it.
     """
-    t = (np.asarray(X, dtype=np.float64) - grid.lower) / grid.step
+    t = np.subtract(X, grid.lower, dtype=np.float64)
+    t /= grid.step
     last = np.asarray(grid.shape) - 2
-    index = np.clip(np.floor(t), 0, last).astype(np.intp)
-    fraction = t - index
-    inside = np.all((t >= 0) & (t <= last + 1), axis=1)
-    return index, fraction, inside
+    inside = (t >= 0) & (t <= last + 1)
+    inside = inside[:, 0] if t.shape[1] == 1 else np.all(inside, axis=1)
+    floor = np.floor(t)
+    np.clip(floor, 0, last, out=floor)
+    index = floor.astype(np.intp)
+    t -= floor  # the fraction
+    return index, t, inside
 
 
 def linear_bin(grid, X, columns):
@@ -93,20 +98,132 @@ def linear_bin(grid, X, columns):
         over the rows ``i`` of the cells around ``node``, with ``t_ij`` the
         position in units of the spacing. Additive in the rows.
     """
-    index, fraction, inside = cell_coordinates(grid, X)
-    if not np.all(inside):
+    cells = Cells(grid, X)
+    if not np.all(cells.inside):
         raise ValueError("linear_bin needs every row inside the grid.")
-    columns = np.asarray(columns, dtype=np.float64)
-    n_nodes = int(np.prod(grid.shape))
-    out = np.empty((n_nodes, columns.shape[1]))
-    corners = _corners(grid, index, fraction)
-    for c in range(columns.shape[1]):
-        total = None
-        for flat, share in corners:
-            binned = np.bincount(flat, share * columns[:, c], minlength=n_nodes)
-            total = binned if total is None else total + binned
-        out[:, c] = total
-    return out.reshape(grid.shape + (columns.shape[1],))
+    return cells.bin(columns)
+
+
+class Cells:
+    """The cells of rows on a grid, computed once and reused.
+
+    For each row, the flat index of each corner node of its cell and the
+    row's linear-interpolation share of it (:func:`cell_coordinates`; rows
+    outside the grid get the nearest cell, with shares that extrapolate).
+    Linear binning and linear interpolation use the same shares:
+    :meth:`bin` spreads columns of the rows onto the nodes, :meth:`gather`
+    reads grid arrays back at the rows.
+
+    Parameters
+    ----------
+    grid : Grid
+    X : ndarray of shape (n, d)
+    """
+
+    def __init__(self, grid, X=None):
+        self.grid = grid
+        if X is None:
+            return
+        self.index, self.fraction, self.inside = cell_coordinates(grid, X)
+
+    def __len__(self):
+        return len(self.inside)
+
+    @functools.cached_property
+    def corners(self):
+        """Per corner of the cells, the flat node index and share of each
+        row (:func:`_corners`), computed on first use."""
+        return _corners(self.grid, self.index, self.fraction)
+
+    def take(self, rows):
+        """The cells of the rows ``rows`` (indices or a mask)."""
+        out = Cells(self.grid)
+        out.index = self.index[rows]
+        out.fraction = self.fraction[rows]
+        out.inside = self.inside[rows]
+        return out
+
+    def bin(self, columns):
+        """Linear binning of ``columns`` (n, c): grid.shape + (c,)."""
+        columns = np.asarray(columns, dtype=np.float64)
+        n_nodes = int(np.prod(self.grid.shape))
+        out = np.empty((n_nodes, columns.shape[1]))
+        one_d = len(self.grid.shape) == 1
+        corners = None if one_d else self.corners
+        for c in range(columns.shape[1]):
+            column = columns[:, c]
+            if one_d:
+                # Shares 1 - f and f of the nodes i and i + 1: both binned
+                # on i, the upper shifted by one node.
+                lower, fraction = self.index[:, 0], self.fraction[:, 0]
+                upper = column * fraction
+                total = np.bincount(lower, column - upper, minlength=n_nodes)
+                total[1:] += np.bincount(lower, upper, minlength=n_nodes)[:-1]
+            else:
+                total = None
+                for flat, share in corners:
+                    binned = np.bincount(flat, share * column, minlength=n_nodes)
+                    total = binned if total is None else total + binned
+            out[:, c] = total
+        return out.reshape(self.grid.shape + (columns.shape[1],))
+
+    def gather(self, arrays):
+        """Linear (bilinear) interpolation of grid arrays (grid.shape + (c,))
+        at the rows, as an array of shape (c, n): one gather per corner and
+        column from contiguous columns."""
+        flat_arrays = arrays.reshape(-1, arrays.shape[-1])
+        n = len(self)
+        out = np.empty((flat_arrays.shape[1], n))
+        scratch = np.empty(n)
+        one_d = len(self.grid.shape) == 1
+        corners = None if one_d else self.corners
+        for c in range(flat_arrays.shape[1]):
+            column = np.ascontiguousarray(flat_arrays[:, c])
+            if one_d:
+                # 1-D: a[i] + f (a[i + 1] - a[i]), the slope gathered.
+                lower, fraction = self.index[:, 0], self.fraction[:, 0]
+                slope = np.empty_like(column)
+                np.subtract(column[1:], column[:-1], out=slope[:-1])
+                slope[-1] = 0.0
+                np.take(slope, lower, out=out[c], mode="clip")
+                out[c] *= fraction
+                out[c] += np.take(column, lower, out=scratch, mode="clip")
+                continue
+            flat, share = corners[0]
+            np.take(column, flat, out=out[c], mode="clip")
+            out[c] *= share
+            for flat, share in corners[1:]:
+                np.take(column, flat, out=scratch, mode="clip")
+                scratch *= share
+                out[c] += scratch
+        return out
+
+    def pair_shares(self):
+        """Each row's products of its own shares, grouped by node offset.
+
+        Returns ``(offsets, shares)``: ``offsets`` (k, d) the differences
+        ``o_b - o_a`` of the corners' node offsets, and ``shares`` (k, n)
+        the sums of ``s_a s_b`` over the corner pairs ``(a, b)`` with that
+        difference. A row binned with shares ``s`` and read back with the
+        same shares sees the grid function ``f`` as
+        ``sum_k shares[k] f(offsets[k] * step)``.
+        """
+        d = len(self.grid.shape)
+        if d == 1:
+            corner_offsets = np.array([[0], [1]])
+        else:
+            corner_offsets = np.array([[0, 0], [0, 1], [1, 0], [1, 1]])
+        groups = {}
+        for a, (_, share_a) in enumerate(self.corners):
+            for b, (_, share_b) in enumerate(self.corners):
+                key = tuple(corner_offsets[b] - corner_offsets[a])
+                product = share_a * share_b
+                if key in groups:
+                    groups[key] += product
+                else:
+                    groups[key] = product
+        offsets = np.array(list(groups))
+        return offsets, np.array(list(groups.values()))
 
 
 def _corners(grid, index, fraction):

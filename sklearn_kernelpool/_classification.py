@@ -15,6 +15,7 @@ from ._base import (
     validate_fit_data,
     validate_queries,
 )
+from ._binned_dask import fit_dask_classifier, is_dask_array
 from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._persistence import (
     check_loaded_estimator,
@@ -293,6 +294,10 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
             Training keys. SciPy sparse matrices and arrays are made dense
             once and pooled by brute force: ``algorithm="auto"`` picks it,
             and ``"kd_tree"`` or ``"ball_tree"`` raise a ``ValueError``.
+            With ``algorithm="binned"``, a dask array too (``y`` and
+            ``sample_weight`` dask or NumPy arrays): the classes and the grid
+            sums of the class indicators are computed on the cluster and the
+            model holds no rows (see the user guide's page on dask).
 
         y : array-like of shape (n_samples,)
             Class labels: strings, integers, booleans or any other labels
@@ -308,6 +313,8 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
+        if is_dask_array(X):
+            return fit_dask_classifier(self, X, y, sample_weight)
         X, y = validate_fit_data(self, X, y)
         # scikit-learn tells integral floats by a cast to int, which warns
         # before its clear error on huge continuous targets.

@@ -11,6 +11,7 @@ from sklearn_kernelpool import (
 from sklearn_kernelpool._binned import BinnedEngine, interpolate
 from sklearn_kernelpool._binned_cv import BinnedHeldOut
 from sklearn_kernelpool._binning import linear_bin
+from sklearn_kernelpool._loo import HeldOut
 from sklearn_kernelpool.kernels import KERNELS
 
 
@@ -197,3 +198,72 @@ def test_empty_neighbourhoods_fall_back_as_exact():
         )
         < 1e-3
     )
+
+
+def engel():
+    statsmodels = pytest.importorskip("statsmodels.api")
+    data = statsmodels.datasets.engel.load_pandas().data
+    return data[["income"]].to_numpy(), data["foodexp"].to_numpy()
+
+
+def sparse_tail(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.lognormal(0.0, 1.0, size=(n, 1))
+    y = 2 * np.log1p(X[:, 0]) + np.sin(X[:, 0]) + 0.3 * rng.normal(size=n)
+    return X, y
+
+
+@pytest.mark.parametrize(
+    "case, kernel, fraction",
+    [
+        ("engel", "gaussian", 50),
+        ("engel", "epanechnikov", 50),
+        ("engel", "laplacian", 50),
+        ("sparse_tail", "gaussian", 200),
+        ("sparse_tail", "epanechnikov", 200),
+    ],
+)
+def test_local_linear_on_sparse_tails_matches_exact(case, kernel, fraction):
+    """Keys isolated in a sparse tail: beyond the truncated gaussian of the
+    other keys at narrow widths, or extrapolated from distant keys; their
+    held-out fits are computed exactly, as the binned estimator does."""
+    X, y = engel() if case == "engel" else sparse_tail()
+    span = np.ptp(X)
+    widths = np.geomspace(span / fraction, span / 4, 30 if case == "engel" else 20)
+    kw = {"kernels": kernel, "bandwidths": widths, "degree": 1}
+    exact = search("brute", **kw).fit(X, y)
+    binned = search("binned", **kw).fit(X, y)
+    want = exact.cv_results_["mean_test_score"]
+    got = binned.cv_results_["mean_test_score"]
+    finite = np.isfinite(want)
+    assert finite.sum() >= len(widths) - 2
+    assert relative(got[finite], want[finite]) < 1e-3
+    i = np.searchsorted(widths, exact.bandwidth_)
+    j = np.searchsorted(widths, binned.bandwidth_)
+    assert abs(i - j) <= 1
+    for key in ("empty_fraction", "singular_fraction"):
+        np.testing.assert_array_equal(binned.cv_results_[key], exact.cv_results_[key])
+
+
+def test_isolated_key_gets_its_exact_held_out_fit():
+    """A key beyond the gaussian's truncation radius from every other key:
+    its binned held-out weight is zero, the exact one is positive; it gets
+    the exact leave-one-out prediction of both degrees."""
+    rng = np.random.default_rng(9)
+    X = np.r_[rng.uniform(0, 1, size=(300, 1)), [[2.0]]]
+    Y = (np.sin(4 * X[:, 0]) + 0.1 * rng.normal(size=301))[:, None]
+    w = np.ones(301)
+    kernel = KERNELS["gaussian"]
+    widths = np.array([0.1, 0.4])  # 10 and 2.5 widths away
+    binned = BinnedHeldOut(X, Y, w, [kernel], widths, degree=1)
+    exact = HeldOut(X, Y, w, [kernel], widths, degree=1)
+    for degree in (0, 1):
+        got = binned.predictions(
+            binned.sums_excluding_groups(None), np.arange(301), degree=degree
+        )
+        want = exact.predictions(
+            exact.sums_excluding_groups(None), np.arange(301), degree=degree
+        )
+        assert not got[1].any() and not want[1].any()
+        np.testing.assert_allclose(got[0][0, :, 300], want[0][0, :, 300], rtol=1e-9)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-3, atol=1e-3)

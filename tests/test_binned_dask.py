@@ -10,7 +10,11 @@ import pytest
 from _dask import local_client
 from numpy.testing import assert_allclose, assert_array_equal
 
-from sklearn_kernelpool import EmptyNeighborhoodWarning, KernelAttentionRegressor
+from sklearn_kernelpool import (
+    EmptyNeighborhoodWarning,
+    KernelAttentionClassifier,
+    KernelAttentionRegressor,
+)
 from sklearn_kernelpool._binned import binned_columns
 from sklearn_kernelpool._binning import linear_bin
 
@@ -261,3 +265,53 @@ def test_float32_rows():
     assert got.dtype == want.dtype == np.float32
     assert_allclose(got, want, rtol=1e-6)
     assert lazy.predict(da.from_array(Q)).dtype == np.float32
+
+
+def labelled(n, d, seed=0):
+    X, y = smooth(n, d, seed=seed)
+    labels = np.where(y > 0.5, "high", np.where(X[:, 0] > 0.5, "mid", "low"))
+    weights = np.random.default_rng(seed + 1).uniform(0.5, 2.0, n)
+    return X, labels, weights
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_classifier_equals_the_in_memory_fit(client, d):
+    """The class indicators are the binned values: the probabilities of the
+    fit on dask arrays equal those of the in-memory binned fit."""
+    X, labels, weights = labelled(150_000, d, seed=d)
+    chunk = 40_000
+    params = dict(algorithm="binned", bandwidth=0.04)
+    lazy = KernelAttentionClassifier(**params)
+    on_the_cluster(
+        client,
+        lambda: lazy.fit(
+            da.from_array(X, chunks=(chunk, d)),
+            da.from_array(labels, chunks=chunk),
+            da.from_array(weights, chunks=chunk),
+        ),
+    )
+    memory = KernelAttentionClassifier(**params).fit(X, labels, weights)
+    assert_array_equal(lazy.classes_, memory.classes_)
+    assert lazy.algorithm_ == "binned" and lazy.keys_ is None
+    Q = np.random.default_rng(7).uniform(-0.1, 1.1, (500, d))
+    got, want = lazy.predict_proba(Q), memory.predict_proba(Q)
+    assert np.max(np.abs(got - want)) < RTOL
+    assert_allclose(got.sum(axis=1), 1.0, rtol=1e-12)
+    assert_array_equal(lazy.predict(Q), memory.predict(Q))
+    loaded = pickle.loads(pickle.dumps(lazy))
+    assert_array_equal(loaded.predict_proba(Q), got)
+
+
+def test_classifier_refuses_bad_labels():
+    X, labels, _ = labelled(2000, 1)
+    X_lazy = da.from_array(X, chunks=(500, 1))
+    clf = KernelAttentionClassifier(algorithm="binned", bandwidth=0.1)
+    continuous = da.from_array(X[:, 0] + 0.123, chunks=500)
+    with pytest.raises(ValueError, match="Unknown label type"):
+        clf.fit(X_lazy, continuous)
+    with pytest.raises(ValueError, match="1-D class labels"):
+        clf.fit(X_lazy, da.from_array(np.c_[labels, labels], chunks=(500, 2)))
+    with pytest.raises(ValueError, match="algorithm='binned'"):
+        KernelAttentionClassifier(algorithm="brute").fit(
+            X_lazy, da.from_array(labels, chunks=500)
+        )
