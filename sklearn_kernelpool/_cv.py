@@ -149,7 +149,15 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         scores degree 0 alone where local-linear fits cannot be scored (no
         more training points of positive weight than the features plus two,
         or held-out sums of degree 1 larger than a quarter of the physical
-        memory). Held-out local-linear fits follow the fitted estimator's
+        memory). On a small table (fewer than 20 training points of positive
+        weight per parameter of the local line, ``n / (d + 1) < 20``), with
+        leave-one-out (``cv=None``), ``scoring=None`` and no categorical
+        features, the best local-linear candidate is kept only if its
+        leave-one-out squared errors beat those of the best local-constant
+        candidate by one standard error of their paired differences (the
+        one-standard-error rule of Breiman et al., 1984); there a few extreme
+        points decide the mean, and a slope chosen by them extrapolates out
+        of sample. Held-out local-linear fits follow the fitted estimator's
         rules for rank-deficient and singular local designs, reported by
         ``cv_results_["singular_fraction"]`` and
         ``cv_results_["rank_deficient_fraction"]`` without a warning.
@@ -271,7 +279,10 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         None when its width is fixed.
 
     best_index_ : int
-        Index of the selected isotropic candidate in ``cv_results_``.
+        Index of the selected isotropic candidate in ``cv_results_``: the
+        first in ``rank_test_score``, except where the one-standard-error
+        rule of ``degree="auto"`` on a small table keeps the best candidate
+        of degree 0 over a better-scored one of degree 1.
 
     best_params_ : dict
         ``{"kernel": ..., "bandwidth": ...}`` of that candidate, with

@@ -16,6 +16,7 @@ from sklearn.model_selection import ParameterGrid, check_cv
 from ._adaptive_loo import AdaptiveHeldOut
 from ._binned_cv import BinnedHeldOut
 from ._categorical_cv import CategoricalHeldOut
+from ._degree_rule import MIN_ROWS_PER_PARAMETER, keep_local_linear
 from ._loo import HeldOut
 from ._search_grid import (
     AUTO_NEIGHBORS,
@@ -51,6 +52,11 @@ SELECTED = (
 )
 
 
+def _candidate_key(params):
+    """A hashable key of a candidate's parameters."""
+    return tuple(sorted(params.items()))
+
+
 class CandidateSearch(SearchParameters, HeldOutPasses):
     """Score every candidate and select the best one.
 
@@ -59,6 +65,10 @@ class CandidateSearch(SearchParameters, HeldOutPasses):
     set hold the selection, and ``binned`` whether it scored on the binned
     path.
     """
+
+    # The per-point leave-one-out losses of the candidates, by candidate,
+    # while the degree rule of small tables needs them (else None).
+    point_errors = None
 
     def selected(self):
         """The attributes of :data:`SELECTED` that the search set."""
@@ -169,6 +179,19 @@ class CandidateSearch(SearchParameters, HeldOutPasses):
             degrees = [self.degree]
         self._say_search(X, names, grid, splits, len(degrees), counts, len(lambdas))
         data = (X, X64, y, Y, weights, sample_weight, scorer, weighted, splits)
+        # The degree rule of small tables needs the per-point leave-one-out
+        # losses of the candidates: kept for them only.
+        small = np.count_nonzero(positive) / (X.shape[1] + 1) < MIN_ROWS_PER_PARAMETER
+        rule = (
+            small
+            and degrees == [0, 1]
+            and splits is None
+            and self.scoring is None
+            and codes is None
+            and not self.binned
+            and self.policy.uses_degree_rule
+        )
+        self.point_errors = {} if rule else None
         self._categorical = codes, lambdas
         params, results, capped = [], None, False
         if len(grid):
@@ -208,6 +231,9 @@ class CandidateSearch(SearchParameters, HeldOutPasses):
                 "on_empty='nearest'."
             )
         self.best_index_ = int(np.argmin(results["rank_test_score"]))
+        if self.point_errors is not None:
+            self.best_index_ = self._degree_rule(params, results, weights, X.shape[1])
+        self.point_errors = None
         self.best_params_ = dict(params[self.best_index_])
         self.kernel_ = self.best_params_["kernel"]
         self.bandwidth_ = float(self.best_params_["bandwidth"])
@@ -233,6 +259,31 @@ class CandidateSearch(SearchParameters, HeldOutPasses):
                 self.say(f"Per-feature widths: {widths}")
             else:
                 self.say("Kept the isotropic bandwidth")
+
+    def _degree_rule(self, params, results, weights, n_features):
+        """The best candidate under the one-standard-error rule of the
+        degree on a small table (:func:`._degree_rule.keep_local_linear`):
+        the best local-constant candidate unless the best local-linear one
+        beats it by a standard error of the paired leave-one-out losses."""
+        best = self.best_index_
+        if params[best]["degree"] != 1:
+            return best
+        scores = np.where(
+            np.isnan(results["mean_test_score"]), -np.inf, results["mean_test_score"]
+        )
+        local_constant = [i for i, p in enumerate(params) if p["degree"] == 0]
+        best0 = max(local_constant, key=lambda i: scores[i])
+        if not np.isfinite(scores[best0]):
+            return best
+        errors0 = self.point_errors[_candidate_key(params[best0])]
+        errors1 = self.point_errors[_candidate_key(params[best])]
+        if keep_local_linear(errors0, errors1, n_features, weights):
+            return best
+        self.say(
+            "Kept degree 0: on this small table degree 1 does not beat it by "
+            "one standard error of the leave-one-out losses"
+        )
+        return best0
 
     def score_grid(self, data, names, degrees, grid):
         """Score every (bandwidth, degree, kernel) candidate of ``grid``, with
@@ -328,7 +379,12 @@ class CandidateSearch(SearchParameters, HeldOutPasses):
         """The leave-one-out or K-fold results of the candidates ``params``."""
         X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
         if splits is None:
-            return self._loo(held_out, X, y, weights, scorer, weighted, degrees)
+            results = self._loo(held_out, X, y, weights, scorer, weighted, degrees)
+            if self.point_errors is not None:
+                for p, errors in zip(params, self.last_errors, strict=True):
+                    self.point_errors[_candidate_key(p)] = errors
+                del self.last_errors
+            return results
         return self._kfold(
             held_out, X, y, sample_weight, scorer, params, splits, degrees
         )

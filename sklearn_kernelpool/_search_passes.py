@@ -154,6 +154,9 @@ class HeldOutPasses:
             return allowed
 
         self._fallback(held_out, predictions, empty, np.arange(n), others)
+        if self.point_errors is not None:
+            # The per-point losses of the degree rule (small tables only).
+            self.last_errors = np.mean((predictions - held_out.Y[None]) ** 2, axis=2)
         results = self.policy.loo_scores(
             held_out, predictions, empty, X, y, weights, scorer, weighted
         )

@@ -81,6 +81,10 @@ class ProbabilityScoring:
     the search (:meth:`check_scorer`): None scores the log-loss.
     """
 
+    # Whether the one-standard-error rule of the degree applies on small
+    # tables (:func:`._degree_rule.keep_local_linear`).
+    uses_degree_rule = False
+
     objective = "log_loss"
     loss_name = None  # the out-of-fold losses of the guard are not printed
 

@@ -102,6 +102,10 @@ class RegressionScoring:
     the scores of learned per-feature widths.
     """
 
+    # Whether the one-standard-error rule of the degree applies on small
+    # tables (:func:`._degree_rule.keep_local_linear`).
+    uses_degree_rule = True
+
     # The leave-one-out loss that per-feature widths minimise, and its name
     # in the verbose output.
     objective = "squared_error"
