@@ -24,6 +24,7 @@ from . import _adaptive, _categorical, _local_linear, _weights
 from ._algorithm import choose_algorithm
 from ._brute import BruteScorer
 from ._chunking import working_memory_bytes
+from ._engine import fill_empty, normalise, normalise_rows
 from ._exact import ExactKeys
 from ._exceptions import (
     EmptyNeighborhoodWarning,
@@ -627,28 +628,20 @@ class KernelPool:
         data = (data / totals[rows]).astype(self.dtype)
         return csr_array((data, (rows, cols)), shape=(len(Q), self.keys.shape[0]))
 
-    def _fill_fallback(self, out, empty, queries, workspace, pooled, std=None):
-        """Overwrite the empty rows of ``out`` with the ``on_empty`` fallback.
+    def fallback_weights(self, chosen):
+        """Sparse weights of the nearest keys of the ``(queries, workspace)``
+        pair ``chosen`` (for :func:`._engine.fill_empty`)."""
+        return self._nearest_weights(*chosen)
 
-        ``std``, if given, gets the spread of the values under the fallback
-        weights: that of the tied nearest keys, or the global one.
-        """
-        if not np.any(empty):
-            return
-        if self.on_empty in ("nan", "raise"):
-            out[empty] = np.nan
-            if std is not None:
-                std[empty] = np.nan
-        elif self.on_empty == "mean":
-            out[empty] = self.weighted_mean if pooled else self.mean_weights
-            if std is not None:
-                std[empty] = self._spread(self.mean_weights.astype(np.float64))
-        else:
-            chosen = tuple(q[empty] for q in queries[:3])
-            weights = self._nearest_weights(chosen, workspace)
-            out[empty] = weights @ self.values if pooled else weights.toarray()
-            if std is not None:
-                std[empty] = self._spread(weights.astype(np.float64))
+    # What an empty query's attention weights are under on_empty="nan".
+    nan_weights = np.nan
+
+    def _fill_fallback(self, out, empty, queries, workspace, pooled, std=None):
+        """Overwrite the empty rows of ``out`` (and ``std``) with the
+        ``on_empty`` fallback (:func:`._engine.fill_empty`)."""
+        if np.any(empty):
+            chosen = tuple(q[empty] for q in queries[:3]), workspace
+            fill_empty(self, out, empty, chosen, std, pooled)
 
     def _report_empty(self, n_empty, n_queries):
         report_empty(
@@ -692,10 +685,7 @@ class KernelPool:
             queries = self._queries(X_chunk)
             # One product gives every weighted sum and the denominator.
             (sums,) = self._weighted_sums(queries, workspace, (self.pool_matrix,))
-            total = sums[:, -1]
-            empty = ~(total > 0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out = sums[:, :-1] / total[:, None]
+            out, empty = normalise(sums)
             self._fill_fallback(out, empty, queries, workspace, pooled=True)
             out *= self.value_scale
             return out, empty
@@ -708,12 +698,9 @@ class KernelPool:
         sums, spread = self._weighted_sums(
             queries, workspace, (self.pool_matrix, self.spread_matrix)
         )
-        total = sums[:, -1]
-        empty = ~(total > 0)
+        mean, empty = normalise(sums)
+        moments, _ = normalise(spread)
         p = self.n_outputs
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = sums[:, :-1] / total[:, None]
-            moments = spread[:, :-1] / spread[:, -1:]
         variance = moments[:, p:] - moments[:, :p] ** 2
         std = np.sqrt(np.maximum(variance, 0.0))
         # Rows whose local mean is far from the global one, in local
@@ -789,29 +776,6 @@ class KernelPool:
             for out, matrix in zip(sums, matrices, strict=True):
                 out[rows] = product(stable, matrix)[at]
         return sums
-
-    def _spread(self, weights):
-        """Weighted standard deviation of the values under each row of weights.
-
-        ``weights`` is one row (ndarray) or a sparse array of rows, each
-        summing to one; two passes, about each row's own mean.
-        """
-        c = self.centered_values
-        mean = weights @ c
-        if isinstance(weights, np.ndarray):
-            return np.sqrt(weights @ (c - mean) ** 2)
-        weights = csr_array(weights)
-        rows = np.repeat(np.arange(weights.shape[0]), np.diff(weights.indptr))
-        deviation = c[weights.indices] - mean[rows]
-        squares = weights.data[:, None] * deviation * deviation
-        variance = np.stack(
-            [
-                np.bincount(rows, squares[:, j], weights.shape[0])
-                for j in range(c.shape[1])
-            ],
-            axis=1,
-        )
-        return np.sqrt(variance)
 
     # -- rows fitted again about their own local means -----------------------
     def _row_scores(self, queries, workspace, rows):
@@ -1027,12 +991,11 @@ class KernelPool:
             blocks, rows, at = redo
             scores[rows] = self._raw_scores(queries, workspace, rows=blocks)[at]
             total = scores.sum(axis=1)
-        empty = ~(total > 0)
         if isinstance(scores, np.ndarray):
-            with np.errstate(invalid="ignore", divide="ignore"):
-                scores /= total[:, None]
+            scores, empty = normalise_rows(scores, total)
             self._fill_fallback(scores, empty, queries, workspace, pooled=False)
             return (csr_array(scores) if sparse else scores), empty
+        empty = ~(total > 0)
         return self._sparse_fallback(scores, total, empty, queries, workspace), empty
 
     def _sparse_fallback(self, scores, total, empty, queries, workspace):

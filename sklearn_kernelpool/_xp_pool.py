@@ -25,6 +25,7 @@ from sklearn.utils.validation import validate_data
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._brute import _MAX_DISTANCE_ROUNDING
 from ._chunking import working_memory_bytes
+from ._engine import fill_empty, normalise, normalise_rows, spread
 from ._exact import edge_values, pairwise_squared, squared_slack, tie_bandwidth
 from ._pooling import report_empty
 from ._sparse import check_not_sparse_array_api
@@ -316,10 +317,14 @@ class ArrayAPIPool:
         column = xp.ones((values.shape[0], 1), dtype=dtype, device=self.device)
         # [values, 1]: one product gives every weighted sum and the total.
         self.pool_matrix = xp.concat([self.values, column], axis=1)
-        # The values centred on their weighted mean, and their squares.
-        centred_values = xp.astype(centred_values, dtype)
-        self.spread_matrix = xp.concat(
-            [centred_values, centred_values * centred_values], axis=1
+        # The values centred on their weighted mean (for the spread), and
+        # what the fallbacks of :func:`._engine.fill_empty` pool.
+        self.centered_values = xp.astype(centred_values, dtype)
+        self.mean_weights = self.weights / xp.sum(self.weights)
+        self.nan_weights = xp.where(
+            self.positive,
+            xp.full_like(self.weights, math.nan),
+            xp.zeros_like(self.weights),
         )
 
     # -- pickling: a namespace is a module, found again from the arrays ------
@@ -332,6 +337,15 @@ class ArrayAPIPool:
         self.__dict__.update(state)
         with config_context(array_api_dispatch=True):
             self.xp, _ = get_namespace(self.pool_matrix)
+        if "centered_values" not in state:  # saved before the shared layer
+            xp = self.xp
+            self.centered_values = state["spread_matrix"][:, : self.n_outputs]
+            self.mean_weights = self.weights / xp.sum(self.weights)
+            self.nan_weights = xp.where(
+                self.positive,
+                xp.full_like(self.weights, math.nan),
+                xp.zeros_like(self.weights),
+            )
 
     # -- the chunks ----------------------------------------------------------
     def _chunk_rows(self, n_queries, n_buffers):
@@ -397,7 +411,7 @@ class ArrayAPIPool:
         exact = pairwise_squared(raw, self.raw_keys, self.bandwidth, xp)
         return xp.where(near, edge_values(exact, support, self.dtype, xp), d2)
 
-    def _nearest(self, raw):
+    def fallback_weights(self, raw):
         """Normalised weights of each query's nearest keys of positive weight.
 
         Keys at the exact smallest distance (:mod:`._exact`) are ties, and
@@ -411,41 +425,27 @@ class ArrayAPIPool:
         tied = xp.where(d2 == nearest, self.weights, xp.zeros_like(self.weights))
         return tied / xp.sum(tied, axis=1, keepdims=True)
 
-    def _fallback(self, d2, raw):
-        """The ``on_empty`` weights of a chunk's queries, normalised, or None
-        when they are NaN."""
-        xp = self.xp
-        if self.on_empty == "nearest":
-            return self._nearest(raw)
-        if self.on_empty == "mean":
-            w = self.weights / xp.sum(self.weights)
-            return xp.broadcast_to(w, d2.shape)
-        return None
-
     def _count_empty(self, empty):
         return int(self.xp.sum(self.xp.astype(empty, self.xp.int64)))
 
-    # -- the operations ------------------------------------------------------
+    # -- the operations: the shared layer of :mod:`._engine` on the sums -----
     def pool(self, X, return_std=False):
         """Pooled values of shape (n_queries, n_outputs), and with
         ``return_std`` their attention-weighted standard deviation."""
         xp = self.xp
         means, stds, n_empty = [], [], 0
-        p = self.n_outputs
         for chunk in self._chunks(X, n_buffers=6):
-            d2, raw, scores = self._scores(chunk)
+            _, raw, scores = self._scores(chunk)
             sums = xp.matmul(scores, self.pool_matrix)
-            total = sums[:, p:]
-            empty = ~(total > 0)
-            total = xp.where(empty, xp.ones_like(total), total)
-            mean = sums[:, :p] / total
+            mean, empty = normalise(sums, xp)
             std = None
             if return_std:
-                std = self._std(scores / total)
+                weights, _ = normalise_rows(scores, sums[:, -1], xp)
+                std = spread(weights, self.centered_values, xp)
             n = self._count_empty(empty)
             if n:
                 n_empty += n
-                mean, std = self._fill(mean, std, empty, d2, raw)
+                mean, std = fill_empty(self, mean, empty, raw, std, xp=xp)
             means.append(mean)
             stds.append(std)
         report_empty(self.on_empty, n_empty, X.shape[0], self.kernel, self.bandwidth)
@@ -454,54 +454,19 @@ class ArrayAPIPool:
             return mean, xp.concat(stds, axis=0)
         return mean
 
-    def _std(self, weights):
-        """Weighted standard deviations of the values under rows of
-        normalised weights, in two passes: the deviations from each row's
-        own mean are squared, so no moment cancels."""
-        xp = self.xp
-        p = self.n_outputs
-        centred = self.spread_matrix[:, :p]
-        local = xp.matmul(weights, centred)
-        columns = []
-        for j in range(p):
-            deviation = centred[:, j][None, :] - local[:, j : j + 1]
-            columns.append(xp.sum(weights * deviation * deviation, axis=1))
-        return xp.sqrt(xp.stack(columns, axis=1))
-
-    def _fill(self, mean, std, empty, d2, raw):
-        """Put the fallback of the empty rows in ``mean`` and ``std``."""
-        xp = self.xp
-        weights = self._fallback(d2, raw)
-        if weights is None:
-            nan = xp.full_like(mean, math.nan)
-            fallback_mean = fallback_std = nan
-        else:
-            fallback_mean = xp.matmul(weights, self.values)
-            if std is not None:
-                fallback_std = self._std(weights)
-        mean = xp.where(empty, fallback_mean, mean)
-        if std is not None:
-            std = xp.where(empty, fallback_std, std)
-        return mean, std
-
     def attention_weights(self, X):
         """Dense normalised weights over the training rows, shape
         (n_queries, n_samples_fit)."""
         xp = self.xp
         rows, n_empty = [], 0
         for chunk in self._chunks(X, n_buffers=6):
-            d2, raw, scores = self._scores(chunk)
-            total = xp.sum(scores, axis=1, keepdims=True)
-            empty = ~(total > 0)
-            weights = scores / xp.where(empty, xp.ones_like(total), total)
+            _, raw, scores = self._scores(chunk)
+            total = xp.sum(scores, axis=1)
+            weights, empty = normalise_rows(scores, total, xp)
             n = self._count_empty(empty)
             if n:
                 n_empty += n
-                fallback = self._fallback(d2, raw)
-                if fallback is None:  # NaN over the keys of positive weight
-                    nan = xp.full_like(weights, math.nan)
-                    fallback = xp.where(self.positive, nan, xp.zeros_like(nan))
-                weights = xp.where(empty, fallback, weights)
+                weights, _ = fill_empty(self, weights, empty, raw, pooled=False, xp=xp)
             rows.append(weights)
         report_empty(self.on_empty, n_empty, X.shape[0], self.kernel, self.bandwidth)
         return xp.concat(rows, axis=0)
