@@ -27,7 +27,7 @@ from ._brute import _MAX_DISTANCE_ROUNDING
 from ._chunking import working_memory_bytes
 from ._engine import fill_empty, normalise, normalise_rows, spread
 from ._exact import edge_values, pairwise_squared, squared_slack, tie_bandwidth
-from ._pooling import report_empty
+from ._fallbacks import report_empty
 from ._sparse import check_not_sparse_array_api
 from ._validation import coordinate_limit
 from .kernels import KERNELS

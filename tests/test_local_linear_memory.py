@@ -25,7 +25,7 @@ from sklearn_kernelpool import (
     LocalLinearMemoryWarning,
     _local_linear,
     _loo,
-    _pooling,
+    _moment_pooling,
     _weights,
 )
 
@@ -62,7 +62,7 @@ def test_per_query_equations_equal_the_moment_matrix(algorithm, dtype, monkeypat
     pool = reg._pool
     assert pool._uses_moments()
     expected = calls(reg, Q)
-    monkeypatch.setattr(_pooling, "MOMENT_MATRIX_FLOOR", 0)
+    monkeypatch.setattr(_moment_pooling, "MOMENT_MATRIX_FLOOR", 0)
     with config_context(working_memory=1e-6):
         assert not pool._uses_moments()
         got = calls(reg, Q)
