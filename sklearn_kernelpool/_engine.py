@@ -59,24 +59,25 @@ def normalise(sums, xp=None):
 
     Parameters
     ----------
-    sums : array of shape (n_queries, n_columns + 1)
-        Weighted sums of a chunk, the sum of the weights last.
+    sums : array of shape (..., n_columns + 1)
+        Weighted sums of a chunk (of queries, or of held-out points and
+        candidates), the sum of the weights last.
     xp : namespace or None
         The array API namespace of ``sums``, None for NumPy.
 
     Returns
     -------
-    ratios : array of shape (n_queries, n_columns)
+    ratios : array of shape (..., n_columns)
         The normalised sums; arbitrary (NaN for NumPy) in empty rows.
-    empty : bool array of shape (n_queries,)
+    empty : bool array of shape (...)
         The queries whose sum of weights is not positive.
     """
-    total = sums[:, -1:]
-    empty = ~(total[:, 0] > 0)
+    total = sums[..., -1:]
+    empty = ~(total[..., 0] > 0)
     if xp is None:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return sums[:, :-1] / total, empty
-    return sums[:, :-1] / _safe(total, empty, xp), empty
+            return sums[..., :-1] / total, empty
+    return sums[..., :-1] / _safe(total, empty, xp), empty
 
 
 def normalise_rows(scores, total, xp=None):
@@ -96,7 +97,7 @@ def normalise_rows(scores, total, xp=None):
 
 def _safe(total, empty, xp):
     """The column ``total`` with ones in the ``empty`` rows."""
-    return xp.where(empty[:, None], xp.ones_like(total), total)
+    return xp.where(empty[..., None], xp.ones_like(total), total)
 
 
 def spread(weights, centred, xp=None):
