@@ -27,9 +27,15 @@ unscaled coordinates by :mod:`._exact` on every path).
 The engines:
 
 - brute (:mod:`._brute`) and kd/ball tree (:mod:`._tree`), behind
-  :class:`._pooling.KernelPool` (NumPy, chunked within ``working_memory``);
+  :class:`._pooling.KernelPool` (NumPy, chunked within ``working_memory``
+  by :mod:`._chunk_plan`): the sums are
+  :meth:`._pooling.KernelPool._weighted_sums`, the nearest keys
+  :meth:`._fallbacks.Fallbacks.fallback_weights`;
 - the array API path, :class:`._xp_pool.ArrayAPIPool`, in the namespace of
-  the input;
+  the input: one ``matmul`` of the scores with ``pool_matrix``, the nearest
+  keys :meth:`._xp_pool.ArrayAPIPool.fallback_weights`;
+- the held-out sums of cross-validation (:class:`._loo.HeldOut`), the same
+  columns summed over the keys each held-out point may pool;
 - the binned grid (:mod:`._binned`), whose convolved grids are interpolated
   to the same sums.
 
@@ -37,7 +43,7 @@ What is written once, here, on top of the sums, for NumPy arrays or for the
 arrays of any array API namespace ``xp``:
 
 - :func:`normalise` and :func:`normalise_rows`: sums divided by the sum of
-  the weights, and the empty queries;
+  the weights, and the empty queries (also of the held-out sums);
 - :func:`spread`: the two-pass weighted standard deviation of the values
   under rows of normalised weights (``return_std`` and its fallbacks);
 - :func:`fill_empty`: the ``on_empty`` policy, the fallback rows put in the
