@@ -413,7 +413,7 @@ class HeldOutFits:
         )
         sums = np.zeros((len(queries), self.weighted_values.shape[1]))
         np.add.at(sums, rows, self.weighted_values[cols])
-        return sums[:, :-1] / sums[:, -1:]
+        return normalise(sums)[0]
 
     def mean_values(self, allowed):
         """Weighted mean of the values of the allowed keys of each row.
@@ -424,4 +424,4 @@ class HeldOutFits:
             The keys each row may pool.
         """
         sums = allowed.astype(np.float64) @ self.weighted_values
-        return sums[:, :-1] / sums[:, -1:]
+        return normalise(sums)[0]
