@@ -46,8 +46,10 @@ arrays of any array API namespace ``xp``:
   the weights, and the empty queries (also of the held-out sums);
 - :func:`spread`: the two-pass weighted standard deviation of the values
   under rows of normalised weights (``return_std`` and its fallbacks);
-- :func:`fill_empty`: the ``on_empty`` policy, the fallback rows put in the
-  empty rows of pooled values, of their spread or of attention weights.
+- :func:`policy_weights` and :func:`fill_empty`: the ``on_empty`` policy,
+  the fallback rows put in the empty rows of pooled values, of their spread
+  or of attention weights (dense, or sparse with
+  :meth:`._fallbacks.Fallbacks._sparse_fallback`).
 
 The ``degree=1`` solve on the moment sums is :func:`._local_linear.solve`,
 and the attention weights of ``degree=1`` are the equivalent kernel of
@@ -153,6 +155,21 @@ def spread(weights, centred, xp=None):
     return xp.sqrt(xp.stack(columns, axis=1))
 
 
+def policy_weights(engine, chosen):
+    """The normalised ``on_empty`` weights of the ``chosen`` empty queries.
+
+    Those of each query's nearest keys (``engine.fallback_weights(chosen)``)
+    under "nearest", the normalised sample weights of every key (one row,
+    ``engine.mean_weights``) under "mean", None (NaN) under "nan" and
+    "raise".
+    """
+    if engine.on_empty == "nearest":
+        return engine.fallback_weights(chosen)
+    if engine.on_empty == "mean":
+        return engine.mean_weights
+    return None
+
+
 def fill_empty(engine, out, empty, chosen, std=None, pooled=True, xp=None):
     """Put the ``on_empty`` fallback of the empty queries in their rows.
 
@@ -193,15 +210,11 @@ def fill_empty(engine, out, empty, chosen, std=None, pooled=True, xp=None):
     """
     if xp is None and not np.any(empty):
         return out, std
-    if engine.on_empty in ("nan", "raise"):
-        weights = None
+    weights = policy_weights(engine, chosen)
+    if weights is None:
         rows = math.nan if pooled else engine.nan_weights
         deviations = math.nan
     else:
-        if engine.on_empty == "mean":
-            weights = engine.mean_weights
-        else:
-            weights = engine.fallback_weights(chosen)
         if not pooled:
             rows = weights.toarray() if issparse(weights) else weights
         elif xp is None or weights.ndim == 1:

@@ -12,7 +12,7 @@ import numpy as np
 from scipy.sparse import csr_array
 
 from . import _weights
-from ._engine import fill_empty
+from ._engine import fill_empty, policy_weights
 from ._exceptions import EmptyNeighborhoodWarning, describe, warn
 
 
@@ -102,10 +102,9 @@ class Fallbacks:
         scores = _weights.normalize_sparse_rows(scores, total, empty)
         if not np.any(empty):
             return scores
-        if self.on_empty == "nearest":
-            chosen = tuple(q[empty] for q in queries[:3])
-            fallback = self._nearest_weights(chosen, workspace)
-        else:
-            fill = self.mean_weights if self.on_empty == "mean" else np.nan
+        chosen = tuple(q[empty] for q in queries[:3]), workspace
+        fallback = policy_weights(self, chosen)
+        if fallback is None or fallback.ndim == 1:  # NaN, or the mean's row
+            fill = np.nan if fallback is None else fallback
             fallback = _weights.repeated_rows(fill, int(empty.sum()), scores.shape[1])
         return _weights.place_rows(scores, fallback, empty)
