@@ -57,6 +57,7 @@ from threadpoolctl import threadpool_limits
 from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
+    _held_out_sums,
     _loo,
 )
 from sklearn_kernelpool._widths import loo_loss
@@ -246,12 +247,12 @@ def case_blocks(n, d):
     X, y = make_data(n, d)
     grid = KernelAttentionRegressorCV()._bandwidth_grid(X)
     held_out = _loo.HeldOut(X, y[:, None], np.ones(n), [KERNELS["gaussian"]], grid)
-    default = _loo.BLOCK
+    default = _held_out_sums.BLOCK
     for block in (64, 128, 256, 512, 1024):
-        _loo.BLOCK = block
+        _held_out_sums.BLOCK = block
         seconds, _ = timed(lambda: held_out.sums_excluding_groups(None), 3)
         print(f"block {block:5d}: {seconds:.3f} s")
-    _loo.BLOCK = default
+    _held_out_sums.BLOCK = default
 
 
 def main():

@@ -49,7 +49,7 @@ from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
     LocalLinearFallbackWarning,
-    _pooling,
+    _chunk_plan,
     kernels,
 )
 
@@ -381,7 +381,7 @@ def chunks(args):
     X, y, Q = make_data(10_000, 10_000, 8, np.float64)
     reg = ours(X, y, "gaussian", 1.0)
     for size in (2**17, 2**19, 2**20, 2**21, 2**22, 2**23, 2**25):
-        _pooling.CHUNK_BYTES = size
+        _chunk_plan.CHUNK_BYTES = size
         t = median_time(lambda: reg.predict(Q), args.repeats)
         print(f"buffer {size / 2**20:6.2f} MiB: {t * 1e3:8.1f} ms")
 
@@ -441,7 +441,7 @@ def stage_times(X, Q, h, dtype, repeats):
     Qa = np.column_stack([Qs, np.ones(len(Q)), -0.5 * (Qs**2).sum(1)]).astype(dtype)
     Ka = np.vstack([Xs.T, -0.5 * (Xs**2).sum(1), np.ones(len(X))]).astype(dtype)
     pool = np.ones((len(X), 2), dtype=dtype)
-    rows = max(_pooling.CHUNK_BYTES // (np.dtype(dtype).itemsize * len(X)), 1)
+    rows = max(_chunk_plan.CHUNK_BYTES // (np.dtype(dtype).itemsize * len(X)), 1)
     blocks = [slice(i, min(i + rows, len(Q))) for i in range(0, len(Q), rows)]
     buffer = np.empty((rows, len(X)), dtype=dtype)
     logits = Qa[:rows] @ Ka

@@ -31,7 +31,7 @@ import numpy as np
 from scipy.sparse import csr_array
 from sklearn.neighbors import NearestNeighbors
 
-from ._brute import _LOGIT_FLOOR, _rescale_rows, check_kernel_output
+from ._brute import _LOGIT_FLOOR
 from ._exact import edge_values, paired_squared, pairwise_squared, squared_slack
 
 # The neighbours of queries are searched, and their exact distances computed,
@@ -171,15 +171,8 @@ def brute_scores(scorer, Q1, out, wide, raw, scaled, r2, categorical=None):
         if floor is not None:
             np.maximum(out, floor, out=out, where=finite)
         np.exp(out, out=out)
-    elif scorer.user_kernel:
-        np.sqrt(out, out=out)
-        alpha = check_kernel_output(kernel.name, out, kernel.function(out))
-        out[...] = _rescale_rows(alpha)
-    elif kernel.squared_function is not None:
-        kernel.squared_function(out)
     else:
-        np.sqrt(out, out=out)
-        out[...] = kernel.function(out)
+        scorer.kernel_in_place(out)
     if categorical is not None and scorer.log_weights is None:
         categorical.multiply(out)
     rows = np.flatnonzero(coincident)

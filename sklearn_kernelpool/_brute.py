@@ -358,6 +358,21 @@ class BruteScorer:
         spread = -self.kernel.log_function(farthest) + self.log_weight_spread
         return spread > -self.logit_floor
 
+    def kernel_in_place(self, out):
+        """The kernel of the squared scaled distances ``out``, in place
+        (a user kernel's rows rescaled to a largest score of one)."""
+        kernel = self.kernel
+        if self.user_kernel:
+            np.sqrt(out, out=out)
+            alpha = check_kernel_output(kernel.name, out, kernel.function(out))
+            out[...] = _rescale_rows(alpha)
+        elif kernel.squared_function is not None:
+            kernel.squared_function(out)
+        else:
+            np.sqrt(out, out=out)
+            out[...] = kernel.function(out)
+        return out
+
     def scores(self, Q1, out, wide=None, stable=False, exact=None, categorical=None):
         """Fill ``out`` (n_queries, n_keys) with the kernel scores.
 
@@ -384,15 +399,7 @@ class BruteScorer:
                 n = len(raw)
                 squares = Q1[:n, -1] + self.key_sq_max
                 self.exact.redecide(out[:n], raw, scaled, kernel.support, squares)
-            if self.user_kernel:
-                np.sqrt(out, out=out)
-                alpha = check_kernel_output(kernel.name, out, kernel.function(out))
-                out[...] = _rescale_rows(alpha)
-            elif kernel.squared_function is not None:
-                kernel.squared_function(out)
-            else:
-                np.sqrt(out, out=out)
-                out[...] = kernel.function(out)
+            self.kernel_in_place(out)
             if categorical is not None:
                 categorical.multiply(out)
             return out

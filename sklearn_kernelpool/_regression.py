@@ -27,13 +27,13 @@ from ._persistence import (
 )
 from ._pooling import ON_EMPTY
 from ._sparse import DENSE_ONLY
-from ._xp_pool import (
+from ._xp_fit import (
     array_api_namespace,
     check_same_namespace,
     fit_array_api,
-    is_array_api_pool,
     validate_array_api_queries,
 )
+from ._xp_pool import is_array_api_pool
 
 
 class KernelAttentionRegressor(RegressorMixin, BaseEstimator):

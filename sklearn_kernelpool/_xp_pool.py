@@ -2,225 +2,28 @@
 
 With ``sklearn.config_context(array_api_dispatch=True)``, arrays that are not
 NumPy's (PyTorch tensors, CuPy arrays...) are pooled here, with the
-operations of their own namespace on their own device: validation by
-``validate_data``, chunks of queries from ``gen_batches`` bounded by
-``working_memory``, one ``matmul`` per chunk for the squared distances and
-one for the pooled sums. NumPy input never comes here: it keeps the engine of
+operations of their own namespace on their own device (validated and
+fitted by :mod:`._xp_fit`): chunks of queries from ``gen_batches`` bounded
+by ``working_memory``, one ``matmul`` per chunk for the squared distances
+and one for the kernel sums, which the layer of :mod:`._engine` shared with
+the NumPy engine normalises and completes with the ``on_empty`` fallbacks
+and the spread. NumPy input never comes here: it keeps the engine of
 :mod:`._pooling`, with its trees, its local-linear fit and its BLAS blocks.
 """
 
 import math
 
 import numpy as np
-from sklearn import config_context, get_config
+from sklearn import config_context
 from sklearn.utils import gen_batches
-from sklearn.utils._array_api import (
-    _is_numpy_namespace,
-    _max_precision_float_dtype,
-    device,
-    get_namespace,
-)
-from sklearn.utils.validation import validate_data
+from sklearn.utils._array_api import device, get_namespace
 
-from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._brute import _MAX_DISTANCE_ROUNDING
 from ._chunking import working_memory_bytes
+from ._engine import fill_empty, normalise, normalise_rows, spread
 from ._exact import edge_values, pairwise_squared, squared_slack, tie_bandwidth
-from ._pooling import report_empty
-from ._sparse import check_not_sparse_array_api
+from ._fallbacks import report_empty
 from ._validation import coordinate_limit
-from .kernels import KERNELS
-
-try:  # scikit-learn >= 1.8
-    from sklearn.utils._array_api import move_to as _move_to
-except ImportError:  # pragma: no cover - scikit-learn < 1.8
-    _move_to = None
-
-
-def array_api_namespace(X):
-    """The namespace of ``X`` when the array API path pools it, else None.
-
-    That is when ``array_api_dispatch`` is on and ``X`` is not a NumPy
-    array (nor a list, a DataFrame...).
-    """
-    if not get_config()["array_api_dispatch"]:
-        return None
-    xp, _ = get_namespace(X)
-    return None if _is_numpy_namespace(xp) else xp
-
-
-def _move(array, xp, device_):
-    """``array`` in namespace ``xp`` on ``device_``."""
-    if array is None:
-        return None
-    if _move_to is not None:
-        return _move_to(array, xp=xp, device=device_)
-    return xp.asarray(array, device=device_)
-
-
-def check_array_api_parameters(estimator):
-    """Refuse, for non-NumPy input, what only the NumPy engine does."""
-    if estimator.algorithm in ("kd_tree", "ball_tree", "binned"):
-        raise ValueError(
-            f"algorithm={estimator.algorithm!r} works on NumPy arrays only; "
-            "arrays of other namespaces (PyTorch, CuPy...) are pooled by brute "
-            "force: use algorithm='brute' or 'auto', or NumPy input."
-        )
-    if estimator.degree != 0:
-        raise ValueError(
-            f"degree={estimator.degree} (local-linear pooling) works on NumPy "
-            "arrays only; use degree=0 with arrays of other namespaces, or "
-            "NumPy input."
-        )
-    if getattr(estimator, "n_neighbors", None) is not None:
-        raise ValueError(
-            f"n_neighbors={estimator.n_neighbors} (adaptive widths) works on "
-            "NumPy arrays only; use n_neighbors=None with arrays of other "
-            "namespaces, or NumPy input."
-        )
-    if callable(estimator.kernel):
-        raise ValueError(
-            "A callable kernel works on NumPy arrays only; with arrays of other "
-            "namespaces use one of the kernel names of "
-            "sklearn_kernelpool.kernels.KERNELS, or NumPy input."
-        )
-
-
-def _name(xp):
-    """The name of a namespace, without array-api-compat's wrapper."""
-    if _is_numpy_namespace(xp):
-        return "numpy"
-    return xp.__name__.rpartition("array_api_compat.")[2]
-
-
-def check_same_namespace(estimator, X, method):
-    """Refuse queries of another namespace or device than the training keys."""
-    keys = estimator.keys_
-    pool = estimator._pool
-    fitted = _name(pool.xp) if is_array_api_pool(pool) else "numpy"
-    if get_config()["array_api_dispatch"]:
-        xp, _ = get_namespace(X)
-        name = _name(xp)
-        if name == fitted and device(X) == device(keys):
-            return
-        what = f"{method} ({name}, device {device(X)})"
-    else:
-        what = f"{method} (array_api_dispatch is off)"
-    raise ValueError(
-        f"Inputs passed to {type(estimator).__name__}.{method}() must use the "
-        "same namespace and the same device as those passed to fit(): "
-        f"fit ({fitted}, device {device(keys)}), {what}. Call it "
-        "under sklearn.config_context(array_api_dispatch=True) with arrays "
-        "like those of fit."
-    )
-
-
-def _rule_of_thumb(rule, X, weights, xp):
-    """The ``"scott"`` or ``"silverman"`` bandwidths, as in :mod:`._bandwidth`.
-
-    ``X`` and ``weights`` are in the precise float dtype of the device.
-    """
-    scale = xp.max(xp.abs(X), axis=0)
-    scale = xp.where(scale > 0, scale, xp.ones_like(scale))
-    X = X / scale
-    unit = xp.max(weights)
-    relative = weights / unit
-    total = xp.sum(relative)
-    mean = xp.sum(relative[:, None] * X, axis=0) / total
-    variance = xp.sum(relative[:, None] * (X - mean) ** 2, axis=0) / total
-    spread = xp.sqrt(variance) * scale
-    spread = xp.where(spread > 0, spread, xp.ones_like(spread))
-    d = X.shape[1]
-    log_n = math.log(float(total)) + math.log(float(unit))
-    if rule == "silverman":
-        log_n -= math.log(4.0 / (d + 2))
-    h = spread * math.exp(-log_n / (d + 4))
-    if not bool(xp.all(xp.isfinite(h) & (h > 0))):
-        raise ValueError(
-            f"The {rule!r} rule gives bandwidths {h} for this X and these "
-            "sample weights; pass a bandwidth > 0 instead, or rescale X."
-        )
-    return h
-
-
-def _sample_weight(sample_weight, X, xp, device_, dtype):
-    """Validated non-negative weights with a positive sum, or None."""
-    if sample_weight is None:
-        return None
-    if not hasattr(sample_weight, "shape"):  # a list or a number
-        sample_weight = np.asarray(sample_weight, dtype=np.float64)
-    sample_weight = _move(sample_weight, xp, device_)
-    sample_weight = xp.astype(xp.asarray(sample_weight, device=device_), dtype)
-    if sample_weight.ndim == 0:
-        sample_weight = xp.full(X.shape[0], sample_weight, dtype=dtype, device=device_)
-    if sample_weight.shape != (X.shape[0],):
-        raise ValueError(
-            f"sample_weight.shape == {tuple(sample_weight.shape)}, expected "
-            f"{(X.shape[0],)}!"
-        )
-    if not bool(xp.all(xp.isfinite(sample_weight))):
-        raise ValueError("Input sample_weight contains NaN or infinity.")
-    n_negative = int(xp.sum(xp.astype(sample_weight < 0, xp.int64)))
-    if n_negative:
-        raise ValueError(
-            f"sample_weight must be non-negative; got {n_negative} negative weight(s)."
-        )
-    if not bool(xp.any(sample_weight > 0)):
-        raise ValueError(
-            "Sample weights must contain at least one non-zero number; "
-            "all sample_weight are zero."
-        )
-    return sample_weight
-
-
-def fit_array_api(estimator, X, y, sample_weight, xp):
-    """``fit`` of the regressor for arrays of the namespace ``xp``.
-
-    Sets the fitted attributes the NumPy path sets, as arrays of ``xp`` on
-    the device of ``X``, and the engine ``_pool``.
-    """
-    check_array_api_parameters(estimator)
-    device_ = device(X)
-    precise = _max_precision_float_dtype(xp, device_)
-    dtypes = [precise] if precise == xp.float32 else [precise, xp.float32]
-    X, y = validate_data(
-        estimator, X, y, dtype=dtypes, multi_output=True, y_numeric=True
-    )
-    y = _move(y, xp, device_)
-    weights = _sample_weight(sample_weight, X, xp, device_, precise)
-    estimator.sample_weight_ = weights
-    if weights is None:
-        weights = xp.ones(X.shape[0], dtype=precise, device=device_)
-    bandwidth = estimator.bandwidth
-    if isinstance(bandwidth, str) and bandwidth in RULES_OF_THUMB:
-        bandwidth = _rule_of_thumb(bandwidth, xp.astype(X, precise), weights, xp)
-    else:
-        bandwidth = resolve_bandwidth(bandwidth, X, None)
-        if not isinstance(bandwidth, float):
-            bandwidth = xp.asarray(bandwidth, dtype=precise, device=device_)
-    estimator.bandwidth_ = bandwidth
-    estimator._pool = ArrayAPIPool(
-        X,
-        xp.reshape(y, (X.shape[0], -1)),
-        weights,
-        KERNELS[estimator.kernel],
-        bandwidth,
-        estimator.on_empty,
-        xp,
-    )
-    estimator.algorithm_ = "brute"
-    estimator.keys_ = X
-    estimator.values_ = y
-    return estimator
-
-
-def validate_array_api_queries(estimator, X, method):
-    """``validate_data`` of the queries, in the dtype of the training keys."""
-    check_not_sparse_array_api(X, method)
-    check_same_namespace(estimator, X, method)
-    pool = estimator._pool
-    X = validate_data(estimator, X, reset=False, dtype=[pool.dtype])
-    return X
 
 
 class ArrayAPIPool:
@@ -316,10 +119,14 @@ class ArrayAPIPool:
         column = xp.ones((values.shape[0], 1), dtype=dtype, device=self.device)
         # [values, 1]: one product gives every weighted sum and the total.
         self.pool_matrix = xp.concat([self.values, column], axis=1)
-        # The values centred on their weighted mean, and their squares.
-        centred_values = xp.astype(centred_values, dtype)
-        self.spread_matrix = xp.concat(
-            [centred_values, centred_values * centred_values], axis=1
+        # The values centred on their weighted mean (for the spread), and
+        # what the fallbacks of :func:`._engine.fill_empty` pool.
+        self.centered_values = xp.astype(centred_values, dtype)
+        self.mean_weights = self.weights / xp.sum(self.weights)
+        self.nan_weights = xp.where(
+            self.positive,
+            xp.full_like(self.weights, math.nan),
+            xp.zeros_like(self.weights),
         )
 
     # -- pickling: a namespace is a module, found again from the arrays ------
@@ -332,6 +139,15 @@ class ArrayAPIPool:
         self.__dict__.update(state)
         with config_context(array_api_dispatch=True):
             self.xp, _ = get_namespace(self.pool_matrix)
+        if "centered_values" not in state:  # saved before the shared layer
+            xp = self.xp
+            self.centered_values = state["spread_matrix"][:, : self.n_outputs]
+            self.mean_weights = self.weights / xp.sum(self.weights)
+            self.nan_weights = xp.where(
+                self.positive,
+                xp.full_like(self.weights, math.nan),
+                xp.zeros_like(self.weights),
+            )
 
     # -- the chunks ----------------------------------------------------------
     def _chunk_rows(self, n_queries, n_buffers):
@@ -397,7 +213,7 @@ class ArrayAPIPool:
         exact = pairwise_squared(raw, self.raw_keys, self.bandwidth, xp)
         return xp.where(near, edge_values(exact, support, self.dtype, xp), d2)
 
-    def _nearest(self, raw):
+    def fallback_weights(self, raw):
         """Normalised weights of each query's nearest keys of positive weight.
 
         Keys at the exact smallest distance (:mod:`._exact`) are ties, and
@@ -411,41 +227,27 @@ class ArrayAPIPool:
         tied = xp.where(d2 == nearest, self.weights, xp.zeros_like(self.weights))
         return tied / xp.sum(tied, axis=1, keepdims=True)
 
-    def _fallback(self, d2, raw):
-        """The ``on_empty`` weights of a chunk's queries, normalised, or None
-        when they are NaN."""
-        xp = self.xp
-        if self.on_empty == "nearest":
-            return self._nearest(raw)
-        if self.on_empty == "mean":
-            w = self.weights / xp.sum(self.weights)
-            return xp.broadcast_to(w, d2.shape)
-        return None
-
     def _count_empty(self, empty):
         return int(self.xp.sum(self.xp.astype(empty, self.xp.int64)))
 
-    # -- the operations ------------------------------------------------------
+    # -- the operations: the shared layer of :mod:`._engine` on the sums -----
     def pool(self, X, return_std=False):
         """Pooled values of shape (n_queries, n_outputs), and with
         ``return_std`` their attention-weighted standard deviation."""
         xp = self.xp
         means, stds, n_empty = [], [], 0
-        p = self.n_outputs
         for chunk in self._chunks(X, n_buffers=6):
-            d2, raw, scores = self._scores(chunk)
+            _, raw, scores = self._scores(chunk)
             sums = xp.matmul(scores, self.pool_matrix)
-            total = sums[:, p:]
-            empty = ~(total > 0)
-            total = xp.where(empty, xp.ones_like(total), total)
-            mean = sums[:, :p] / total
+            mean, empty = normalise(sums, xp)
             std = None
             if return_std:
-                std = self._std(scores / total)
+                weights, _ = normalise_rows(scores, sums[:, -1], xp)
+                std = spread(weights, self.centered_values, xp)
             n = self._count_empty(empty)
             if n:
                 n_empty += n
-                mean, std = self._fill(mean, std, empty, d2, raw)
+                mean, std = fill_empty(self, mean, empty, raw, std, xp=xp)
             means.append(mean)
             stds.append(std)
         report_empty(self.on_empty, n_empty, X.shape[0], self.kernel, self.bandwidth)
@@ -454,54 +256,19 @@ class ArrayAPIPool:
             return mean, xp.concat(stds, axis=0)
         return mean
 
-    def _std(self, weights):
-        """Weighted standard deviations of the values under rows of
-        normalised weights, in two passes: the deviations from each row's
-        own mean are squared, so no moment cancels."""
-        xp = self.xp
-        p = self.n_outputs
-        centred = self.spread_matrix[:, :p]
-        local = xp.matmul(weights, centred)
-        columns = []
-        for j in range(p):
-            deviation = centred[:, j][None, :] - local[:, j : j + 1]
-            columns.append(xp.sum(weights * deviation * deviation, axis=1))
-        return xp.sqrt(xp.stack(columns, axis=1))
-
-    def _fill(self, mean, std, empty, d2, raw):
-        """Put the fallback of the empty rows in ``mean`` and ``std``."""
-        xp = self.xp
-        weights = self._fallback(d2, raw)
-        if weights is None:
-            nan = xp.full_like(mean, math.nan)
-            fallback_mean = fallback_std = nan
-        else:
-            fallback_mean = xp.matmul(weights, self.values)
-            if std is not None:
-                fallback_std = self._std(weights)
-        mean = xp.where(empty, fallback_mean, mean)
-        if std is not None:
-            std = xp.where(empty, fallback_std, std)
-        return mean, std
-
     def attention_weights(self, X):
         """Dense normalised weights over the training rows, shape
         (n_queries, n_samples_fit)."""
         xp = self.xp
         rows, n_empty = [], 0
         for chunk in self._chunks(X, n_buffers=6):
-            d2, raw, scores = self._scores(chunk)
-            total = xp.sum(scores, axis=1, keepdims=True)
-            empty = ~(total > 0)
-            weights = scores / xp.where(empty, xp.ones_like(total), total)
+            _, raw, scores = self._scores(chunk)
+            total = xp.sum(scores, axis=1)
+            weights, empty = normalise_rows(scores, total, xp)
             n = self._count_empty(empty)
             if n:
                 n_empty += n
-                fallback = self._fallback(d2, raw)
-                if fallback is None:  # NaN over the keys of positive weight
-                    nan = xp.full_like(weights, math.nan)
-                    fallback = xp.where(self.positive, nan, xp.zeros_like(nan))
-                weights = xp.where(empty, fallback, weights)
+                weights, _ = fill_empty(self, weights, empty, raw, pooled=False, xp=xp)
             rows.append(weights)
         report_empty(self.on_empty, n_empty, X.shape[0], self.kernel, self.bandwidth)
         return xp.concat(rows, axis=0)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import scipy
 import sklearn
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import clone, config_context
 from sklearn.utils._array_api import device as array_device
 from sklearn.utils._array_api import yield_namespace_device_dtype_combinations
@@ -461,6 +461,31 @@ def test_pickle_round_trip(ns, device):
         pred = loaded.predict(Q)
     assert type(pred) is type(Q)
     assert_allclose(_to_numpy(pred), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("on_empty", ["mean", "nearest", "nan"])
+def test_engines_pickled_before_the_shared_layer_load(on_empty):
+    # An engine saved with the spread matrix of the values, before their
+    # centred values and the fallback weights were attributes, predicts the
+    # same after loading, fallbacks and spread included.
+    X, y, queries = _data()
+    with config_context(array_api_dispatch=True):
+        reg = KernelAttentionRegressor(
+            kernel="epanechikov", bandwidth=0.3, on_empty=on_empty
+        ).fit(array_api_strict.asarray(X), array_api_strict.asarray(y))
+        Q = array_api_strict.asarray(queries * 3.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            expected = reg.predict(Q, return_std=True)
+            pool = reg._pool
+            c = pool.centered_values
+            pool.spread_matrix = array_api_strict.concat([c, c * c], axis=1)
+            for name in ("centered_values", "mean_weights", "nan_weights"):
+                delattr(pool, name)
+            loaded = pickle.loads(pickle.dumps(reg))
+            got = loaded.predict(Q, return_std=True)
+    for a, b in zip(got, expected, strict=True):
+        assert_array_equal(_to_numpy(a), _to_numpy(b))
 
 
 @pytest.mark.parametrize(("ns", "device"), NAMESPACES)

@@ -22,7 +22,7 @@ from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
-    _pooling,
+    _chunk_plan,
 )
 from sklearn_kernelpool._threads import engine_threads, single_threaded_blas
 
@@ -154,8 +154,8 @@ def test_bitwise_identical_across_runs_chunk_sizes_and_n_jobs(name, dtype, monke
     # Small jobs run in one thread anyway: make these use threads. Brute
     # chunks are capped near the cache size: lift the cap, so that
     # working_memory changes their size.
-    monkeypatch.setattr(_pooling, "MIN_THREADED_PAIRS", 0)
-    monkeypatch.setattr(_pooling, "CHUNK_BYTES", 2**26)
+    monkeypatch.setattr(_chunk_plan, "MIN_THREADED_PAIRS", 0)
+    monkeypatch.setattr(_chunk_plan, "CHUNK_BYTES", 2**26)
     reg, Q = fitted(name, dtype)
     base = predict_of(reg, Q)
     assert base.dtype == dtype
@@ -301,7 +301,7 @@ def test_single_threaded_blas_nests_and_restores_the_limits():
 def test_blas_runs_one_thread_inside_predict_whatever_n_jobs(n_jobs, monkeypatch):
     # BLAS threads on the engine's small blocks cost more than they save:
     # the engine holds BLAS to one thread and uses its own threads instead.
-    monkeypatch.setattr(_pooling, "MIN_THREADED_PAIRS", 0)
+    monkeypatch.setattr(_chunk_plan, "MIN_THREADED_PAIRS", 0)
     seen = []
 
     def kernel(x):

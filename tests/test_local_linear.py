@@ -14,7 +14,7 @@ from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
     LocalLinearFallbackWarning,
-    _pooling,
+    _chunk_plan,
 )
 from sklearn_kernelpool.kernels import KERNELS
 
@@ -237,7 +237,7 @@ def test_keys_many_bandwidths_from_their_centre():
 
 @pytest.mark.parametrize("path", PATHS)
 def test_n_jobs_and_chunks_do_not_change_the_fit(data, path, monkeypatch):
-    monkeypatch.setattr(_pooling, "MIN_THREADED_PAIRS", 0)  # threads, even here
+    monkeypatch.setattr(_chunk_plan, "MIN_THREADED_PAIRS", 0)  # threads, even here
     X, _, Y, _, w = data
     Q = np.random.default_rng(5).uniform(0, 1, size=(3000, 3))
     reg = KernelAttentionRegressor("tricube", bandwidth=0.8, degree=1, algorithm=path)

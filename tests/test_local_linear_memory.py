@@ -23,9 +23,9 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
+    _held_out_sums,
     _local_linear,
-    _loo,
-    _pooling,
+    _moment_pooling,
     _weights,
 )
 
@@ -62,7 +62,7 @@ def test_per_query_equations_equal_the_moment_matrix(algorithm, dtype, monkeypat
     pool = reg._pool
     assert pool._uses_moments()
     expected = calls(reg, Q)
-    monkeypatch.setattr(_pooling, "MOMENT_MATRIX_FLOOR", 0)
+    monkeypatch.setattr(_moment_pooling, "MOMENT_MATRIX_FLOOR", 0)
     with config_context(working_memory=1e-6):
         assert not pool._uses_moments()
         got = calls(reg, Q)
@@ -146,8 +146,8 @@ def test_cv_sums_over_the_physical_memory_are_refused(monkeypatch):
     # 231 + 22 columns of moments for 20 features, two candidates, 50
     # points and three copies: 0.6 MiB.
     held = 8 * 50 * 253 * 2 * 3
-    monkeypatch.setattr(_loo, "physical_memory", lambda: held - 1)
+    monkeypatch.setattr(_held_out_sums, "physical_memory", lambda: held - 1)
     with pytest.raises(MemoryError, match=r"50 points and 2 candidates.*degree=1"):
         search.fit(X, y)
-    monkeypatch.setattr(_loo, "physical_memory", lambda: held)
+    monkeypatch.setattr(_held_out_sums, "physical_memory", lambda: held)
     search.fit(X, y)

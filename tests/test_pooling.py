@@ -14,7 +14,7 @@ from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
     _brute,
-    _pooling,
+    _chunk_plan,
 )
 from sklearn_kernelpool._threads import engine_threads
 from sklearn_kernelpool.kernels import KERNELS
@@ -175,11 +175,11 @@ def test_one_key(path):
 )
 def test_n_jobs_gives_identical_results(data, path, kernel, monkeypatch):
     # Small jobs run in one thread anyway: make these use threads.
-    monkeypatch.setattr(_pooling, "MIN_THREADED_PAIRS", 0)
+    monkeypatch.setattr(_chunk_plan, "MIN_THREADED_PAIRS", 0)
     calls = []
-    original = _pooling.Parallel
+    original = _chunk_plan.Parallel
     monkeypatch.setattr(
-        _pooling, "Parallel", lambda *a, **k: calls.append(k) or original(*a, **k)
+        _chunk_plan, "Parallel", lambda *a, **k: calls.append(k) or original(*a, **k)
     )
     X, Y, w, Q = data
     Q = np.tile(Q, (20, 1))
@@ -201,7 +201,7 @@ def test_n_jobs_under_a_process_backend_gives_identical_results(
 ):
     # The threads of predict write into shared arrays: an enclosing process
     # backend must not take their place.
-    monkeypatch.setattr(_pooling, "MIN_THREADED_PAIRS", 0)
+    monkeypatch.setattr(_chunk_plan, "MIN_THREADED_PAIRS", 0)
     X, Y, w, Q = data
     Q = np.tile(Q, (20, 1))
     reg = KernelAttentionRegressor(kernel="epanechikov", bandwidth=0.2, algorithm=path)

@@ -11,7 +11,7 @@ from sklearn import config_context
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
-    _pooling,
+    _chunk_plan,
     progress_bar,
 )
 
@@ -25,7 +25,7 @@ QUERIES = RNG.uniform(size=(5000, 2))
 @pytest.mark.parametrize("n_jobs", [None, 2])
 def test_bar_counts_every_query(algorithm, n_jobs, monkeypatch):
     pytest.importorskip("tqdm")
-    monkeypatch.setattr(_pooling, "MIN_THREADED_PAIRS", 0)
+    monkeypatch.setattr(_chunk_plan, "MIN_THREADED_PAIRS", 0)
     reg = KernelAttentionRegressor(
         kernel="epanechnikov", bandwidth=0.3, algorithm=algorithm, n_jobs=n_jobs
     ).fit(X, Y)

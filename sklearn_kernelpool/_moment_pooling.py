@@ -1,0 +1,315 @@
+"""Pooled moments of the NumPy engine: the spread and the local-linear fit.
+
+``return_std`` pools the second moments of the values
+(``spread_matrix``), ``degree=1`` the moments of the keys and their cross
+moments with the values (``moment_matrix``, :mod:`._local_linear`), by the
+same product of the chunk's scores as the pooled values. Rows whose moments
+cancel are fitted again in two passes about their own local means.
+:class:`MomentPooling` is the part of :class:`._pooling.KernelPool` that
+builds the matrices and does this work.
+"""
+
+import functools
+
+import numpy as np
+
+from . import _categorical, _chunk_plan, _local_linear, _weights
+from ._chunking import working_memory_bytes
+from ._engine import normalise
+from ._exceptions import (
+    LocalLinearFallbackWarning,
+    LocalLinearMemoryWarning,
+    describe,
+    warn,
+)
+from ._threads import engine_threads
+
+# Local-linear pooling pools a moment matrix of ``(d + 1)(d + 2) / 2 + (d + 2) p``
+# columns per key when it takes at most a quarter of ``working_memory`` (or
+# this many bytes, whatever the budget): one product then gives every
+# query's local normal equations. Larger ones (many features) are not formed:
+# each query's equations are summed from its weighted keys instead
+# (:func:`._local_linear.centred_fit`), within ``working_memory``.
+MOMENT_MATRIX_SHARE = 4
+MOMENT_MATRIX_FLOOR = 2**22
+# Bytes per query of the eigendecompositions of the local covariances, in
+# units of ``8 d**2`` (the covariance, its copy, eigenvectors, workspace).
+EIGH_SQUARES = 6
+
+
+class MomentPooling:
+    """The spread and the local-linear fit (a part of
+    :class:`._pooling.KernelPool`)."""
+
+    # -- the matrices of the spread and of the local-linear moments ----------
+    # Built on first use, in float64, with the values centred on their
+    # weighted mean so that variances are differences of moments of the
+    # order of the spread, not of the squared mean.
+    @property
+    def _matrix_weights(self):
+        """The weights for matrices, or None when the scores carry them."""
+        if self.algorithm == "brute" and self.scorer.weights_folded:
+            return None
+        return self.weights.astype(np.float64)
+
+    @functools.cached_property
+    def value_center(self):
+        """The weighted mean of the values, in float64."""
+        return self.mean_weights.astype(np.float64) @ self.values.astype(np.float64)
+
+    @functools.cached_property
+    def centered_values(self):
+        """The values minus their weighted mean, in float64."""
+        return self.values.astype(np.float64) - self.value_center
+
+    @functools.cached_property
+    def spread_matrix(self):
+        """``[y - mean, (y - mean)**2, 1]``, weighted like ``pool_matrix``."""
+        c = self.centered_values
+        matrix = np.hstack([c, c * c, np.ones((len(c), 1))])
+        weights = self._matrix_weights
+        return matrix if weights is None else matrix * weights[:, None]
+
+    @functools.cached_property
+    def layout(self):
+        n_keys, n_features = self.keys.shape
+        return _local_linear.MomentLayout(n_features, self.n_outputs, n_keys)
+
+    @functools.cached_property
+    def moment_matrix(self):
+        """The local-linear moments of keys and values, total last."""
+        return _local_linear.moment_matrix(
+            self.keys, self.centered_values, self._matrix_weights
+        )
+
+    @property
+    def moment_columns(self):
+        """The number of local-linear moments pooled per key."""
+        return self.layout.values_sq.stop + 1
+
+    def _uses_moments(self):
+        """Whether local-linear pooling pools the moment matrix (small
+        ``n_keys x n_features**2``) or sums each query's equations alone."""
+        size = 8 * self.keys.shape[0] * self.moment_columns
+        budget = working_memory_bytes() / MOMENT_MATRIX_SHARE
+        return size <= max(budget, MOMENT_MATRIX_FLOOR)
+
+    def _check_fit_memory(self, n_jobs):
+        """Refuse local-linear fits whose single query exceeds the memory;
+        warn when one exceeds ``working_memory`` (queries one at a time)."""
+        n_keys, d = self.keys.shape
+        row = _local_linear.fit_bytes(n_keys, d, self.n_outputs)
+        limit = _weights.physical_memory()
+        if limit is not None and row > limit:
+            raise MemoryError(
+                f"Local-linear pooling (degree=1) with {d} features and {n_keys} "
+                f"keys needs about {row / 2**30:.1f} GiB for the local design of "
+                f"a single query, more than the {limit / 2**30:.1f} GiB of "
+                "physical memory. Reduce the number of features (for example "
+                "with sklearn.decomposition.PCA or feature selection), or use "
+                "degree=0, whose memory does not grow with the features squared."
+            )
+        budget = working_memory_bytes() / engine_threads(n_jobs)
+        if row > budget:
+            warn(
+                LocalLinearMemoryWarning(
+                    f"The local design of one query of local-linear pooling "
+                    f"(degree=1, {d} features, {n_keys} keys) takes about "
+                    f"{row / 2**20:.3g} MiB, more than the working_memory of "
+                    f"{budget / 2**20:.3g} MiB per thread: the queries are "
+                    "solved one at a time, and the memory used exceeds "
+                    "working_memory. Raise it with "
+                    "sklearn.config_context(working_memory=...) or reduce the "
+                    "number of features to stay within it.",
+                    row_bytes=row,
+                    working_memory_bytes=budget,
+                )
+            )
+
+    def _fit_step(self):
+        """Rows of a batch of two-pass local-linear fits."""
+        n_keys, d = self.keys.shape
+        row = _local_linear.fit_bytes(n_keys, d, self.n_outputs) + 8 * n_keys
+        return int(max(1, min(working_memory_bytes(), _chunk_plan.CHUNK_BYTES) // row))
+
+    @functools.cached_property
+    def geometry_matrix(self):
+        """``[k, upper(k k^T), 1]``, for weights that are already normalised."""
+        return _local_linear.moment_matrix(self.keys)
+
+    def _spread_work(self, X_chunk, workspace):
+        """Pooled values and their weighted spread of a chunk (degree 0)."""
+        queries = self._queries(X_chunk)
+        sums, spread = self._weighted_sums(
+            queries, workspace, (self.pool_matrix, self.spread_matrix)
+        )
+        mean, empty = normalise(sums)
+        moments, _ = normalise(spread)
+        p = self.n_outputs
+        variance = moments[:, p:] - moments[:, :p] ** 2
+        std = np.sqrt(np.maximum(variance, 0.0))
+        # Rows whose local mean is far from the global one, in local
+        # standard deviations, lose their variance to cancellation.
+        ratio = _local_linear.MAX_MOMENT_RATIO
+        redo = ~empty & np.any(moments[:, p:] > ratio * variance, axis=1)
+        self._refit_rows(redo, queries, workspace, None, std)
+        self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
+        return np.hstack([mean * self.value_scale, std * self.value_scale]), empty
+
+    def _local_linear_work(self, return_std, counts, moments=True):
+        """The chunk work of local-linear pooling.
+
+        ``moments``: from the pooled moment matrix, with the rows whose
+        moments cancel fitted again in two passes; otherwise every row in two
+        passes, from its weighted keys (:func:`._local_linear.centred_fit`).
+        Appends each chunk's ``(n_singular, n_rank_deficient)`` to ``counts``.
+        """
+
+        def work(X_chunk, workspace):
+            queries = self._queries(X_chunk)
+            if moments:
+                (sums,) = self._weighted_sums(queries, workspace, (self.moment_matrix,))
+                mean, std, rank = _local_linear.solve(
+                    sums, queries[1], self.layout, return_std
+                )
+                empty = ~(sums[:, -1] > 0)
+                redo = ~empty & _local_linear.cancelled(sums, self.layout)
+            else:
+                (sums,) = self._weighted_sums(queries, workspace, (self.pool_matrix,))
+                empty = ~(sums[:, -1] > 0)
+                n, p = len(X_chunk), self.n_outputs
+                mean = np.full((n, p), np.nan)
+                std = np.full((n, p), np.nan) if return_std else None
+                rank = np.full(n, self.keys.shape[1])
+                redo = ~empty
+            self._refit_rows(redo, queries, workspace, mean, std, rank)
+            mean += self.value_center
+            self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
+            counts.append(_local_linear.rank_counts(rank, self.keys.shape[1], ~empty))
+            mean *= self.value_scale
+            if std is None:
+                return mean, empty
+            std *= self.value_scale
+            return np.hstack([mean, std]), empty
+
+        return work
+
+    # -- rows fitted again about their own local means -----------------------
+    def _row_scores(self, queries, workspace, rows):
+        """Float64 scores of the ``rows`` of a chunk, sample weights included,
+        dense, up to a factor per row."""
+        if self.algorithm != "brute":
+            categorical = getattr(queries, "categorical", None)
+            if categorical is None:
+                scores = self._raw_scores(tuple(q[rows] for q in queries), workspace)
+            else:
+                parts = tuple(q[rows] for q in queries)
+                scores = self._raw_scores(
+                    _categorical.Queries(parts, categorical[rows]), workspace
+                )
+            scores.data *= self.weights[scores.indices]
+            return scores.toarray().astype(np.float64, copy=False)
+        blocks = self.scorer.whole_blocks(rows, len(queries[0]))
+        at = np.searchsorted(blocks, rows)
+        scores = self._raw_scores(queries, workspace, rows=blocks)[at]
+        scores = scores.astype(np.float64)
+        if not self.scorer.weights_folded:
+            scores *= self.weights
+        return scores
+
+    def _refit_rows(self, redo, queries, workspace, mean, std, rank=None):
+        """Recompute the ``redo`` rows of a chunk in two passes.
+
+        Their keys and values are centred on the row's own weighted means
+        before any product: the fit (``mean``, degree 1) and the spread
+        (``std``, if not None) then lose nothing to cancellation. The
+        arrays are updated in place; ``mean`` and ``std`` are in the frame
+        of the centred values.
+        """
+        redo = np.flatnonzero(redo)
+        if not len(redo):
+            return
+        n_keys, d = self.keys.shape
+        if self.degree == 1:
+            step = self._fit_step()
+        else:
+            width = 3 * self.n_outputs + 2
+            step = max(1, _chunk_plan.CHUNK_BYTES // (8 * n_keys * width))
+        # Brute scores are recomputed by whole blocks, once for the chunk
+        # (within its buffer); the trees' rows one batch at a time.
+        brute = self.algorithm == "brute"
+        every = self._row_scores(queries, workspace, redo) if brute else None
+        for start in range(0, len(redo), step):
+            rows = redo[start : start + step]
+            if brute:
+                scores = every[start : start + step]
+            else:
+                scores = self._row_scores(queries, workspace, rows)
+            p = scores / scores.sum(axis=1, keepdims=True)
+            fit = _local_linear.centred_fit(
+                p,
+                self.keys,
+                self.centered_values,
+                queries[1][rows],
+                self.layout if self.degree == 1 else None,
+                std is not None,
+            )  # the keys are centred on their mean: centers is the origin
+            if self.degree == 1:
+                mean[rows], rank[rows] = fit[0], fit[2]
+            if std is not None:
+                std[rows] = fit[1]
+
+    def _report_singular(self, counts, n_queries):
+        """Warn of the queries whose local design determines no slope.
+
+        ``counts`` holds ``(n_singular, n_rank_deficient)`` pairs.
+        """
+        n_singular = sum(c[0] for c in counts)
+        n_deficient = sum(c[1] for c in counts)
+        if n_singular:
+            warn(
+                LocalLinearFallbackWarning(
+                    "Queries whose local design determines no slope under "
+                    f"{describe(self.kernel, self.bandwidth, self._n_neighbors)} "
+                    "(their attention weight is carried by a single key, or by "
+                    "keys at one point) get the local mean (degree 0) instead; "
+                    "a larger bandwidth avoids this. The warning's n_singular, "
+                    "n_rank_deficient and n_queries attributes count them in "
+                    "each call.",
+                    n_singular=n_singular,
+                    n_queries=n_queries,
+                    n_rank_deficient=n_deficient,
+                )
+            )
+
+    def _equivalent_kernel(self, weights, queries, empty, moments=True):
+        """Local-linear equivalent-kernel weights from local-constant ones.
+
+        The fallback rows of empty queries keep their weights. ``moments``:
+        as in :meth:`_local_linear_work`.
+        """
+        n_keys, d = self.keys.shape
+        if moments:
+            means = weights @ self.geometry_matrix
+            offset, g, rank = _local_linear.equivalent_kernel(
+                means[:, :-1], queries, self.layout
+            )
+            # Rows whose key moments about the centre cancel: about their own
+            # local means, as in _refit_rows.
+            redo = ~empty & _local_linear.keys_cancelled(means, self.layout)
+        else:
+            n = len(queries)
+            offset, g, rank = np.ones(n), np.zeros((n, d)), np.full(n, d)
+            redo = ~empty
+        redo = np.flatnonzero(redo)
+        step = self._fit_step()
+        for start in range(0, len(redo), step):
+            rows = redo[start : start + step]
+            p = weights[rows]
+            p = np.asarray(p.toarray() if hasattr(p, "toarray") else p, np.float64)
+            offset[rows], g[rows], rank[rows] = _local_linear.centred_kernel(
+                p, self.keys, queries[rows], self.layout
+            )
+        offset[empty] = 1.0
+        g[empty] = 0.0
+        return _weights.scale_rows(weights, offset, g, self.keys, self.dtype), rank

@@ -1,0 +1,122 @@
+"""The layer shared by the engines (:mod:`sklearn_kernelpool._engine`),
+against plain loops over the defining formulas."""
+
+import math
+
+import numpy as np
+import pytest
+from _array_api import strict_namespace
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy.sparse import csr_array
+
+from sklearn_kernelpool._engine import fill_empty, normalise, normalise_rows, spread
+
+
+def _reference_spread(weights, values):
+    """sqrt(sum_k w_k (y_k - sum_j w_j y_j)^2), one row and output at a time."""
+    weights = np.atleast_2d(weights)
+    out = np.empty((len(weights), values.shape[1]))
+    for i, row in enumerate(weights):
+        for j in range(values.shape[1]):
+            mean = sum(w * y for w, y in zip(row, values[:, j], strict=True))
+            out[i, j] = math.sqrt(
+                sum(w * (y - mean) ** 2 for w, y in zip(row, values[:, j], strict=True))
+            )
+    return out
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(7, 2)) + 1e3  # a large common offset
+    weights = rng.uniform(size=(4, 7))
+    weights[1, :5] = 0.0  # a row on two keys
+    weights /= weights.sum(axis=1, keepdims=True)
+    return weights, values - values.mean(axis=0)
+
+
+def test_spread_of_dense_sparse_and_single_rows(data):
+    weights, values = data
+    expected = _reference_spread(weights, values)
+    assert_allclose(spread(weights, values), expected, rtol=1e-12)
+    assert_allclose(spread(csr_array(weights), values), expected, rtol=1e-12)
+    assert_allclose(spread(weights[2], values), expected[2], rtol=1e-12)
+
+
+def test_spread_in_an_array_api_namespace(data):
+    xp = strict_namespace()
+    weights, values = data
+    expected = _reference_spread(weights, values)
+    out = spread(xp.asarray(weights), xp.asarray(values), xp)
+    assert_allclose(np.asarray(out), expected, rtol=1e-12)
+    single = spread(xp.asarray(weights[3]), xp.asarray(values), xp)
+    assert_allclose(np.asarray(single), expected[3], rtol=1e-12)
+
+
+def test_normalise_divides_by_the_last_column_and_finds_empty_rows():
+    sums = np.array([[2.0, 4.0, 2.0], [1.0, 1.0, 0.0], [3.0, 0.0, 4.0]])
+    ratios, empty = normalise(sums)
+    assert_array_equal(empty, [False, True, False])
+    assert_array_equal(ratios[[0, 2]], [[1.0, 2.0], [0.75, 0.0]])
+    # Held-out sums of several candidates: the same along the last axis.
+    stacked, empty = normalise(np.stack([sums, 2 * sums]))
+    assert_array_equal(stacked[1, 0], ratios[0])
+    assert_array_equal(empty[1], [False, True, False])
+    scores = sums.copy()
+    weights, empty = normalise_rows(scores, scores.sum(axis=1))
+    assert_allclose(weights.sum(axis=1), 1.0)
+    assert not empty.any()
+
+
+def test_normalise_in_an_array_api_namespace():
+    xp = strict_namespace()
+    sums = np.array([[2.0, 4.0, 2.0], [1.0, 1.0, 0.0]])
+    ratios, empty = normalise(xp.asarray(sums), xp)
+    assert_array_equal(np.asarray(empty), [False, True])
+    assert_array_equal(np.asarray(ratios)[0], [1.0, 2.0])
+    assert np.all(np.isfinite(np.asarray(ratios)))  # no division by zero
+
+
+class _Engine:
+    """What :func:`fill_empty` asks of an engine: the nearest keys of a query
+    are those of its index in ``nearest``."""
+
+    def __init__(self, on_empty, values, weights, nearest):
+        self.on_empty = on_empty
+        self.values = values
+        self.centered_values = values - weights @ values / weights.sum()
+        self.mean_weights = weights / weights.sum()
+        self.nan_weights = np.nan
+        self.nearest = nearest
+
+    def fallback_weights(self, chosen):
+        rows = self.nearest[chosen]
+        return csr_array(rows / rows.sum(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("on_empty", ["nearest", "mean", "nan", "raise"])
+@pytest.mark.parametrize("pooled", [True, False])
+def test_fill_empty_puts_each_policy_in_the_empty_rows_only(on_empty, pooled):
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(5, 2))
+    weights = rng.uniform(0.5, 2.0, size=5)
+    nearest = np.array([[0, 1, 0, 0, 0], [0, 0, 3, 1, 0], [1, 0, 0, 0, 0]], float)
+    engine = _Engine(on_empty, values, weights, nearest)
+    empty = np.array([False, True, True])
+    width = 2 if pooled else 5
+    out = rng.normal(size=(3, width))
+    std = rng.normal(size=(3, 2)) if pooled else None
+    kept = out[0].copy()
+    out, std = fill_empty(engine, out, empty, np.flatnonzero(empty), std, pooled)
+    assert_array_equal(out[0], kept)
+    if on_empty in ("nan", "raise"):
+        assert np.isnan(out[1:]).all()
+        assert std is None or np.isnan(std[1:]).all()
+        return
+    if on_empty == "mean":
+        rows = np.tile(weights / weights.sum(), (2, 1))
+    else:
+        rows = nearest[1:] / nearest[1:].sum(axis=1, keepdims=True)
+    assert_allclose(out[1:], rows @ values if pooled else rows, rtol=1e-12)
+    if pooled:
+        assert_allclose(std[1:], _reference_spread(rows, values), rtol=1e-12)
