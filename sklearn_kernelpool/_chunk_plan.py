@@ -1,11 +1,13 @@
 """The chunks of queries of the NumPy engine, and the buffers that hold them.
 
 Queries are pooled in chunks, each bounded by scikit-learn's
-``working_memory`` (shared by the threads that hold a chunk each): brute
+``working_memory`` (shared by the threads that hold a chunk each), planned
+by the scorer (``plan_batches`` of the protocol of :mod:`._engine`): brute
 chunks of whole blocks of the scorer's products, sized to keep their scores
-in cache; tree chunks cut from the neighbours counted in each query's
-support. :class:`ChunkPlan` is the part of :class:`._pooling.KernelPool`
-that plans them and runs a chunk's work over them.
+in cache (:mod:`._brute_chunks`); tree chunks cut from the neighbours
+counted in each query's support (:mod:`._tree`), with the sizes below.
+:class:`ChunkPlan` is the part of :class:`._pooling.KernelPool` that runs a
+chunk's work over them, each thread with its scorer's workspace.
 """
 
 import numpy as np

@@ -14,7 +14,10 @@ each bounded by scikit-learn's ``working_memory``, on one of two paths:
 
 Both reduce a chunk's scores to the kernel sums of :mod:`._engine`, which
 also holds the normalisation and the fallbacks written once for every
-engine. :class:`KernelPool` holds the fitted state, the scores and the
+engine. What differs between the paths is behind the scorer protocol of
+:mod:`._engine`, met by :class:`._brute_chunks.BruteChunks` and
+:class:`._tree.TreeScorer`: nothing here branches on the path.
+:class:`KernelPool` holds the fitted state, the scores and the
 pooled values; its other parts are :class:`._chunk_plan.ChunkPlan` (the
 chunks and their buffers), :class:`._fallbacks.Fallbacks` (empty
 queries), :class:`._moment_pooling.MomentPooling` (``return_std`` and
