@@ -29,11 +29,10 @@ distances, at the point's own width and with its own key (:meth:`_sums`).
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 
-from . import _local_linear
 from ._adaptive import check_n_neighbors
 from ._chunking import row_batches
 from ._exact import edge_values, pairwise_squared
-from ._loo import HeldOut, allowed_keys
+from ._loo import HeldOut
 from ._threads import single_threaded_blas
 
 _LOGIT_FLOOR = -700.0
@@ -215,31 +214,13 @@ class AdaptiveHeldOut(HeldOut):
         return self._sums(test, lambda batch: np.tile(keep, (len(test[batch]), 1)), n)
 
     # -- local-linear rows fitted again about their own means --------------
-    def _refit(self, predictions, singular, redo, candidate, rows, fits, groups, train):
-        """:meth:`._loo.HeldOut._refit` under the adaptive widths."""
-        redo = np.flatnonzero(redo)
-        if not len(redo):
-            return
-        kernel = self.kernels[candidate[0]]
-        m = candidate[1]
+    def _refit_batches(self, n_rows, n_outputs):
         n, d = self.X.shape
-        values = self.Y - self.value_center
-        n_keys, centers = fits
-        n_keys = np.broadcast_to(n_keys, (len(rows),))
-        for batch in row_batches(len(redo), ROW_BYTES_PER_KEY * n * (d + 1)):
-            at = redo[batch]
-            points = rows[at]
-            allowed = allowed_keys(points, n, groups, train)
-            d2, allowed, radii = self._distances(points, allowed)
-            scores = self._scores(d2, allowed, kernel, radii[m])
-            # Rows of no weight (empty neighbourhoods) keep their values: the
-            # fallbacks replace them.
-            total = scores.sum(axis=1)
-            weighed = total > 0
-            at, points = at[weighed], points[weighed]
-            p = scores[weighed] / total[weighed, None]
-            layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
-            mean, _, flat = _local_linear.centred_fit(
-                p, self.X, values, self.X[points], layout, False, centers[at]
-            )
-            predictions[at], singular[at] = mean, flat
+        return row_batches(n_rows, ROW_BYTES_PER_KEY * n * (d + 1))
+
+    def _refit_scores(self, candidate, points, allowed):
+        """:meth:`._loo.HeldOut._refit_scores` under the adaptive widths."""
+        d2, allowed, radii = self._distances(points, allowed)
+        return self._scores(
+            d2, allowed, self.kernels[candidate[0]], radii[candidate[1]]
+        )

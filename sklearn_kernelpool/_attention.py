@@ -96,10 +96,7 @@ class AttentionWeights:
             or _weights.sparse_size(n_queries * n_keys, n_queries, self.dtype) <= limit
         ):
             return
-        if self.algorithm == "brute":
-            counts = np.concatenate(self._run_chunks(X, None, self._count_work, n_jobs))
-        else:
-            counts = self._neighbor_counts(X)
+        counts = self.scorer.support_counts(self, X, n_jobs)
         n_empty = int(np.count_nonzero(counts == 0))
         fill = n_keys if self.on_empty in ("mean", "nan") else 1
         nnz = int(counts.sum()) + n_empty * fill
@@ -119,28 +116,20 @@ class AttentionWeights:
     def _count_work(self, X_chunk, workspace):
         """The number of keys of positive score of each query of a chunk."""
         queries = self._queries(X_chunk)
-        scores = self._raw_scores(queries, workspace)
+        scores = self.scorer.chunk_scores(queries, workspace)
         counts = np.count_nonzero(scores[: len(X_chunk)], axis=1)
         return counts, np.zeros(len(X_chunk), dtype=bool)
 
     def _normalized_scores(self, queries, workspace, sparse):
         """A chunk's local-constant weights over the support, and its empty rows."""
         n = len(queries[0])
-        scores = self._raw_scores(queries, workspace)
-        if self.algorithm != "brute":
-            # The scorer's sparse arrays are new for every chunk.
-            scores.data *= self.weights[scores.indices]
-            if not sparse:
-                scores = scores.toarray()
-        elif not self.scorer.weights_folded:
-            scores = scores[:n] * self.weights
-        else:
-            scores = scores[:n].copy()  # the buffer is reused by the next chunk
+        scores = self.scorer.chunk_scores(queries, workspace)
+        scores = self.scorer.weighted(scores, self.weights, n, sparse)
         total = np.asarray(scores.sum(axis=1)).ravel()
-        redo = self._underflowed(total)
+        redo = self.scorer.underflowed(total)
         if redo is not None:
             blocks, rows, at = redo
-            scores[rows] = self._raw_scores(queries, workspace, rows=blocks)[at]
+            scores[rows] = self.scorer.chunk_scores(queries, workspace, rows=blocks)[at]
             total = scores.sum(axis=1)
         if isinstance(scores, np.ndarray):
             scores, empty = normalise_rows(scores, total)

@@ -20,11 +20,10 @@ kept in ``log_scale``; a point's own category has the factor 1).
 
 import numpy as np
 
-from . import _local_linear
 from ._categorical import CategoricalFactor
 from ._chunking import row_batches
 from ._exact import pairwise_squared
-from ._loo import HeldOut, allowed_keys
+from ._loo import HeldOut
 
 # Bytes per (row, key) pair of a batch: distances, logits or scores, the
 # factor and the masks, in float64.
@@ -156,32 +155,13 @@ class CategoricalHeldOut(HeldOut):
 
         return self._sums(np.asarray(test), train, allowed)
 
-    def _refit(self, predictions, singular, redo, candidate, rows, fits, groups, train):
-        """:meth:`._loo.HeldOut._refit` with the categorical factor."""
-        redo = np.flatnonzero(redo)
-        if not len(redo):
-            return
-        kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
+    def _refit_batches(self, n_rows, n_outputs):
         n, d = self.X.shape
-        values = self.Y - self.value_center
-        n_keys, centers = fits
-        n_keys = np.broadcast_to(n_keys, (len(rows),))
-        keys = np.arange(n)
-        for batch in row_batches(len(redo), 8 * n * (d * d + d + 8)):
-            at = redo[batch]
-            points = rows[at]
-            allowed = allowed_keys(points, n, groups, train)
-            d2 = pairwise_squared(self.X[points], self.X, None)
-            base = self._log_base(points, keys, allowed)
-            scores = self._scores(kernel, h, base, d2, np.empty_like(d2))
-            # Rows of no weight (empty neighbourhoods) keep their values: the
-            # fallbacks replace them.
-            total = scores.sum(axis=1)
-            weighed = total > 0
-            at, points = at[weighed], points[weighed]
-            p = scores[weighed] / total[weighed, None]
-            layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
-            mean, _, flat = _local_linear.centred_fit(
-                p, self.X, values, self.X[points], layout, False, centers[at]
-            )
-            predictions[at], singular[at] = mean, flat
+        return row_batches(n_rows, 8 * n * (d * d + d + 8))
+
+    def _refit_scores(self, candidate, points, allowed):
+        """:meth:`._loo.HeldOut._refit_scores` with the categorical factor."""
+        kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
+        d2 = pairwise_squared(self.X[points], self.X, None)
+        base = self._log_base(points, np.arange(len(self.X)), allowed)
+        return self._scores(kernel, h, base, d2, np.empty_like(d2))

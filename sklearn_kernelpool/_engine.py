@@ -26,11 +26,12 @@ unscaled coordinates by :mod:`._exact` on every path).
 
 The engines:
 
-- brute (:mod:`._brute`) and kd/ball tree (:mod:`._tree`), behind
-  :class:`._pooling.KernelPool` (NumPy, chunked within ``working_memory``
-  by :mod:`._chunk_plan`): the sums are
-  :meth:`._pooling.KernelPool._weighted_sums`, the nearest keys
-  :meth:`._fallbacks.Fallbacks.fallback_weights`;
+- brute (:mod:`._brute`, :class:`._brute_chunks.BruteChunks`) and kd/ball
+  tree (:class:`._tree.TreeScorer`), behind :class:`._pooling.KernelPool`
+  (NumPy, chunked within ``working_memory`` by :mod:`._chunk_plan`): the
+  sums are :meth:`._pooling.KernelPool._weighted_sums`, the nearest keys
+  :meth:`._fallbacks.Fallbacks.fallback_weights`, both on the scorer
+  protocol below;
 - the array API path, :class:`._xp_pool.ArrayAPIPool`, in the namespace of
   the input: one ``matmul`` of the scores with ``pool_matrix``, the nearest
   keys :meth:`._xp_pool.ArrayAPIPool.fallback_weights`;
@@ -50,6 +51,44 @@ arrays of any array API namespace ``xp``:
   the fallback rows put in the empty rows of pooled values, of their spread
   or of attention weights (dense, or sparse with
   :meth:`._fallbacks.Fallbacks._sparse_fallback`).
+
+The scorer protocol
+-------------------
+:class:`._pooling.KernelPool` holds no branch on its path: it asks its
+scorer (``SCORERS[algorithm]``) for everything that differs between paths,
+so a path of its own is a class with these methods and nothing else.
+``pool`` is the :class:`._pooling.KernelPool`; ``queries`` the tuple of
+:meth:`._pooling.KernelPool._queries` (scaled, centred and unscaled
+coordinates, the widths ``r^2`` with ``n_neighbors``, a ``categorical``
+attribute with categorical features); ``workspace`` what :meth:`workspace`
+returned to the thread.
+
+- ``for_pool(pool, scaled, kernel, user_kernel)`` (classmethod): the scorer
+  of a fitted pool, ``scaled`` its uncentred scaled keys;
+- ``weights_folded``: whether the scores carry the sample weights (then the
+  matrices of the sums leave them out);
+- ``plan_batches(pool, X, extra_row_bytes, n_threads, empty_row_pairs)``:
+  the chunks of queries, as slices within each thread's share of
+  ``working_memory``, and the number of (query, key) pairs they hold;
+- ``workspace(n_rows)``: the buffers one thread reuses for its chunks, or
+  None;
+- ``support_counts(pool, X, n_jobs)``: the number (or a bound on it) of
+  keys of positive score of each query, to size sparse weights;
+- ``chunk_scores(queries, workspace, rows=None)``: the scores of a chunk,
+  dense (possibly with rows past the chunk's) or sparse; ``rows`` asks
+  again for those rows in a stable form;
+- ``underflowed(total)``: None, or ``(rows_to_recompute, rows, at)``: the
+  rows whose sum of weights ``total`` underflowed, what to pass as ``rows``
+  to ``chunk_scores``, and where each row lies in its result;
+- ``product(scores, matrix, workspace)``: ``scores @ matrix``, the sums;
+- ``weighted(scores, weights, n, sparse)``: a chunk's ``n`` rows of scores
+  with the sample weights, in arrays of their own;
+- ``row_scores(queries, workspace, rows, weights)`` and ``refit_scores(
+  queries, workspace, redo, step, weights)``: dense float64 weighted scores
+  of some rows (``refit_scores`` yields ``(rows, scores)`` ``step`` rows at
+  a time), for the rows fitted again about their own means;
+- ``nearest_candidates(queries, workspace)``: (rows, cols) pairs among
+  which each query's nearest keys lie.
 
 The ``degree=1`` solve on the moment sums is :func:`._local_linear.solve`,
 and the attention weights of ``degree=1`` are the equivalent kernel of

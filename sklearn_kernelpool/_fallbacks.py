@@ -52,18 +52,9 @@ class Fallbacks:
     """The fallbacks of empty queries (a part of :class:`._pooling.KernelPool`)."""
 
     # -- fallbacks -----------------------------------------------------------
-    def _nearest_candidates(self, queries, workspace):
-        """(rows, cols) pairs that hold each query's nearest keys."""
-        scaled, Q = queries[:2]
-        if self.algorithm != "brute":
-            return self.scorer.candidates(scaled)
-        augmented, out, wide = workspace.rows(len(Q))
-        Q1 = self.scorer.augment(Q, augmented)
-        return self.scorer.candidates(Q1, scaled, out, wide)
-
     def _nearest_weights(self, queries, workspace):
         """Sparse weights of the nearest keys, ties shared by sample weight."""
-        rows, cols = self._nearest_candidates(queries, workspace)
+        rows, cols = self.scorer.nearest_candidates(queries, workspace)
         # The ties are settled on the unscaled coordinates, on every path.
         Q = queries[2]
         rows, cols = self.exact.ties(rows, cols, Q)

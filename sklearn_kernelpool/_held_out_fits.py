@@ -142,36 +142,24 @@ class HeldOutFits:
 
         For the rows whose moments about the global centres cancel
         (:func:`._local_linear.cancelled`): their weights over the keys of
-        their fit, from exact differences, and the two-pass fit of
-        :func:`._local_linear.centred_fit`. ``predictions`` and ``rank``
-        (those of ``candidate``, a (kernel, bandwidth) index pair) are
-        updated in place; ``fits`` is the pair of :meth:`_fit_keys`.
+        their fit (:meth:`_refit_scores`, in batches of :meth:`_refit_batches`),
+        and the two-pass fit of :func:`._local_linear.centred_fit`.
+        ``predictions`` and ``rank`` (those of ``candidate``, a (kernel,
+        bandwidth) index pair) are updated in place; ``fits`` is the pair of
+        :meth:`_fit_keys`. Subclasses change the scores, never the fit.
         """
         redo = np.flatnonzero(redo)
         if not len(redo):
             return
-        kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
         n, d = self.X.shape
         values = self.Y - self.value_center
         n_keys, centers = fits
         n_keys = np.broadcast_to(n_keys, (len(rows),))
-        # Per row: its distances and weights, and the work of its fit.
-        row = 8 * (d + 4) * n + _local_linear.fit_bytes(n, d, values.shape[1])
-        step = max(1, 2**22 // row)
-        for start in range(0, len(redo), step):
-            at = redo[start : start + step]
+        for batch in self._refit_batches(len(redo), values.shape[1]):
+            at = redo[batch]
             points = rows[at]
             allowed = allowed_keys(points, n, groups, train)
-            allowed &= (self.weights > 0)[None, :]
-            diff = self.X[points][:, None, :] - self.X[None, :, :]
-            u = np.sqrt(np.einsum("rnf,rnf->rn", diff, diff)) / h
-            with np.errstate(divide="ignore"):
-                if kernel.log_function is not None:
-                    logits = kernel.log_function(u) + np.log(self.weights)
-                    logits[~allowed] = -np.inf
-                    scores = np.exp(logits - logits.max(axis=1, keepdims=True))
-                else:
-                    scores = np.where(allowed, kernel.function(u) * self.weights, 0.0)
+            scores = self._refit_scores(candidate, points, allowed)
             # Rows of no weight (empty neighbourhoods) keep their values: the
             # fallbacks replace them.
             total = scores.sum(axis=1)
@@ -183,6 +171,34 @@ class HeldOutFits:
                 p, self.X, values, self.X[points], layout, False, centers[at]
             )
             predictions[at], rank[at] = mean, fitted
+
+    def _refit_batches(self, n_rows, n_outputs):
+        """Slices of the rows of :meth:`_refit` computed together."""
+        n, d = self.X.shape
+        # Per row: its distances and weights, and the work of its fit.
+        row = 8 * (d + 4) * n + _local_linear.fit_bytes(n, d, n_outputs)
+        step = max(1, 2**22 // row)
+        return (slice(start, start + step) for start in range(0, n_rows, step))
+
+    def _refit_scores(self, candidate, points, allowed):
+        """Unnormalised weights of ``points`` over every key, zero where not
+        ``allowed``, from exact differences, shape (len(points), n)."""
+        kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
+        allowed = allowed & (self.weights > 0)[None, :]
+        diff = self.X[points][:, None, :] - self.X[None, :, :]
+        u = np.sqrt(np.einsum("rnf,rnf->rn", diff, diff)) / h
+        return self._masked_scores(kernel.log_function, kernel.function, u, allowed)
+
+    def _masked_scores(self, log_function, function, u, allowed):
+        """``function(u) * weights``, zero where not ``allowed``; through
+        ``log_function`` with each row's largest logit subtracted where the
+        kernel has a log form."""
+        with np.errstate(divide="ignore"):
+            if log_function is not None:
+                logits = log_function(u) + np.log(self.weights)
+                logits[~allowed] = -np.inf
+                return np.exp(logits - logits.max(axis=1, keepdims=True))
+            return np.where(allowed, function(u) * self.weights, 0.0)
 
     def _fit_keys(self, rows, groups, train):
         """Number and mean of the keys of positive weight of each row's fit.
@@ -370,14 +386,10 @@ class HeldOutFits:
         kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
         allowed = np.broadcast_to(self.weights > 0, (len(points), len(self.X)))
         u2 = pairwise_squared(self.X[points], self.X, None) / (h * h)
-        with np.errstate(divide="ignore"):
-            if kernel.log_function is not None:
-                logits = kernel.squared_log_function(u2) + np.log(self.weights)
-                logits[~allowed] = -np.inf
-                scores = np.exp(logits - logits.max(axis=1, keepdims=True))
-            else:
-                scores = kernel.squared_function(u2) * self.weights
-                scores[~allowed] = 0.0
+        log_function = (
+            None if kernel.log_function is None else kernel.squared_log_function
+        )
+        scores = self._masked_scores(log_function, kernel.squared_function, u2, allowed)
         return scores / scores.sum(axis=1, keepdims=True)
 
     # -- fallbacks -----------------------------------------------------------

@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from . import _categorical, _chunk_plan, _local_linear, _weights
+from . import _chunk_plan, _local_linear, _weights
 from ._chunking import working_memory_bytes
 from ._engine import normalise
 from ._exceptions import (
@@ -48,7 +48,7 @@ class MomentPooling:
     @property
     def _matrix_weights(self):
         """The weights for matrices, or None when the scores carry them."""
-        if self.algorithm == "brute" and self.scorer.weights_folded:
+        if self.scorer.weights_folded:
             return None
         return self.weights.astype(np.float64)
 
@@ -195,28 +195,6 @@ class MomentPooling:
         return work
 
     # -- rows fitted again about their own local means -----------------------
-    def _row_scores(self, queries, workspace, rows):
-        """Float64 scores of the ``rows`` of a chunk, sample weights included,
-        dense, up to a factor per row."""
-        if self.algorithm != "brute":
-            categorical = getattr(queries, "categorical", None)
-            if categorical is None:
-                scores = self._raw_scores(tuple(q[rows] for q in queries), workspace)
-            else:
-                parts = tuple(q[rows] for q in queries)
-                scores = self._raw_scores(
-                    _categorical.Queries(parts, categorical[rows]), workspace
-                )
-            scores.data *= self.weights[scores.indices]
-            return scores.toarray().astype(np.float64, copy=False)
-        blocks = self.scorer.whole_blocks(rows, len(queries[0]))
-        at = np.searchsorted(blocks, rows)
-        scores = self._raw_scores(queries, workspace, rows=blocks)[at]
-        scores = scores.astype(np.float64)
-        if not self.scorer.weights_folded:
-            scores *= self.weights
-        return scores
-
     def _refit_rows(self, redo, queries, workspace, mean, std, rank=None):
         """Recompute the ``redo`` rows of a chunk in two passes.
 
@@ -235,16 +213,8 @@ class MomentPooling:
         else:
             width = 3 * self.n_outputs + 2
             step = max(1, _chunk_plan.CHUNK_BYTES // (8 * n_keys * width))
-        # Brute scores are recomputed by whole blocks, once for the chunk
-        # (within its buffer); the trees' rows one batch at a time.
-        brute = self.algorithm == "brute"
-        every = self._row_scores(queries, workspace, redo) if brute else None
-        for start in range(0, len(redo), step):
-            rows = redo[start : start + step]
-            if brute:
-                scores = every[start : start + step]
-            else:
-                scores = self._row_scores(queries, workspace, rows)
+        batches = self.scorer.refit_scores(queries, workspace, redo, step, self.weights)
+        for rows, scores in batches:
             p = scores / scores.sum(axis=1, keepdims=True)
             fit = _local_linear.centred_fit(
                 p,

@@ -14,7 +14,10 @@ each bounded by scikit-learn's ``working_memory``, on one of two paths:
 
 Both reduce a chunk's scores to the kernel sums of :mod:`._engine`, which
 also holds the normalisation and the fallbacks written once for every
-engine. :class:`KernelPool` holds the fitted state, the scores and the
+engine. What differs between the paths is behind the scorer protocol of
+:mod:`._engine`, met by :class:`._brute_chunks.BruteChunks` and
+:class:`._tree.TreeScorer`: nothing here branches on the path.
+:class:`KernelPool` holds the fitted state, the scores and the
 pooled values; its other parts are :class:`._chunk_plan.ChunkPlan` (the
 chunks and their buffers), :class:`._fallbacks.Fallbacks` (empty
 queries), :class:`._moment_pooling.MomentPooling` (``return_std`` and
@@ -26,7 +29,7 @@ import numpy as np
 from . import _adaptive, _categorical
 from ._algorithm import choose_algorithm
 from ._attention import AttentionWeights
-from ._brute import BruteScorer
+from ._brute_chunks import BruteChunks
 from ._chunk_plan import ChunkPlan
 from ._engine import normalise
 from ._exact import ExactKeys
@@ -38,6 +41,8 @@ from ._validation import relative_weights, scale_coordinates, scale_values
 from .kernels import KERNELS, Kernel
 
 ON_EMPTY = ("nearest", "mean", "nan", "raise")
+# The scorer of each path (the protocol of :mod:`._engine`).
+SCORERS = {"brute": BruteChunks, "kd_tree": TreeScorer, "ball_tree": TreeScorer}
 
 
 def resolve_kernel(kernel):
@@ -170,21 +175,13 @@ class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
         ones = np.ones((len(values), 1), dtype=self.dtype)
         unfolded = np.hstack([values, ones]) * self.weights[:, None]
         self.n_outputs = values.shape[1]
-        if self.algorithm == "brute":
-            self.scorer = BruteScorer(
-                self.keys, self.weights, kernel, user_kernel, self.dtype, self.exact
-            )
-            folded = self.scorer.weights_folded
-            # [values, 1], weighted unless the scores carry the weights.
-            self.pool_matrix = np.hstack([values, ones]) if folded else unfolded
-        else:
-            # Trees subtract exactly: they work on the uncentred keys.
-            self.scorer = TreeScorer(
-                scaled, kernel, self.algorithm, self.dtype, self.exact
-            )
-            self.pool_matrix = unfolded
-            if self.radii is not None:
-                self.scorer.max_neighbors = None  # a bound for a fixed width
+        # The scores of the path: the scorer protocol of :mod:`._engine`.
+        self.scorer = SCORERS[self.algorithm].for_pool(
+            self, scaled, kernel, user_kernel
+        )
+        # [values, 1], weighted unless the scores carry the weights.
+        folded = self.scorer.weights_folded
+        self.pool_matrix = np.hstack([values, ones]) if folded else unfolded
 
     def __getstate__(self):
         # Only the arguments of the constructor are saved: a loaded engine is
@@ -230,56 +227,6 @@ class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
         if codes is None:
             return queries
         return _categorical.Queries(queries, self.categorical.for_queries(codes))
-
-    def _raw_scores(self, queries, workspace, rows=None):
-        """Scores of a chunk, dense for brute and sparse for the trees.
-
-        ``rows`` recomputes the brute scores of these rows, in a stable way.
-        Brute scores have rows past the chunk's, up to a whole block.
-        """
-        scaled, Q, raw = queries[:3]
-        r2 = queries[3] if len(queries) > 3 else None
-        categorical = getattr(queries, "categorical", None)
-        if self.algorithm != "brute":
-            if r2 is not None:
-                scores = _adaptive.tree_scores(self.scorer, scaled, raw, r2)
-            else:
-                scores = self.scorer.scores(scaled, raw)
-            return scores if categorical is None else categorical.scale_sparse(scores)
-        exact = (raw, scaled)
-        if rows is not None:
-            # Whole blocks: see _underflowed and _row_scores.
-            Q, exact = Q[rows], (raw[rows], scaled[rows])
-            categorical = None if categorical is None else categorical[rows]
-            r2 = None if r2 is None else r2[rows]
-        augmented, out, wide = workspace.rows(len(Q))
-        augmented = self.scorer.augment(Q, augmented)
-        if r2 is not None:
-            return _adaptive.brute_scores(
-                self.scorer, augmented, out, wide, *exact, r2, categorical
-            )
-        return self.scorer.scores(
-            augmented,
-            out,
-            wide,
-            stable=rows is not None,
-            exact=exact,
-            categorical=categorical,
-        )
-
-    def _underflowed(self, total):
-        """Rows of brute scores to recompute with their maximum subtracted.
-
-        Returns the whole blocks that hold them, and where they are in it:
-        a row is recomputed at the place it has in the first pass.
-        """
-        if self.algorithm != "brute" or not self.scorer.may_underflow:
-            return None
-        rows = np.flatnonzero(total < self.scorer.tiny)
-        if not len(rows):
-            return None
-        blocks = self.scorer.whole_blocks(rows, len(total))
-        return blocks, rows, np.searchsorted(blocks, rows)
 
     # -- the operations ------------------------------------------------------
     def pool(self, X, n_jobs=None, return_std=False):
@@ -328,22 +275,14 @@ class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
         get a float64 product whatever the dtype of the scores.
         """
 
-        def product(scores, matrix):
-            if not isinstance(scores, np.ndarray):
-                return scores @ matrix  # the trees' sparse scores
-            if matrix.dtype != scores.dtype:
-                wide = workspace.wide[: len(scores)]
-                np.copyto(wide, scores)
-                scores = wide
-            return self.scorer.pool(scores, matrix)
-
+        product = self.scorer.product
         n = len(queries[0])
-        scores = self._raw_scores(queries, workspace)
-        sums = [product(scores, matrix)[:n] for matrix in matrices]
-        redo = self._underflowed(sums[0][:, -1])
+        scores = self.scorer.chunk_scores(queries, workspace)
+        sums = [product(scores, matrix, workspace)[:n] for matrix in matrices]
+        redo = self.scorer.underflowed(sums[0][:, -1])
         if redo is not None:
             blocks, rows, at = redo
-            stable = self._raw_scores(queries, workspace, rows=blocks)
+            stable = self.scorer.chunk_scores(queries, workspace, rows=blocks)
             for out, matrix in zip(sums, matrices, strict=True):
-                out[rows] = product(stable, matrix)[at]
+                out[rows] = product(stable, matrix, workspace)[at]
         return sums

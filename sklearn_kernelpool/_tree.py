@@ -3,8 +3,13 @@
 import numpy as np
 from scipy.sparse import csr_array
 from sklearn.neighbors import BallTree, KDTree
+from sklearn.utils import gen_batches
 
+from . import _adaptive, _categorical, _chunk_plan
+from ._chunking import working_memory_bytes
 from ._exact import distance_slack, edge_values, paired_squared
+from ._sparse import dense_rows
+from ._validation import scale_coordinates
 
 TREES = {"kd_tree": KDTree, "ball_tree": BallTree}
 
@@ -172,3 +177,117 @@ class TreeScorer:
         radius = nearest + 2 * self._slack(Q, nearest) + 1e-300
         indptr, cols, _ = self._neighbors(Q, radius)
         return np.repeat(np.arange(len(Q)), np.diff(indptr)), cols
+
+    # -- the scorer protocol of :mod:`._engine` ------------------------------
+    # The scores are sparse and new for every chunk, without sample weights.
+    weights_folded = False
+
+    @classmethod
+    def for_pool(cls, pool, scaled, kernel, user_kernel):
+        """The scorer of a :class:`._pooling.KernelPool`: a tree of its
+        ``scaled`` keys, uncentred (trees subtract exactly)."""
+        scorer = cls(scaled, kernel, pool.algorithm, pool.dtype, pool.exact)
+        if pool.radii is not None:
+            scorer.max_neighbors = None  # a bound for a fixed width
+        return scorer
+
+    def plan_batches(self, pool, X, extra_row_bytes, n_threads, empty_row_pairs):
+        """The chunks of queries, as slices, and the number of pairs they hold.
+
+        Chunks are cut from the neighbours actually counted in each query's
+        support, so that a chunk's pairs fit ``working_memory`` whatever the
+        spread of the neighbourhood sizes; a query whose neighbours alone
+        exceed it makes a chunk of its own, the least that can be computed.
+        ``working_memory`` is shared by the ``n_threads`` threads that hold a
+        chunk each. A query with no neighbour counts as ``empty_row_pairs``
+        pairs (its fallback row of sparse weights).
+        """
+        n_queries = X.shape[0]
+        budget = working_memory_bytes() / n_threads
+        row_bytes = _chunk_plan.TREE_ROW_BYTES + extra_row_bytes
+        most = self.max_neighbors
+        most = self.n_keys if most is None else max(most, empty_row_pairs)
+        pair_bytes = _chunk_plan.TREE_PAIR_BYTES
+        if pool.categorical is not None:
+            pair_bytes += _chunk_plan.CATEGORICAL_PAIR_BYTES
+        worst = most * pair_bytes + row_bytes
+        max_rows = _chunk_plan.TREE_CHUNK_ROWS
+        if min(n_queries, max_rows) * worst <= budget:
+            # Chunks fit even if every query had the most neighbours any
+            # query can have (every key, where no bound is known).
+            pairs = n_queries * pool.expected_neighbors
+            return list(gen_batches(n_queries, max_rows)), pairs
+        counts = self.support_counts(pool, X)
+        pairs = np.where(counts == 0, empty_row_pairs, counts)
+        cost = np.cumsum(pairs * pair_bytes + row_bytes)
+        batches, start = [], 0
+        while start < n_queries:
+            spent = cost[start - 1] if start else 0
+            stop = int(np.searchsorted(cost, spent + budget, side="right"))
+            stop = min(max(stop, start + 1), start + max_rows, n_queries)
+            batches.append(slice(start, stop))
+            start = stop
+        return batches, int(counts.sum())
+
+    def workspace(self, n_rows):
+        """No buffer: a chunk's sparse scores are new arrays."""
+        return None
+
+    def support_counts(self, pool, X, n_jobs=None):
+        """An upper bound on the keys in each query's support."""
+        counts = np.empty(X.shape[0], dtype=np.intp)
+        X = pool._continuous(X)
+        for batch in gen_batches(X.shape[0], _chunk_plan.TREE_CHUNK_ROWS):
+            chunk = dense_rows(X, batch)
+            scaled = scale_coordinates(chunk, pool.bandwidth, self.dtype, "X")
+            if pool.radii is None:
+                counts[batch] = self.count(scaled)
+            else:
+                r2 = pool.radii(scaled, chunk)
+                counts[batch] = _adaptive.tree_count(self, scaled, r2)
+        return counts
+
+    def chunk_scores(self, queries, workspace, rows=None):
+        """Sparse scores of a chunk (their rows never underflow)."""
+        scaled, raw = queries[0], queries[2]
+        if len(queries) > 3:
+            scores = _adaptive.tree_scores(self, scaled, raw, queries[3])
+        else:
+            scores = self.scores(scaled, raw)
+        categorical = getattr(queries, "categorical", None)
+        return scores if categorical is None else categorical.scale_sparse(scores)
+
+    def underflowed(self, total):
+        """None: the scores of a compact kernel are never recomputed."""
+        return None
+
+    def product(self, scores, matrix, workspace):
+        """``scores @ matrix``, sparse by dense."""
+        return scores @ matrix
+
+    def weighted(self, scores, weights, n, sparse):
+        """The chunk's scores, sample weights included, dense unless
+        ``sparse``."""
+        scores.data *= weights[scores.indices]
+        return scores if sparse else scores.toarray()
+
+    def row_scores(self, queries, workspace, rows, weights):
+        """Float64 scores of the ``rows`` of a chunk, sample weights
+        included, dense."""
+        parts = tuple(q[rows] for q in queries)
+        categorical = getattr(queries, "categorical", None)
+        if categorical is not None:
+            parts = _categorical.Queries(parts, categorical[rows])
+        scores = self.chunk_scores(parts, workspace)
+        scores.data *= weights[scores.indices]
+        return scores.toarray().astype(np.float64, copy=False)
+
+    def refit_scores(self, queries, workspace, redo, step, weights):
+        """``(rows, row_scores)`` of the ``redo`` rows, ``step`` at a time."""
+        for start in range(0, len(redo), step):
+            rows = redo[start : start + step]
+            yield rows, self.row_scores(queries, workspace, rows, weights)
+
+    def nearest_candidates(self, queries, workspace):
+        """(rows, cols) pairs that hold each query's nearest keys."""
+        return self.candidates(queries[0])

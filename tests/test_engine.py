@@ -120,3 +120,37 @@ def test_fill_empty_puts_each_policy_in_the_empty_rows_only(on_empty, pooled):
     assert_allclose(out[1:], rows @ values if pooled else rows, rtol=1e-12)
     if pooled:
         assert_allclose(std[1:], _reference_spread(rows, values), rtol=1e-12)
+
+
+def test_every_scorer_meets_the_documented_protocol():
+    # KernelPool asks its scorer for whatever differs between paths: every
+    # scorer has each method the protocol of _engine's docstring names, and
+    # the pool itself has no branch on its path.
+    import inspect
+    import re
+
+    from sklearn_kernelpool import (
+        _attention,
+        _chunk_plan,
+        _engine,
+        _fallbacks,
+        _moment_pooling,
+        _pooling,
+    )
+
+    section = _engine.__doc__.split("The scorer protocol")[1]
+    section = section.split("The ``degree=1`` solve")[0]
+    names = set(re.findall(r"^- ``(\w+)", section, flags=re.M))
+    names |= set(re.findall(r"and ``(\w+)\(", section))
+    assert {
+        "chunk_scores",
+        "plan_batches",
+        "nearest_candidates",
+        "refit_scores",
+    } <= names
+    for scorer in set(_pooling.SCORERS.values()):
+        missing = sorted(n for n in names if not hasattr(scorer, n))
+        assert not missing, (scorer.__name__, missing)
+    for module in (_pooling, _chunk_plan, _fallbacks, _moment_pooling, _attention):
+        source = inspect.getsource(module)
+        assert not re.search(r"algorithm [!=]= \"(brute|kd_tree|ball_tree)\"", source)
