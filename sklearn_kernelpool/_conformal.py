@@ -223,10 +223,11 @@ def prediction_interval(estimator, X, level, method, cv):
                 rows = at[slow]
                 mu = query_fits(_take(X_chunk, rows), P_slow, Q[rows], empty[rows])
                 for j in range(p):
-                    out[rows, j] = -_select(
-                        -mu[:, :, j], sorted_R[j], order[j], n - low + 1
-                    )
-                    out[rows, p + j] = _select(mu[:, :, j], sorted_R[j], order[j], high)
+                    mu_j = mu[:, :, j]
+                    ends = mu_j.min(axis=1), mu_j.max(axis=1)
+                    args = (sorted_R[j], order[j])
+                    out[rows, j] = -_select(mu_j, *args, n - low + 1, -1.0, ends)
+                    out[rows, p + j] = _select(mu_j, *args, high, 1.0, ends)
         # A query without a prediction (empty under on_empty="nan").
         out[empty & undefined] = np.nan
         return out, empty

@@ -420,6 +420,13 @@ def test_selection_from_the_band_of_residuals_equals_a_sort():
         values = np.where(np.isnan(mu + R), np.inf, mu + R)
         expected = _kth(values, rank, -1 if rank < 1 else 1)
         assert_array_equal(_select(mu, R[order], order, rank), expected)
+        # The lower bound's values R_i - mu, without a negated copy.
+        values = np.where(np.isnan(R - mu), np.inf, R - mu)
+        expected = _kth(values, rank, -1 if rank < 1 else 1)
+        assert_array_equal(_select(mu, R[order], order, rank, -1.0), expected)
+        ends = np.nanmin(mu, axis=1), np.nanmax(mu, axis=1)
+        ends[0][3] = ends[1][3] = np.nan  # the extremes of a row with a NaN
+        assert_array_equal(_select(mu, R[order], order, rank, -1.0, ends), expected)
 
 
 @pytest.mark.parametrize("kernel", ["epanechikov", "biweight", "boxcar"])
