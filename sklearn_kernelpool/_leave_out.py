@@ -327,15 +327,23 @@ class _LeaveOut(SparseLeaveOut):
             kg = np.einsum("rcf,rf->rc", Kc, g)
             quad = np.einsum("rcf,rfg,rcg->rc", Kc, A, Kc)
             kb = np.einsum("rcf,rfk->rck", Kc, beta)
-        leverage = Psel * (1.0 + quad)
-        ell = Psel * (1.0 - kg)
+        # In place, in the order of the formula: leverage = Psel (1 + quad),
+        # ell = Psel (1 - kg), factor = ell / (1 - leverage).
+        quad += 1.0
+        quad *= Psel
+        rest = np.subtract(1.0, quad, out=quad)  # 1 - leverage
+        ell = np.subtract(1.0, kg, out=kg)
+        ell *= Psel
         kb -= Ysel
         kb += ybar[:, None, :]  # minus the residuals of the keys
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            factor = ell / (1.0 - leverage)
+            factor = np.divide(ell, rest, out=ell)
             kb *= factor[:, :, None]
             kb += f[:, None, :]
-        hard = (Psel > 0) & ~(1.0 - leverage > _LEVERAGE_MARGIN)
+        hard = rest > _LEVERAGE_MARGIN
+        np.logical_not(hard, out=hard)
+        if hard.any():
+            hard &= Psel > 0
         if slots is not None:
             return f, kb, hard
         return kb, hard
