@@ -17,13 +17,15 @@ the sorted residuals; other rows are dense over every key. On dense rows of
 without each key are bounded from the largest weight, and only the keys of
 the window of sorted residuals that the bounds leave are computed: no
 (queries x keys) array of leave-one-out fits. At 1e4 x 1e4, one thread,
-compared in the same run (``predict`` calls; before in brackets): on the
-brute-force path with the gaussian kernel 5.6 (9.1) with ``degree=0`` and
-10.6 (12.1) with ``degree=1``; on a k-d tree with the Epanechikov kernel 5.9
-(5.7) and 7.7 (7.1), within the noise of the shared machine (the times of
-the intervals went from 1.32 s to 1.22 s and from 1.96 s to 1.66 s). The
-ratio of the two times is printed per kernel and degree (the machine is
-shared and noisy: read the ratios).
+old and new code timed alternately in four runs (median of 3 each; the
+machine is shared and ``predict`` itself varied by 1.5x): the interval on
+the brute-force path with the gaussian kernel took 1.05-1.51 s (before
+1.53-2.06 s), 5.5-7.3 ``predict`` calls (before 7.1-9.4) with
+``degree=0``, and 3.0-3.8 s (before 4.2-4.25 s), 5.9-10.6 calls (before
+7.9-12.5) with ``degree=1``; on a k-d tree with the Epanechikov kernel
+(neighbour rows, unchanged) 5.8-6.2 calls (5.3-6.0) with ``degree=0`` and
+6.7-8.3 (7.1-8.4) with ``degree=1``. The ratio of the two times is printed
+per kernel and degree (the machine is shared and noisy: read the ratios).
 
 The coverage simulation draws data from a linear truth (``degree=1``, no
 smoothing bias) and a smooth curve, with homoscedastic and heteroscedastic
