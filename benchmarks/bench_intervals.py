@@ -12,14 +12,20 @@ costs two passes over the keys (the queries, and the training rows for the
 leave-one-out residuals) and the selection of two order statistics per query.
 On a tree the fits and order statistics of a query come from its
 neighbours (a key of weight zero leaves the fit unchanged) and a window of
-the sorted residuals; other rows are dense over every key. At 1e4 x 1e4, one
-thread: on the brute-force path about ten ``predict`` calls (8.8 for the
-gaussian kernel with ``degree=0``, 11.3 with ``degree=1``); on a k-d tree
-with the Epanechikov kernel 12.2 with ``degree=0`` and 43 with ``degree=1``
-(48 and 76 with dense rows), most of it the exact refits where the closed
-form is undefined. The ratio of the two times is
-printed per kernel and degree (the machine is shared and noisy: read the
-ratios).
+the sorted residuals; other rows are dense over every key. On dense rows of
+``degree=0`` whose weights are at most half of their total, the fits
+without each key are bounded from the largest weight, and only the keys of
+the window of sorted residuals that the bounds leave are computed: no
+(queries x keys) array of leave-one-out fits. At 1e4 x 1e4, one thread,
+old and new code timed alternately in four runs (median of 3 each; the
+machine is shared and ``predict`` itself varied by 1.5x): the interval on
+the brute-force path with the gaussian kernel took 1.05-1.51 s (before
+1.53-2.06 s), 5.5-7.3 ``predict`` calls (before 7.1-9.4) with
+``degree=0``, and 3.0-3.8 s (before 4.2-4.25 s), 5.9-10.6 calls (before
+7.9-12.5) with ``degree=1``; on a k-d tree with the Epanechikov kernel
+(neighbour rows, unchanged) 5.8-6.2 calls (5.3-6.0) with ``degree=0`` and
+6.7-8.3 (7.1-8.4) with ``degree=1``. The ratio of the two times is printed
+per kernel and degree (the machine is shared and noisy: read the ratios).
 
 The coverage simulation draws data from a linear truth (``degree=1``, no
 smoothing bias) and a smooth curve, with homoscedastic and heteroscedastic

@@ -42,8 +42,8 @@ from sklearn.model_selection import check_cv
 
 from ._base import validate_queries
 from ._chunking import row_batches
-from ._jackknife_selection import _select, _select_sparse, order_ranks
-from ._leave_out import _data_rows, _LeaveOut
+from ._jackknife_selection import _select, _select_sparse, _select_window, order_ranks
+from ._leave_out import _data_rows, _dot, _LeaveOut
 
 METHODS = ("jackknife+", "cv+")
 
@@ -196,7 +196,9 @@ def prediction_interval(estimator, X, level, method, cv):
         P, Q, empty = state.weights(X_chunk, workspace, sparse=fold is None)
         out = np.empty((len(X_chunk), 2 * p))
         if isinstance(P, np.ndarray):
-            undefined = np.isnan(P).any(axis=1)
+            undefined = np.zeros(len(X_chunk), dtype=bool)
+            rows = np.flatnonzero(empty)
+            undefined[rows] = np.isnan(P[rows]).any(axis=1)
         else:
             undefined = np.zeros(len(X_chunk), dtype=bool)
             undefined[_data_rows(P)[np.isnan(P.data)]] = True
@@ -219,20 +221,100 @@ def prediction_interval(estimator, X, level, method, cv):
                     out[rows, p + j] = _select_sparse(
                         fit[:, j], R_j + mu[:, :, j], place_j, S_inf[j], high
                     )
+            sums = None
+            if len(slow) and fold is None and state.degree == 0:
+                done, bounds, sums = _bounded_constant(
+                    state, P_slow, sorted_R, order, n - low + 1, high
+                )
+                out[at[slow[done]]] = bounds
+                slow, P_slow, sums = slow[~done], P_slow[~done], sums[~done]
             if len(slow):
                 rows = at[slow]
-                mu = query_fits(_take(X_chunk, rows), P_slow, Q[rows], empty[rows])
-                for j in range(p):
-                    out[rows, j] = -_select(
-                        -mu[:, :, j], sorted_R[j], order[j], n - low + 1
+                X_rows = _take(X_chunk, rows)
+                if sums is None:
+                    mu = query_fits(X_rows, P_slow, Q[rows], empty[rows])
+                else:  # the sums of the whole batch, as if none were done
+                    mu = state.leave_one_out(
+                        X_rows, P_slow, Q[rows], empty[rows], f=sums
                     )
-                    out[rows, p + j] = _select(mu[:, :, j], sorted_R[j], order[j], high)
+                for j in range(p):
+                    mu_j = mu[:, :, j]
+                    ends = mu_j.min(axis=1), mu_j.max(axis=1)
+                    args = (sorted_R[j], order[j])
+                    out[rows, j] = -_select(mu_j, *args, n - low + 1, -1.0, ends)
+                    out[rows, p + j] = _select(mu_j, *args, high, 1.0, ends)
         # A query without a prediction (empty under on_empty="nan").
         out[empty & undefined] = np.nan
         return out, empty
 
     out = _run(pool, X, query_work, chunk_bytes, 2 * p)
     return out[:, :p] + state.center, out[:, p:] + state.center
+
+
+def _bounded_constant(state, P, sorted_R, order, rank_low, rank_high):
+    """Degree 0: the bounds of the rows of dense weights ``P`` whose
+    leave-one-out fits are bounded without computing them.
+
+    With ``T`` the total weight of a row, ``f`` its weighted sum of the
+    values and ``g = f / T``, ``mu_{-i} - g = p_i (g - y_i) / (T - p_i)``:
+    for weights ``0 <= p_i <= T / 2`` (and at most 0.5, where
+    :meth:`._leave_out._LeaveOut._constant` takes the closed form as it
+    is), with ``s = max_i p_i / (T - max_i p_i)``, every fit lies within
+    ``[g - s (max_i y_i - g), g + s (g - min_i y_i)]`` (widened far beyond
+    the rounding). These bounds select
+    the window of the sorted residuals (:func:`._jackknife_selection.
+    _select_window`), whose keys' fits alone are computed, by the same
+    operations as the full computation: the bounds are those of the full
+    (rows x keys) fits, in one pass over the weights. Returns the mask of
+    the rows so bounded, their ``(lower, upper)`` as one array, and the
+    sums ``P @ Y`` of all rows.
+    """
+    Y = state.Y
+    f = _dot(P, Y)
+    total = P.sum(axis=1)
+    top, bottom = P.max(axis=1), P.min(axis=1)
+    with np.errstate(invalid="ignore"):
+        done = np.isfinite(total) & (total > 0) & (bottom >= 0)
+        done &= (top <= 0.5) & (top <= 0.5 * total)
+    rows = np.flatnonzero(done)
+    n, p = Y.shape
+    bounds = np.empty((len(rows), 2 * p))
+    if not len(rows):
+        return done, bounds, f
+    sums = f
+    f, total, top = f[rows], total[rows], top[rows]
+    for j in range(p):
+        y = Y[:, j]
+        g = f[:, j] / total
+        share = top / (total - top)
+        below, above = share * (y.max() - g), share * (g - y.min())
+        slack = 1e-9 * (below + above + np.abs(g) + np.abs(y).max())
+        lo, hi = g - below - slack, g + above + slack
+        keys_j = order[j]
+
+        def values(sub, a, b, sign, j=j, y=y, keys_j=keys_j):
+            keys = keys_j[a:b]
+            weight = P[rows[sub][:, None], keys[None]]
+            fits = f[sub, j, None] - weight * y[keys]
+            np.subtract(total[sub, None], weight, out=weight)
+            fits /= weight
+            return np.negative(fits, out=fits) if sign < 0 else fits
+
+        for column, rank, sign in ((j, rank_low, -1.0), (p + j, rank_high, 1.0)):
+            if rank < 1 or rank > n:
+                value = -np.inf if rank < 1 else np.inf  # as _select's
+                bounds[:, column] = -value if sign < 0 else value
+                continue
+            ends = (-hi, -lo) if sign < 0 else (lo, hi)
+            selected = _select_window(
+                lambda sub, a, b, sign=sign: values(sub, a, b, sign),
+                np.arange(len(rows)),
+                *ends,
+                sorted_R[j],
+                rank,
+            )
+            bounds[:, column] = -selected if sign < 0 else selected
+    return done, bounds, sums
 
 
 def _take(X, rows):

@@ -30,19 +30,22 @@ def order_ranks(level, n):
     return int(low), int(high)
 
 
-def _select(mu, sorted_R, order, rank):
-    """The ``rank``-th smallest of ``mu[r, i] + R_i`` for each row ``r``.
+def _select(mu, sorted_R, order, rank, sign=1.0, extremes=None):
+    """The ``rank``-th smallest of ``sign * mu[r, i] + R_i`` for each row ``r``.
 
     ``sorted_R`` holds the residuals in increasing order, ``order`` their
-    indices. With ``lo``, ``hi`` the extremes of a row of ``mu`` and ``t`` the
-    ``rank``-th smallest residual, the answer lies in ``[lo + t, hi + t]``:
-    a key whose residual is below ``t - (hi - lo)`` has a value below it and
-    one above ``t + (hi - lo)`` a value above it (margins widened by the
-    rounding), so only the keys between are selected from (a contiguous run
-    of ``sorted_R``), by partial selection. The values are those of the full
-    computation, so is the result. Rows with a non-finite entry are selected
-    from all their values (:func:`_order_statistic`). Ranks out of ``[1, n]``
-    give -inf or +inf.
+    indices; ``sign`` is 1 or -1 (the lower bound selects from ``R_i -
+    mu[r, i]``, without a negated copy of ``mu``); ``extremes``: the minimum
+    and maximum of each row of ``mu``, if known. With ``lo``, ``hi`` the
+    extremes of a row of ``sign * mu`` and ``t`` the ``rank``-th smallest
+    residual, the answer lies in ``[lo + t, hi + t]``: a key whose residual
+    is below ``t - (hi - lo)`` has a value below it and one above ``t + (hi -
+    lo)`` a value above it (margins widened by the rounding), so only the
+    keys between are selected from (a contiguous run of ``sorted_R``), by
+    partial selection (:func:`_select_window`). The values are those of the
+    full computation, so is the result. Rows with a non-finite entry are
+    selected from all their values (:func:`_order_statistic`). Ranks out of
+    ``[1, n]`` give -inf or +inf.
     """
     r, n = mu.shape
     if rank < 1:
@@ -50,23 +53,53 @@ def _select(mu, sorted_R, order, rank):
     if rank > n:
         return np.full(r, np.inf)
     out = np.empty(r)
-    lo, hi = mu.min(axis=1), mu.max(axis=1)
-    pivot = sorted_R[rank - 1]
-    margin = (hi - lo) + 8 * _EPS * (np.abs(lo) + np.abs(hi) + pivot)
-    with np.errstate(invalid="ignore"):
-        start = np.searchsorted(sorted_R, pivot - margin, side="left")
-        stop = np.searchsorted(sorted_R, pivot + margin, side="right")
+    lo, hi = (mu.min(axis=1), mu.max(axis=1)) if extremes is None else extremes
+    if sign < 0:
+        lo, hi = -hi, -lo
     finite = np.isfinite(lo) & np.isfinite(hi)
-    for row in np.flatnonzero(finite):
-        a, b = start[row], stop[row]
-        values = mu[row, order[a:b]] + sorted_R[a:b]
-        out[row] = np.partition(values, rank - 1 - a)[rank - 1 - a]
+    rows = np.flatnonzero(finite)
+    if len(rows):
+
+        def values(rows, a, b):
+            chosen = mu[rows[:, None], order[None, a:b]]
+            return np.negative(chosen, out=chosen) if sign < 0 else chosen
+
+        out[rows] = _select_window(values, rows, lo[rows], hi[rows], sorted_R, rank)
     rows = np.flatnonzero(~finite)
     if len(rows):
         R = np.empty(n)
         R[order] = sorted_R
-        values = (mu[rows] + R)[:, :, None]
+        values = (sign * mu[rows] + R)[:, :, None]
         out[rows] = _order_statistic(values, rank, 1.0)[:, 0]
+    return out
+
+
+def _select_window(values, rows, lo, hi, sorted_R, rank):
+    """The ``rank``-th smallest of ``v[r, i] + R_i`` for each of ``rows``,
+    given bounds ``lo <= v[r, i] <= hi`` (finite) of each row.
+
+    ``values(rows, a, b)`` returns a new array of the values ``v`` of the
+    keys at places ``a`` to ``b`` of ``sorted_R`` for those rows. A row's
+    answer is selected from its window of residuals (see :func:`_select`);
+    the windows of all rows are centred on the same residual and nested, so
+    rows whose windows are of similar widths (within a factor of two) are
+    selected together, over the widest of their windows, by one partition:
+    the keys of the wider window outside a row's own lie on their side of
+    its answer, which is the same order statistic of the wider window.
+    """
+    pivot = sorted_R[rank - 1]
+    margin = (hi - lo) + 8 * _EPS * (np.abs(lo) + np.abs(hi) + pivot)
+    start = np.searchsorted(sorted_R, pivot - margin, side="left")
+    stop = np.searchsorted(sorted_R, pivot + margin, side="right")
+    out = np.empty(len(rows))
+    group = np.log2(stop - start).astype(np.intp)  # the windows hold >= 1 key
+    for g in np.unique(group):
+        at = np.flatnonzero(group == g)
+        a, b = int(start[at].min()), int(stop[at].max())
+        chosen = values(rows[at], a, b)
+        chosen += sorted_R[a:b]
+        chosen.partition(rank - 1 - a, axis=1)
+        out[at] = chosen[:, rank - 1 - a]
     return out
 
 

@@ -150,11 +150,12 @@ class _LeaveOut(SparseLeaveOut):
         return W, cols
 
     # -- leave-one-out ---------------------------------------------------------
-    def leave_one_out(self, X_chunk, P, Q, empty, cols=None):
+    def leave_one_out(self, X_chunk, P, Q, empty, cols=None, f=None):
         """``mu_{-i}(q)`` for the rows of a chunk, centred.
 
         Shape ``(n_rows, n_keys, n_outputs)``, or ``(n_rows, 1, n_outputs)``
         for one column per row (``cols``: the support index of each row).
+        ``f``: the weighted sums ``P @ Y`` of degree 0, if computed.
         """
         r, n = P.shape
         if cols is None:
@@ -167,7 +168,7 @@ class _LeaveOut(SparseLeaveOut):
         if np.all(local):
             mu, hard = self._linear(P, Q, cols)
         elif not np.any(local):
-            mu, hard = self._constant(P, cols)
+            mu, hard = self._constant(P, cols, f)
         else:
             mu = np.empty((r, Psel.shape[1], self.Y.shape[1]))
             hard = np.zeros(Psel.shape, dtype=bool)
@@ -190,10 +191,11 @@ class _LeaveOut(SparseLeaveOut):
                 mu[rows, 0] = self.exact(X_chunk[rows], [i], None)
         return mu
 
-    def _constant(self, P, cols):
+    def _constant(self, P, cols, f=None):
         """Degree 0: ``(f - p_i y_i) / (1 - p_i)``, the denominators exact."""
         Y = self.Y
-        f = _dot(P, Y)
+        if f is None:
+            f = _dot(P, Y)
         total = P.sum(axis=1)
         r = len(P)
         if cols is None:
@@ -325,15 +327,23 @@ class _LeaveOut(SparseLeaveOut):
             kg = np.einsum("rcf,rf->rc", Kc, g)
             quad = np.einsum("rcf,rfg,rcg->rc", Kc, A, Kc)
             kb = np.einsum("rcf,rfk->rck", Kc, beta)
-        leverage = Psel * (1.0 + quad)
-        ell = Psel * (1.0 - kg)
+        # In place, in the order of the formula: leverage = Psel (1 + quad),
+        # ell = Psel (1 - kg), factor = ell / (1 - leverage).
+        quad += 1.0
+        quad *= Psel
+        rest = np.subtract(1.0, quad, out=quad)  # 1 - leverage
+        ell = np.subtract(1.0, kg, out=kg)
+        ell *= Psel
         kb -= Ysel
         kb += ybar[:, None, :]  # minus the residuals of the keys
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            factor = ell / (1.0 - leverage)
+            factor = np.divide(ell, rest, out=ell)
             kb *= factor[:, :, None]
             kb += f[:, None, :]
-        hard = (Psel > 0) & ~(1.0 - leverage > _LEVERAGE_MARGIN)
+        hard = rest > _LEVERAGE_MARGIN
+        np.logical_not(hard, out=hard)
+        if hard.any():
+            hard &= Psel > 0
         if slots is not None:
             return f, kb, hard
         return kb, hard

@@ -420,6 +420,13 @@ def test_selection_from_the_band_of_residuals_equals_a_sort():
         values = np.where(np.isnan(mu + R), np.inf, mu + R)
         expected = _kth(values, rank, -1 if rank < 1 else 1)
         assert_array_equal(_select(mu, R[order], order, rank), expected)
+        # The lower bound's values R_i - mu, without a negated copy.
+        values = np.where(np.isnan(R - mu), np.inf, R - mu)
+        expected = _kth(values, rank, -1 if rank < 1 else 1)
+        assert_array_equal(_select(mu, R[order], order, rank, -1.0), expected)
+        ends = np.nanmin(mu, axis=1), np.nanmax(mu, axis=1)
+        ends[0][3] = ends[1][3] = np.nan  # the extremes of a row with a NaN
+        assert_array_equal(_select(mu, R[order], order, rank, -1.0, ends), expected)
 
 
 @pytest.mark.parametrize("kernel", ["epanechikov", "biweight", "boxcar"])
@@ -528,3 +535,40 @@ def test_sparse_rows_do_not_depend_on_working_memory(degree):
         with config_context(working_memory=0.01):
             small = reg.prediction_interval(Q, level=0.9)
     assert_allclose(small, big, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel, h", [("gaussian", 0.05), ("gaussian", 0.01)])
+@pytest.mark.parametrize("level", [0.5, 0.9, 0.999])
+def test_bounded_degree_zero_rows_equal_the_dense_fits(kernel, h, level, monkeypatch):
+    # Rows whose leave-one-out fits are bounded without computing them give
+    # the bounds of the full (rows x keys) fits, bit for bit; the narrow
+    # width puts some queries on one key (weight above 1/2: dense fits).
+    from sklearn_kernelpool import _conformal
+
+    rng = np.random.default_rng(12)
+    X = rng.uniform(0, 1, (400, 2))
+    Y = np.c_[np.sin(3 * X[:, 0]), np.round(3 * X[:, 1])] + rng.normal(0, 0.1, (400, 2))
+    Q = rng.uniform(-0.2, 1.2, (300, 2))
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=h).fit(X, Y)
+    bounded = _conformal._bounded_constant
+    done = []
+
+    def spy(*args):
+        result = bounded(*args)
+        done.append(result[0])
+        return result
+
+    def none(state, P, *args):
+        _, bounds, sums = bounded(state, P, *args)
+        return np.zeros(len(P), dtype=bool), bounds[:0], sums
+
+    monkeypatch.setattr(_conformal, "_bounded_constant", spy)
+    fast = reg.prediction_interval(Q, level=level)
+    done = np.concatenate(done)
+    assert done.any()
+    if h == 0.01:
+        assert not done.all()
+    monkeypatch.setattr(_conformal, "_bounded_constant", none)
+    dense = reg.prediction_interval(Q, level=level)
+    assert_array_equal(fast[0], dense[0])
+    assert_array_equal(fast[1], dense[1])
