@@ -8,7 +8,6 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ._bandwidth import _weighted_spread
 from ._chunking import working_memory_bytes
-from ._loo import _augment
 from ._threads import single_threaded_blas
 from ._widths_linear import _loo_loss_linear
 from ._widths_terms import (
@@ -17,6 +16,7 @@ from ._widths_terms import (
     OBJECTIVES,
     _objective,
     _score_chunks,
+    scaled_points,
 )
 
 # Widths are bounded to [1e-3, 1e3] times the feature's spread.
@@ -95,13 +95,7 @@ def loo_loss(
     if degree == 1:
         return _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient)
     n, n_outputs = Y.shape
-    Z = X / np.exp(log_widths)
-    Z -= Z[weights > 0].mean(axis=0)
-    left, right = _augment(Z)
-    log_weights = None
-    if np.any(weights != weights[0]):
-        with np.errstate(divide="ignore"):
-            log_weights = np.log(weights)
+    Z, left, right, log_weights = scaled_points(X, weights, log_widths)
     scale = weights.sum()
     if objective == "squared_error":
         scale *= n_outputs

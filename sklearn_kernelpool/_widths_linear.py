@@ -4,8 +4,14 @@ per-feature widths, and its gradient (:func:`._widths.loo_loss`)."""
 import numpy as np
 
 from ._chunking import working_memory_bytes
-from ._loo import _augment
-from ._widths_terms import _BYTES_PER_KEY, _CHUNK_BYTES, _EPS, _objective, _score_chunks
+from ._widths_terms import (
+    _BYTES_PER_KEY,
+    _CHUNK_BYTES,
+    _EPS,
+    _objective,
+    _score_chunks,
+    scaled_points,
+)
 
 
 def _solve_local(cov, rhs, tol):
@@ -53,13 +59,7 @@ def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient):
     """
     n, p = Y.shape
     d = X.shape[1]
-    Z = X / np.exp(log_widths)
-    Z -= Z[weights > 0].mean(axis=0)
-    left, right = _augment(Z)
-    log_weights = None
-    if np.any(weights != weights[0]):
-        with np.errstate(divide="ignore"):
-            log_weights = np.log(weights)
+    Z, left, right, log_weights = scaled_points(X, weights, log_widths)
     has_zero = bool(np.any(weights == 0))
     scale = p * weights.sum()
     center = weights @ Y / weights.sum()

@@ -3,7 +3,7 @@ scores of chunks of rows, their slopes in the log widths, and the losses."""
 
 import numpy as np
 
-from ._loo import _LOGIT_FLOOR, exact_if_far, squared_distances
+from ._loo import _LOGIT_FLOOR, _augment, exact_if_far, squared_distances
 
 # Rows per chunk: a chunk holds a few (rows, n) float64 arrays, of at most
 # this many bytes each, and all of them within ``working_memory``.
@@ -99,3 +99,17 @@ def _score_chunks(Z, left, right, weights, log_weights, has_zero, kernel, slopes
             scores[:, weights == 0] = 0.0
         scores[diagonal] = 0.0
         yield rows, scores, slope
+
+
+def scaled_points(X, weights, log_widths):
+    """The points in units of the widths, centred on the mean of those of
+    positive weight, their augmented forms for the pairwise distances, and
+    the log weights (None when every weight is the same)."""
+    Z = X / np.exp(log_widths)
+    Z -= Z[weights > 0].mean(axis=0)
+    left, right = _augment(Z)
+    log_weights = None
+    if np.any(weights != weights[0]):
+        with np.errstate(divide="ignore"):
+            log_weights = np.log(weights)
+    return Z, left, right, log_weights
