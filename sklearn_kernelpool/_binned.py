@@ -20,6 +20,8 @@ import numpy as np
 from scipy import fft
 
 from ._binning import Cells, linear_bin, make_grid
+from ._engine import moment_spread, normalise
+from ._local_linear import MomentLayout, solve
 
 # Unbounded kernels are sampled up to the scaled distance where they fall
 # below this fraction of their peak: 7.43 bandwidths for the gaussian, 27.6
@@ -185,12 +187,38 @@ def interpolate(grid, arrays, Q):
     return cells.gather(arrays).T, cells.inside
 
 
+def sum_pairs(n_features, n_outputs, degree, squares):
+    """The ``(binned column, stencil)`` of each convolved kernel sum.
+
+    The sums come in the column layout of the shared layer (:mod:`._engine`)
+    for moments about the query (keys ``u = (k - q) / h``, queries at the
+    origin): ``[y, 1]`` (``pool_matrix``), with ``squares`` ``[y, y**2, 1]``
+    (``spread_matrix``), for degree 0; ``[u, upper(u u^T), y, u y, (y**2),
+    1]`` (:func:`._local_linear.moment_matrix`) for degree 1. Binned column
+    0 is the weight, ``1 + j`` the centred weighted value ``j`` and
+    ``1 + p + j`` its square; stencil ``e`` the power ``powers(d, degree)[e]``.
+    """
+    d, p = n_features, n_outputs
+    n_e = len(powers(d, degree))
+    pairs = [(0, e) for e in range(1, n_e)]
+    pairs += [(1 + j, 0) for j in range(p)]
+    if degree == 1:
+        pairs += [(1 + j, 1 + f) for f in range(d) for j in range(p)]
+    if squares:
+        pairs += [(1 + p + j, 0) for j in range(p)]
+    return pairs + [(0, 0)]
+
+
 class BinnedEngine:
-    """Convolved grid sums of one binned fit, and predictions from them.
+    """Convolved grid sums of one binned fit: the kernel sums of the queries.
 
     Build it with :meth:`fit` (from the rows) or :meth:`from_grid_sums`
     (from binned sums, e.g. summed over partitions). It holds the grid, the
     convolved sums and the weighted mean of the values; never the rows.
+    :meth:`kernel_sums` interpolates the convolved sums to queries, in the
+    layout of the shared layer (:func:`sum_pairs`); :meth:`predict` turns
+    them into estimates with the shared normalisation, spread and
+    local-linear solve (:func:`estimates`).
 
     Binned columns, in order: the weight ``w``, the centred weighted values
     ``w (y - center)`` (``n_outputs`` columns) and, optionally, for
@@ -210,17 +238,15 @@ class BinnedEngine:
         radius = truncation_radius(kernel)
         stencil_array = stencils(grid, kernel, self.bandwidth, self.exponents, radius)
         p = n_outputs
-        n_e = len(self.exponents)
-        d = self.n_features
-        # Weight moments of every power; value moments of the constant and
-        # linear powers; squared values with the constant one.
-        pairs = [(0, e) for e in range(n_e)]
-        pairs += [(1 + j, e) for e in range(1 + d * (degree == 1)) for j in range(p)]
         self.has_squares = sums.shape[-1] == 1 + 2 * p
-        if self.has_squares:
-            pairs += [(1 + p + j, 0) for j in range(p)]
+        self.layout = MomentLayout(self.n_features, p, 1)
+        pairs = sum_pairs(self.n_features, p, degree, self.has_squares)
         self.total = float(sums[..., 0].sum())
         self.convolved = convolve(sums, stencil_array, pairs)
+        # Without return_std, the sums but those of the squares.
+        self.plain = np.arange(len(pairs))
+        if self.has_squares:
+            self.plain = np.r_[self.plain[: -1 - p], -1]
         ratio = (self.grid.step / self.bandwidth) ** 2
         self.min_variance = MIN_VARIANCE + 4 * float(ratio.max())
 
@@ -230,6 +256,21 @@ class BinnedEngine:
         (1 + 2 p,) with the squares; ``center`` of shape (p,)."""
         n_outputs = len(np.atleast_1d(center))
         return cls(grid, sums, kernel, bandwidth, degree, center, n_outputs)
+
+    def kernel_sums(self, Q, return_std=False):
+        """The kernel sums of the queries ``Q`` (n, d), and which are inside.
+
+        Returns ``(sums, inside)``: the convolved sums interpolated to each
+        query, in the layout of :func:`sum_pairs` (the squares only with
+        ``return_std``), the total weight last; and the mask of the queries
+        inside the grid (the others get the sums of their nearest cell).
+        """
+        if return_std and not self.has_squares:
+            raise ValueError("This binned engine was built without the squares.")
+        sums, inside = interpolate(self.grid, self.convolved, Q)
+        if self.has_squares and not return_std:
+            sums = sums[:, self.plain]
+        return sums, inside
 
     def predict(self, Q, return_std=False):
         """Estimates at the queries, and the mask of those left undecided.
@@ -248,107 +289,83 @@ class BinnedEngine:
         doubtful = np.empty(n, dtype=bool)
         for start in range(0, n, CHUNK_ROWS):
             rows = slice(start, min(n, start + CHUNK_ROWS))
-            m, s, bad = self._predict_chunk(Q[rows], return_std)
-            mean[rows] = m
+            sums, inside = self.kernel_sums(Q[rows], return_std)
+            bad = ~inside | ~(sums[:, -1] > MIN_WEIGHT * self.total)
+            m, s, bad = estimates(
+                sums, bad, self.layout, self.degree, self.min_variance, return_std
+            )
+            mean[rows] = m + self.center
+            mean[rows][bad] = np.nan
             if return_std:
                 std[rows] = s
+                std[rows][bad] = np.nan
             doubtful[rows] = bad
         return mean, std, doubtful
 
-    def _predict_chunk(self, Q, return_std):
-        columns = self.convolved
-        if return_std and not self.has_squares:
-            raise ValueError("This binned engine was built without the squares.")
-        if not return_std and self.has_squares:
-            columns = columns[..., : columns.shape[-1] - self.n_outputs]
-        sums, inside = interpolate(self.grid, columns, Q)
-        bad = ~inside | ~(sums[:, 0] > MIN_WEIGHT * self.total)
-        mean, variance, bad = solve(
-            sums,
-            bad,
-            self.exponents,
-            self.n_outputs,
-            self.degree,
-            self.min_variance,
-            return_std,
-        )
-        mean = mean + self.center
-        mean[bad] = np.nan
-        std = None
-        if return_std:
-            std = np.sqrt(np.maximum(variance, 0.0))
-            std[bad] = np.nan
-        return mean, std, bad
 
-
-def solve(
-    sums,
-    bad,
-    exponents,
-    n_outputs,
-    degree,
-    min_variance,
-    return_std=False,
-    max_extrapolation=np.inf,
+def estimates(
+    sums, bad, layout, degree, min_variance, return_std=False, max_extrapolation=np.inf
 ):
-    """The local-constant or local-linear estimates from interpolated sums.
+    """The local-constant or local-linear estimates from kernel sums.
 
-    ``sums`` (n, c) holds a query's weight moments of ``exponents``, then its
-    value moments (constant power, then the linear ones for degree 1), then
-    with ``return_std`` its squared values; ``bad`` (n,) the queries left
-    undecided. Returns ``(mean, variance, bad)``, centred values (the
-    caller adds the centre back), ``variance`` None unless asked, and
-    ``bad`` with (degree 1) the queries whose local covariance of the
-    scaled keys has an eigenvalue at most ``min_variance`` or whose query
-    lies at a squared Mahalanobis distance ``m' C^-1 m`` above
-    ``max_extrapolation`` from the local mean ``m`` of the scaled keys
-    (covariance ``C``).
+    ``sums`` (n, c) in the layout of :func:`sum_pairs`, moments about each
+    query; ``bad`` (n,) the queries left undecided. The normalisation and
+    spread are :func:`._engine.normalise` and :func:`._engine.moment_spread`,
+    the local-linear fit :func:`._local_linear.solve`, as on every engine.
+    Returns ``(mean, std, bad)``, centred values (the caller adds the centre
+    back), ``std`` None unless asked, and ``bad`` with (degree 1) the
+    queries whose local covariance of the scaled keys has an eigenvalue at
+    most ``min_variance`` or whose query lies at a squared Mahalanobis
+    distance ``m' C^-1 m`` above ``max_extrapolation`` from the local mean
+    ``m`` of the scaled keys (covariance ``C``). The values of the ``bad``
+    rows are arbitrary.
     """
-    d, p = len(exponents[0]), n_outputs
-    n_e = len(exponents)
-    total = np.where(bad, 1.0, sums[:, 0])
-    means = sums / total[:, None]
-    k = 1 if degree == 0 else 1 + d
-    yw = means[:, n_e : n_e + k * p].reshape(-1, k, p)
-    ybar = yw[:, 0]
-    y2 = means[:, n_e + k * p :] if return_std else 0.0
-    variance = None
+    p = layout.n_outputs
     if degree == 0:
-        mean = ybar
-        if return_std:
-            variance = y2 - ybar * ybar
-        return mean, variance, bad
-    m = means[:, 1 : 1 + d]
-    second = np.empty((len(sums), d, d))
-    i = 1 + d
-    for a in range(d):
-        for b in range(a, d):
-            second[:, a, b] = second[:, b, a] = means[:, i]
-            i += 1
-    cov = second - m[:, :, None] * m[:, None, :]
-    cross = yw[:, 1:] - m[:, :, None] * ybar[:, None]
-    if d == 1:
-        bad = bad | ~(cov[:, 0, 0] > min_variance)
-        variance_1d = np.where(bad, 1.0, cov[:, 0, 0])
-        beta = cross / variance_1d[:, None, None]
-        if np.isfinite(max_extrapolation):
-            bad = bad | (m[:, 0] ** 2 > max_extrapolation * variance_1d)
-    else:
-        smallest = np.linalg.eigvalsh(cov)[:, 0]
-        bad = bad | ~(smallest > min_variance)
-        cov[bad] = np.eye(d)
-        beta = np.linalg.solve(cov, cross)
-        if np.isfinite(max_extrapolation):
-            distance = np.einsum(
-                "nf,nf->n", m, np.linalg.solve(cov, m[..., None])[..., 0]
-            )
-            bad = bad | (distance > max_extrapolation)
-    # u is (k - q) / h: the estimate at q is ybar - beta . m.
-    mean = ybar - np.einsum("nfk,nf->nk", beta, m)
+        with np.errstate(invalid="ignore", over="ignore"):
+            means, _ = normalise(sums)
+        std = moment_spread(means, p)[1] if return_std else None
+        return means[:, :p], std, bad
+    bad = bad | doubtful_designs(sums, bad, layout, min_variance, max_extrapolation)
+    n, d = len(sums), layout.n_features
+    mean = np.full((n, p), np.nan)
+    std = np.full((n, p), np.nan) if return_std else None
+    good = np.flatnonzero(~bad)
+    m, s, _ = solve(sums[good], np.zeros((len(good), d)), layout, return_std)
+    mean[good] = m
     if return_std:
-        variance = y2 - ybar * ybar
-        variance -= np.einsum("nfk,nfk->nk", beta, cross)
-    return mean, variance, bad
+        std[good] = s
+    return mean, std, bad
+
+
+def doubtful_designs(sums, bad, layout, min_variance, max_extrapolation=np.inf):
+    """The rows of local-linear kernel sums left to the exact engine.
+
+    Those whose local covariance ``C`` of the scaled keys has an eigenvalue
+    at most ``min_variance`` (linear binning spreads each key over a
+    variance of up to ``(step / h)**2 / 4``), or whose query lies at
+    ``m' C^-1 m`` above ``max_extrapolation`` from the local mean ``m``.
+    """
+    d = layout.n_features
+    total = np.where(bad, 1.0, sums[:, -1])
+    means = sums[:, :-1] / total[:, None]
+    m = means[:, layout.keys]
+    cov = np.empty((len(sums), d, d))
+    i, j = layout.upper
+    cov[:, i, j] = cov[:, j, i] = means[:, layout.squares]
+    cov -= m[:, :, None] * m[:, None, :]
+    if d == 1:
+        variance = cov[:, 0, 0]
+        out = ~(variance > min_variance)
+        if np.isfinite(max_extrapolation):
+            out |= m[:, 0] ** 2 > max_extrapolation * np.where(out, 1.0, variance)
+        return out
+    out = ~(np.linalg.eigvalsh(cov)[:, 0] > min_variance)
+    if np.isfinite(max_extrapolation):
+        cov[out | bad] = np.eye(d)
+        distance = np.einsum("nf,nf->n", m, np.linalg.solve(cov, m[..., None])[..., 0])
+        out |= distance > max_extrapolation
+    return out
 
 
 def binned_columns(values, weights, center, squares=True):

@@ -41,8 +41,9 @@ from ._binned import (
     BinnedEngine,
     binned_columns,
     default_bins,
+    estimates,
     powers,
-    solve,
+    sum_pairs,
 )
 from ._binning import Cells, make_grid
 from ._chunking import row_batches
@@ -184,23 +185,22 @@ class BinnedHeldOut:
             self.center,
             self.Y.shape[1],
         )
-        sums = cells.gather(engine.convolved)  # (columns, rows)
-        pairs = self._pairs()
+        sums = cells.gather(engine.convolved)  # (columns, rows), total last
         if own:
             factors = self._self_terms(kernel, bandwidth)
             scratch = np.empty(sums.shape[1])
-            for i, (c, s) in enumerate(pairs):
+            for i, (c, s) in enumerate(self._pairs()):
                 sums[i] -= np.multiply(self._columns_t[c], factors[s], out=scratch)
         total = float(grid_sums[..., 0].sum())
-        empty = ~(sums[0] > MIN_WEIGHT * total)
+        empty = ~(sums[-1] > MIN_WEIGHT * total)
         any_empty = bool(empty.any())
         p = self.Y.shape[1]
-        n_e = len(self.exponents)
-        safe = np.where(empty, 1.0, sums[0]) if any_empty else sums[0]
+        start = len(self.exponents) - 1  # the values follow the key moments
+        safe = np.where(empty, 1.0, sums[-1]) if any_empty else sums[-1]
         k, m = index
         predictions, flag, _, _ = out[0]
         local_mean = predictions[k, m] if isinstance(rows, slice) else None
-        local_mean = np.divide(sums[n_e : n_e + p].T, safe[:, None], out=local_mean)
+        local_mean = np.divide(sums[start : start + p].T, safe[:, None], out=local_mean)
         local_mean += self.center
         if any_empty:
             local_mean[empty] = np.nan
@@ -209,11 +209,10 @@ class BinnedHeldOut:
             predictions[k, m][rows] = local_mean
         if self.degree == 1:
             ratio = float(((self.grid.step / h) ** 2).max())
-            mean, _, bad = solve(
+            mean, _, bad = estimates(
                 sums.T,
                 empty,
-                self.exponents,
-                p,
+                engine.layout,
                 1,
                 MIN_VARIANCE + 4 * ratio,
                 max_extrapolation=MAX_EXTRAPOLATION,
@@ -221,7 +220,6 @@ class BinnedHeldOut:
             singular = bad & ~empty
             mean = mean + self.center
             mean[singular] = local_mean[singular]
-            mean[empty] = np.nan
             predictions, flag, single, _ = out[1]
             predictions[k, m][rows] = mean
             flag[k, m][rows] = empty
@@ -317,13 +315,9 @@ class BinnedHeldOut:
         return held
 
     def _pairs(self):
+        """The (binned column, stencil) of each held-out kernel sum."""
         d, p = self.X.shape[1], self.Y.shape[1]
-        n_e = len(self.exponents)
-        pairs = [(0, e) for e in range(n_e)]
-        pairs += [
-            (1 + j, e) for e in range(1 + d * (self.degree == 1)) for j in range(p)
-        ]
-        return pairs
+        return sum_pairs(d, p, self.degree, squares=False)
 
     # -- the fallbacks of on_empty, on the exact engine --------------------
     def _exact_held_out(self):

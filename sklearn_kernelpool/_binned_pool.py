@@ -1,13 +1,22 @@
 """``algorithm="binned"``: the engine of the estimators on the binned path.
 
-:class:`BinnedKernelPool` answers :meth:`pool` (predictions, ``return_std``,
-``degree`` 0 and 1, the classifier's probabilities) from a
-:class:`._binned.BinnedEngine`. The queries that engine leaves undecided
-(outside the grid, with a binned weight sum at most ``MIN_WEIGHT`` of the
-total, or a nearly singular local-linear design) and every method that needs
-the attention weight of each key (``attention_weights``, standard errors,
-intervals, gradients, diagnostics) go to the exact engine, built on first
-use from the same rows with ``algorithm="auto"``.
+:class:`BinnedKernelPool` is an engine of the kernel-sums protocol of
+:mod:`._engine`: its :class:`._binned.BinnedEngine` gives the kernel sums of
+the queries (the convolved grids interpolated to them), and the estimates
+(predictions, ``return_std``, ``degree`` 0 and 1, the classifier's
+probabilities) come from the shared normalisation, spread and local-linear
+solve (:func:`._binned.estimates`). The queries that the binned sums leave
+undecided (outside the grid, with a binned weight sum at most
+``MIN_WEIGHT`` of the total, or a nearly singular local-linear design) are
+pooled by the exact engine, which applies the shared ``on_empty``
+fallbacks.
+
+What needs the attention weight of each key, not sums, is answered by the
+exact engine (built on first use from the same rows with
+``algorithm="auto"``), through the members listed in ``EXACT_MEMBERS``:
+:meth:`BinnedKernelPool.attention_weights` (attention weights, smoother
+rows, standard errors, diagnostics) and the per-key state of the gradients
+(:mod:`._gradient`).
 """
 
 import functools
@@ -56,6 +65,30 @@ def check_n_bins(n_bins, n_features):
     if not np.issubdtype(bins.dtype, np.integer) or np.any(bins < 2):
         raise ValueError(f"n_bins must hold integers >= 2; got {n_bins!r}.")
     return np.broadcast_to(bins, (n_features,)).astype(np.int64)
+
+
+def _of_exact(name):
+    """The member ``name`` of the exact engine, as a read-only property."""
+
+    def get(self):
+        return getattr(self.exact_pool, name)
+
+    return property(get, doc=f"The exact engine's ``{name}`` (see EXACT_MEMBERS).")
+
+
+# Members of the exact engine that the gradients (:mod:`._gradient`) read:
+# its support, centred scaled keys, their centre, the bandwidth and the
+# exact coordinates, and its chunked scores of queries.
+EXACT_MEMBERS = (
+    "support",
+    "keys",
+    "center",
+    "bandwidth",
+    "exact",
+    "_queries",
+    "_normalized_scores",
+    "_run_chunks",
+)
 
 
 class BinnedKernelPool:
@@ -154,19 +187,15 @@ class BinnedKernelPool:
         arguments = {k: v for k, v in self._arguments.items() if k not in ("n_bins",)}
         return KernelPool(**{**arguments, "algorithm": "auto"})
 
-    def __getattr__(self, name):
-        # What the binned path does not hold is the exact engine's.
-        if name.startswith("__") or name in (
-            "_arguments",
-            "binned",
-            "binned_std",
-            "exact_pool",
-        ):
-            raise AttributeError(name)
-        return getattr(self.exact_pool, name)
+    def attention_weights(self, X, n_jobs=None, sparse=False):
+        """The exact engine's attention weights of the queries ``X``, as
+        :meth:`._attention.AttentionWeights.attention_weights`: the weight
+        of each key, which the binned sums do not hold."""
+        return self.exact_pool.attention_weights(X, n_jobs=n_jobs, sparse=sparse)
 
     @property
     def kernel(self):
+        """The :class:`Kernel`, held by the binned engine."""
         return self.binned.kernel
 
     def pool(self, X, n_jobs=None, return_std=False):
@@ -191,3 +220,8 @@ class BinnedKernelPool:
         if return_std:
             return mean, std.astype(self.dtype, copy=False)
         return mean
+
+
+for _name in EXACT_MEMBERS:
+    setattr(BinnedKernelPool, _name, _of_exact(_name))
+del _name

@@ -147,6 +147,20 @@ def _safe(total, empty, xp):
     return xp.where(empty[..., None], xp.ones_like(total), total)
 
 
+def moment_spread(moments, n_outputs):
+    """The variance and standard deviation of normalised moments.
+
+    ``moments`` of shape (n, 2 n_outputs) holds each row's normalised sums of
+    the values and of their squares (the first columns of
+    ``spread_matrix`` sums, normalised); returns ``(variance, std)``, each
+    of shape (n, n_outputs), negative variances clipped in ``std``.
+    """
+    p = n_outputs
+    with np.errstate(invalid="ignore", over="ignore"):
+        variance = moments[:, p : 2 * p] - moments[:, :p] ** 2
+    return variance, np.sqrt(np.maximum(variance, 0.0))
+
+
 def spread(weights, centred, xp=None):
     """Weighted standard deviation of the values under rows of weights.
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _chunk_plan, _local_linear, _weights
 from ._chunking import working_memory_bytes
-from ._engine import normalise
+from ._engine import moment_spread, normalise
 from ._exceptions import (
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
@@ -146,8 +146,7 @@ class MomentPooling:
         mean, empty = normalise(sums)
         moments, _ = normalise(spread)
         p = self.n_outputs
-        variance = moments[:, p:] - moments[:, :p] ** 2
-        std = np.sqrt(np.maximum(variance, 0.0))
+        variance, std = moment_spread(moments, p)
         # Rows whose local mean is far from the global one, in local
         # standard deviations, lose their variance to cancellation.
         ratio = _local_linear.MAX_MOMENT_RATIO
