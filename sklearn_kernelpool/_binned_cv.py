@@ -47,6 +47,8 @@ from ._binned import (
 )
 from ._binning import Cells, make_grid
 from ._chunking import row_batches
+from ._held_out_base import HeldOutPoints
+from ._held_out_fits import solve_moments
 from ._loo import HeldOut
 
 
@@ -58,7 +60,7 @@ class _Pending:
         self.cache = None
 
 
-class BinnedHeldOut:
+class BinnedHeldOut(HeldOutPoints):
     """Held-out predictions of every candidate from one binning.
 
     Parameters
@@ -77,12 +79,7 @@ class BinnedHeldOut:
     """
 
     def __init__(self, X, Y, weights, kernels, bandwidths, degree=0):
-        self.X = X
-        self.Y = Y
-        self.weights = weights / weights.max()
-        self.kernels = kernels
-        self.bandwidths = np.asarray(bandwidths, dtype=np.float64)
-        self.degree = degree
+        super().__init__(X, Y, weights, kernels, bandwidths, degree)
         d = X.shape[1]
         lower, upper = X.min(axis=0), X.max(axis=0)
         span = np.where(upper > lower, upper - lower, 1.0)
@@ -98,7 +95,6 @@ class BinnedHeldOut:
         self.total = self.cells.bin(self.columns)
         self._columns_t = np.ascontiguousarray(self.columns.T)
         self._pair_shares = None
-        self._exact = None
         self._exact_engines = {}
         self._tree = None
 
@@ -191,26 +187,23 @@ class BinnedHeldOut:
             scratch = np.empty(sums.shape[1])
             for i, (c, s) in enumerate(self._pairs()):
                 sums[i] -= np.multiply(self._columns_t[c], factors[s], out=scratch)
-        total = float(grid_sums[..., 0].sum())
-        empty = ~(sums[-1] > MIN_WEIGHT * total)
-        any_empty = bool(empty.any())
+        # The held-out sums, rows by columns; a held-out weight at most
+        # MIN_WEIGHT of the total counts as none.
+        sums = sums.T
+        weight = sums[:, -1]
+        weight[~(weight > MIN_WEIGHT * float(grid_sums[..., 0].sum()))] = 0.0
         p = self.Y.shape[1]
         start = len(self.exponents) - 1  # the values follow the key moments
-        safe = np.where(empty, 1.0, sums[-1]) if any_empty else sums[-1]
+        local_mean, empty = solve_moments(sums[:, np.r_[start : start + p, -1]])
+        local_mean += self.center
         k, m = index
         predictions, flag, _, _ = out[0]
-        local_mean = predictions[k, m] if isinstance(rows, slice) else None
-        local_mean = np.divide(sums[start : start + p].T, safe[:, None], out=local_mean)
-        local_mean += self.center
-        if any_empty:
-            local_mean[empty] = np.nan
-            flag[k, m][rows] = empty
-        if not isinstance(rows, slice):
-            predictions[k, m][rows] = local_mean
+        predictions[k, m][rows] = local_mean
+        flag[k, m][rows] = empty
         if self.degree == 1:
             ratio = float(((self.grid.step / h) ** 2).max())
             mean, _, bad = estimates(
-                sums.T,
+                sums,
                 empty,
                 engine.layout,
                 1,
@@ -273,7 +266,7 @@ class BinnedHeldOut:
         for batch in row_batches(len(redo), 32 * n):
             at = redo[batch]
             points = rows[at]
-            diff = self.X[points][:, None, :] - self.X[None, :, :]
+            diff = self.X_raw[points][:, None, :] - self.X_raw[None, :, :]
             weights = kernel.function(np.sqrt(np.einsum("rkj,rkj->rk", diff, diff)) / h)
             del diff
             if train is not None:
@@ -292,8 +285,8 @@ class BinnedHeldOut:
         """Whether some other key of positive kernel weight lies near each
         of the keys ``points``, under the compact ``kernel`` at width ``h``."""
         if self._tree is None:
-            self._tree = cKDTree(self.X)
-        distance, _ = self._tree.query(self.X[points], k=2)
+            self._tree = cKDTree(self.X_raw)
+        distance, _ = self._tree.query(self.X_raw[points], k=2)
         return kernel.function(distance[:, 1] / h) > 0
 
     def _exact_engine(self, kernel, h):
@@ -302,7 +295,7 @@ class BinnedHeldOut:
         held = self._exact_engines.get(kernel.name)
         if held is None:
             held = HeldOut(
-                self.X,
+                self.X_raw,
                 self.Y,
                 self.weights,
                 [kernel],
@@ -318,18 +311,6 @@ class BinnedHeldOut:
         """The (binned column, stencil) of each held-out kernel sum."""
         d, p = self.X.shape[1], self.Y.shape[1]
         return sum_pairs(d, p, self.degree, squares=False)
-
-    # -- the fallbacks of on_empty, on the exact engine --------------------
-    def _exact_held_out(self):
-        if self._exact is None:
-            self._exact = HeldOut(self.X, self.Y, self.weights, [], np.empty(0))
-        return self._exact
-
-    def nearest_values(self, queries, allowed):
-        return self._exact_held_out().nearest_values(queries, allowed)
-
-    def mean_values(self, allowed):
-        return self._exact_held_out().mean_values(allowed)
 
 
 def self_term_matrix(offsets, grid, kernel, bandwidth, exponents):

@@ -2,9 +2,11 @@
 
 The part of :class:`._loo.HeldOut` that turns held-out pooled sums into
 predictions (local-constant or local-linear, with the rows whose moments
-cancel fitted again from their keys), the in-sample fits and the diagonal of
-the smoother matrix (:meth:`HeldOutFits.in_sample`), and the ``on_empty``
-fallbacks of held-out points with no key in their support.
+cancel fitted again from their keys), and the in-sample fits and the
+diagonal of the smoother matrix (:meth:`HeldOutFits.in_sample`). The
+``on_empty`` fallbacks of held-out points with no key in their support are
+those of :class:`._held_out_base.HeldOutPoints`, shared with the binned
+held-out sums.
 """
 
 import numpy as np
@@ -12,8 +14,7 @@ import numpy as np
 from . import _local_linear
 from ._chunking import row_batches
 from ._engine import normalise
-from ._exact import nearest_ties, pairwise_squared, squared_slack
-from ._held_out_sums import _augment, squared_distances
+from ._exact import pairwise_squared
 
 # Rows of an in-sample local-linear fit computed again together.
 _REFIT_ROWS = 32
@@ -391,49 +392,3 @@ class HeldOutFits:
         )
         scores = self._masked_scores(log_function, kernel.squared_function, u2, allowed)
         return scores / scores.sum(axis=1, keepdims=True)
-
-    # -- fallbacks -----------------------------------------------------------
-    def nearest_values(self, queries, allowed):
-        """Values of each query's nearest allowed key of positive weight.
-
-        Keys tied at the smallest distance are averaged with their weights;
-        the ties are settled on exact differences, as the engine does.
-
-        Parameters
-        ----------
-        queries : ndarray of int
-            Indices of the points that fell back.
-        allowed : ndarray of bool of shape (n_queries, n)
-            The keys each query may pool.
-        """
-        allowed = allowed & (self.weights > 0)[None, :]
-        left, _ = _augment(self.X[queries])
-        _, right = _augment(self.X)
-        d2 = squared_distances(left, right, np.empty((len(queries), len(self.X))))
-        d2[~allowed] = np.inf
-        nearest = d2.min(axis=1, keepdims=True)
-        slack = squared_slack(
-            np.float64,
-            left[:, -1][:, None] + right[-2][None, :],
-            self.coordinates,
-            np.sqrt(nearest),
-            self.X.shape[1],
-        )
-        rows, cols = np.nonzero(d2 <= nearest + slack)
-        rows, cols = nearest_ties(
-            rows, cols, self.X_raw[queries], self.X_raw, None, len(queries)
-        )
-        sums = np.zeros((len(queries), self.weighted_values.shape[1]))
-        np.add.at(sums, rows, self.weighted_values[cols])
-        return normalise(sums)[0]
-
-    def mean_values(self, allowed):
-        """Weighted mean of the values of the allowed keys of each row.
-
-        Parameters
-        ----------
-        allowed : ndarray of bool of shape (n_rows, n)
-            The keys each row may pool.
-        """
-        sums = allowed.astype(np.float64) @ self.weighted_values
-        return normalise(sums)[0]

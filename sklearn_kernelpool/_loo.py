@@ -47,12 +47,15 @@ diagonal of the smoother matrix, hence GCV and AICc, with no other pass.
 
 :class:`HeldOut` holds the points and their moments; the pass that pools the
 sums is :class:`._held_out_sums.HeldOutSums`, the fits from the sums
-:class:`._held_out_fits.HeldOutFits`.
+:class:`._held_out_fits.HeldOutFits`, the points, candidates and fallbacks
+:class:`._held_out_base.HeldOutPoints`, shared with the binned held-out
+sums of :class:`._binned_cv.BinnedHeldOut`.
 """
 
 import numpy as np
 from sklearn.neighbors import KDTree
 
+from ._held_out_base import HeldOutPoints
 from ._held_out_fits import (  # noqa: F401 (imported from here)
     FALLBACK_BYTES_PER_KEY,
     HeldOutFits,
@@ -71,7 +74,7 @@ from ._held_out_sums import (  # noqa: F401 (imported from here)
 )
 
 
-class HeldOut(HeldOutSums, HeldOutFits):
+class HeldOut(HeldOutSums, HeldOutFits, HeldOutPoints):
     """Held-out pooled sums for every candidate from shared distances.
 
     Parameters
@@ -100,24 +103,11 @@ class HeldOut(HeldOutSums, HeldOutFits):
     """
 
     def __init__(self, X, Y, weights, kernels, bandwidths, n_jobs=None, degree=0):
-        weights = np.asarray(weights, dtype=np.float64)
-        # Predictions do not depend on the scale of the weights; a largest
-        # weight of 1 keeps the underflow test on the kernel alone.
-        self.weights = weights / weights.max()
-        positive = self.weights > 0
-        self.X = X - X[positive].mean(axis=0)
-        # The unscaled points, on which the support edge and the nearest
-        # keys are decided, as the fitted estimator does (:mod:`._exact`).
-        self.X_raw = X
-        self.coordinates = float(np.abs(X).max(initial=0.0))
+        super().__init__(X, Y, weights, kernels, bandwidths, degree)
         self.support_radii = np.unique(
             [k.support * h for k in kernels if k.is_compact for h in bandwidths]
         ).astype(np.float64)
-        self.Y = Y
-        self.kernels = kernels
-        self.bandwidths = np.asarray(bandwidths, dtype=np.float64)
         self.n_jobs = n_jobs
-        self.degree = degree
         self._check_size(X.shape[0], n_jobs)
         # Local-linear moments hold the values centred on their weighted
         # mean, as the engine's do: covariances are then differences of
@@ -127,16 +117,8 @@ class HeldOut(HeldOutSums, HeldOutFits):
             self.value_center = self.weights @ Y / self.weights.sum()
         values = Y - self.value_center
         self.moments = pooled_moments(self.X, values, self.weights, degree)
-        # ``w * [y, 1]`` for the fallbacks, whatever the pooled moments are.
-        self.weighted_values = (
-            np.hstack([Y, np.ones((len(Y), 1))]) * self.weights[:, None]
-        )
         self.spatial_order = KDTree(self.X).get_arrays()[1]
         # The moments of unit weight, for scores that hold the weights.
         self.unit_moments = pooled_moments(
             self.X, values, np.ones_like(self.weights), degree
         )
-
-    @property
-    def _shape(self):
-        return (len(self.kernels), len(self.bandwidths))
