@@ -28,10 +28,8 @@ sample weights, whatever the kernel.
 """
 
 import numpy as np
-from scipy.sparse import csr_array
 from sklearn.neighbors import NearestNeighbors
 
-from ._brute import _LOGIT_FLOOR
 from ._exact import edge_values, paired_squared, pairwise_squared, squared_slack
 
 # The neighbours of queries are searched, and their exact distances computed,
@@ -132,64 +130,57 @@ def _coincident_rows(raw, keys, bandwidth):
     return pairwise_squared(raw, keys, bandwidth) == 0
 
 
-def brute_scores(scorer, Q1, out, wide, raw, scaled, r2, categorical=None):
-    """Fill ``out`` with a brute chunk's scores under per-query widths.
+def divide_rows(out, r2):
+    """Divide each query's row of squared distances ``out`` by its ``r^2``.
 
-    The mirror of :meth:`._brute.BruteScorer.scores` with each row of
-    squared distances divided by its query's ``r^2`` before the kernel:
-    kernels with a log form give ``w alpha(u)`` as a softmax with the row
-    maximum subtracted, the others ``alpha(u)``. ``categorical``, the factor
-    of the chunk's categorical features (:mod:`._categorical`), multiplies
-    the scores (added to the logits of the log forms before their maximum
-    is taken). Rows past the chunk's (the padding of the last block) are
-    left meaningless.
+    Rows past the queries' (the padding of a brute block) are left as they
+    are. Returns the widths ``(safe, coincident)`` of :func:`safe_radii`,
+    which :func:`redecide` and :func:`coincident` take.
     """
-    kernel = scorer.kernel
-    exact = scorer.exact
-    n = len(raw)
     safe, coincident = safe_radii(r2)
-    scorer.squared_distances(Q1, out, wide)
     divisor = np.ones(len(out))
-    divisor[:n] = safe
+    divisor[: len(safe)] = safe
     out /= divisor[:, None].astype(out.dtype, copy=False)
-    if kernel.is_compact:
-        squares = Q1[:n, -1] + scorer.key_sq_max
-        _redecide(out[:n], squares, raw, scaled, exact, kernel.support, safe)
-    if scorer.log_weights is not None:
-        kernel.squared_log_function(out)
-        out += scorer.log_weights
-        finite = True
-        if categorical is not None:
-            categorical.add_log(out)
-            if categorical.excludes:
-                finite = out > -np.inf  # pairs of a differing lambda-0 feature
-        top = out.max(axis=1, keepdims=True)
-        if finite is not True:
-            top[~np.isfinite(top)] = 0.0  # rows that weigh no key
-        out -= top
-        floor = _LOGIT_FLOOR.get(scorer.dtype)
-        if floor is not None:
-            np.maximum(out, floor, out=out, where=finite)
-        np.exp(out, out=out)
+    return safe, coincident
+
+
+def redecide(u2, squares, queries, exact, kernel, widths):
+    """Re-decide the pairs of a brute chunk near the edge of the support.
+
+    ``u2`` holds the chunk's squared distances divided by each row's
+    ``r^2``, ``squares`` the ``|q|^2`` of their expansion, ``queries`` the
+    unscaled and scaled queries and ``widths`` what :func:`divide_rows`
+    returned.
+    """
+    raw, scaled = queries
+    return _redecide(u2, squares, raw, scaled, exact, kernel.support, widths[0])
+
+
+def coincident(scorer, out, queries, categorical, widths):
+    """The scores of the queries of scale zero: the keys at distance zero.
+
+    ``out`` as is without adaptive widths (``widths`` None). Scores that
+    carry the weights (``scorer.log_weights``) get those of the keys hit,
+    each row divided by its largest (a factor per row, as the softmax's);
+    the others 1 on the keys hit. ``categorical`` multiplies them.
+    """
+    if widths is None:
+        return out
+    rows = np.flatnonzero(widths[1])
+    if not len(rows):
+        return out
+    exact = scorer.exact
+    hit = _coincident_rows(queries[0][rows], exact.keys, exact.bandwidth)
+    value = hit.astype(np.float64)
+    if categorical is not None:
+        value *= categorical[rows].dense()
+    if scorer.log_weights is None:
+        out[rows] = value
     else:
-        scorer.kernel_in_place(out)
-    if categorical is not None and scorer.log_weights is None:
-        categorical.multiply(out)
-    rows = np.flatnonzero(coincident)
-    if len(rows):
-        hit = _coincident_rows(raw[rows], exact.keys, exact.bandwidth)
-        value = hit.astype(np.float64)
-        if categorical is not None:
-            value *= categorical[rows].dense()
-        if scorer.log_weights is None:
-            out[rows] = value
-        else:
-            # Scores that carry the weights: those of the keys hit, each row
-            # divided by its largest (a factor per row, as the softmax's).
-            value *= np.exp(scorer.log_weights.astype(np.float64))
-            top = value.max(axis=1, keepdims=True)
-            top[top == 0] = 1.0
-            out[rows] = value / top
+        value *= np.exp(scorer.log_weights.astype(np.float64))
+        top = value.max(axis=1, keepdims=True)
+        top[top == 0] = 1.0
+        out[rows] = value / top
     return out
 
 
@@ -224,55 +215,21 @@ def _redecide(u2, squares, raw, scaled, exact, support, r2):
     return u2
 
 
-def tree_radius(scorer, Q, r2):
-    """The radius query of a tree chunk: the support and its rounding."""
-    safe, coincident = safe_radii(r2)
-    radius = scorer.kernel.support * np.sqrt(safe)
-    radius[coincident] = 0.0
-    return radius, scorer._slack(Q, radius)
+def coincident_pairs(scorer, raw, rows, cols, coincident, inside, alpha):
+    """The pairs kept of a tree chunk's sparse scores with adaptive widths.
 
-
-def tree_count(scorer, Q, r2):
-    """An upper bound on the keys in each query's adaptive support."""
-    radius, slack = tree_radius(scorer, Q, r2)
-    if hasattr(scorer.tree, "sorted"):
-        return scorer.tree.count(Q, radius + slack)
-    return scorer.tree.query_radius(Q, r=radius + slack, count_only=True)
-
-
-def tree_scores(scorer, Q, raw, r2):
-    """Sparse kernel scores ``alpha(u)`` of a tree chunk, per-query widths.
-
-    The mirror of :meth:`._tree.TreeScorer.scores`: one radius per query,
-    ``support * r``, widened by the rounding of the tree's distances, and
-    the pairs near the edge decided on ``paired_squared(q, k, h) / r^2``.
+    ``inside`` marks the pairs within the support; the queries of scale
+    zero (``coincident``) keep instead the keys at distance zero from them,
+    with score 1 (set in ``alpha``, the scores of the pairs).
     """
-    kernel, exact, dtype = scorer.kernel, scorer.exact, scorer.dtype
-    support = kernel.support
-    safe, coincident = safe_radii(r2)
-    radius, slack = tree_radius(scorer, Q, r2)
-    indptr, cols, x = scorer._neighbors(Q, radius + slack)
-    rows = np.repeat(np.arange(len(Q)), np.diff(indptr))
-    u2 = ((x * x) / safe[rows]).astype(dtype, copy=False)
-    edge = (x >= radius[rows] - slack[rows]) | (u2 >= support * support)
-    edge &= ~coincident[rows]
-    edge = np.flatnonzero(edge)
-    if len(edge):
-        values = _exact_u2(
-            raw, exact.keys, exact.bandwidth, rows[edge], cols[edge], safe
-        )
-        u2[edge] = edge_values(values, support, dtype)
-    keep = u2 < support * support
-    alpha = kernel.squared_function(u2)  # may work in place
     on_zero = coincident[rows]
     if on_zero.any():
         at = np.flatnonzero(on_zero)
+        exact = scorer.exact
         hit = paired_squared(raw[rows[at]], exact.keys[cols[at]], exact.bandwidth) == 0
-        keep[at] = hit
+        inside[at] = hit
         alpha[at] = 1.0
-    rows, cols, alpha = rows[keep], cols[keep], alpha[keep]
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(Q)))])
-    return csr_array((alpha, cols, indptr), shape=(len(Q), scorer.n_keys))
+    return inside
 
 
 def expected_neighbors(n_neighbors, n_keys, n_features, kernel, bandwidth):

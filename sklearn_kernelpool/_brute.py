@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from . import _adaptive
 from ._exact import pairwise_squared, squared_slack
 
 # float32 products lose about eps * (|q|^2 + |k|^2) of a squared distance to
@@ -373,7 +374,9 @@ class BruteScorer:
             out[...] = kernel.function(out)
         return out
 
-    def scores(self, Q1, out, wide=None, stable=False, exact=None, categorical=None):
+    def scores(
+        self, Q1, out, wide=None, stable=False, exact=None, categorical=None, r2=None
+    ):
         """Fill ``out`` (n_queries, n_keys) with the kernel scores.
 
         ``Q1`` holds the augmented queries. For kernels with a log form the
@@ -390,21 +393,37 @@ class BruteScorer:
         (:mod:`._categorical`), multiplies the scores: added to the logits
         of the log forms before their maximum is taken, so that a row's
         softmax is over the keys it weighs.
+
+        ``r2``, with adaptive widths, holds each query's squared scale
+        (:mod:`._adaptive`): its row of squared distances is divided by it
+        before the kernel (log forms then always as a softmax), its edge
+        pairs decided on the exact distances divided by it, and a query of
+        scale zero gets the keys at distance zero from it. Rows past the
+        chunk's (the padding of the last block) are then left meaningless.
         """
         kernel = self.kernel
-        if self.log_weights is None:
+        direct = self.logit_matrix is not None and r2 is None
+        if self.log_weights is None or not direct:
             self.squared_distances(Q1, out, wide)
+            if r2 is not None:
+                r2 = _adaptive.divide_rows(out, r2)
             if exact is not None and kernel.is_compact:
                 raw, scaled = exact
                 n = len(raw)
                 squares = Q1[:n, -1] + self.key_sq_max
-                self.exact.redecide(out[:n], raw, scaled, kernel.support, squares)
-            self.kernel_in_place(out)
-            if categorical is not None:
-                categorical.multiply(out)
-            return out
-        base2 = self.logit_matrix is not None and self.base2
-        if self.logit_matrix is not None:
+                if r2 is None:
+                    self.exact.redecide(out[:n], raw, scaled, kernel.support, squares)
+                else:
+                    _adaptive.redecide(out[:n], squares, exact, self.exact, kernel, r2)
+            if self.log_weights is None:
+                self.kernel_in_place(out)
+                if categorical is not None:
+                    categorical.multiply(out)
+                return _adaptive.coincident(self, out, exact, categorical, r2)
+            kernel.squared_log_function(out)
+            out += self.log_weights
+            stable = True
+        else:
             self._product(Q1, self.logit_matrix, out, wide, logits=True)
             c = self.kernel.log_quadratic * self.logit_scale
             self._fix_far_rows(Q1, out, c, self.log_w)
@@ -415,11 +434,7 @@ class BruteScorer:
             far = self._rounding(Q1) > _MAX_LOGIT_ROUNDING
             if far.any():
                 out[far] = np.minimum(out[far], 0.0)
-        else:
-            self.squared_distances(Q1, out, wide)
-            kernel.squared_log_function(out)
-            out += self.log_weights
-            stable = True
+        base2 = direct and self.base2
         finite = True
         if categorical is not None:
             categorical.add_log(out, scale=self.logit_scale if base2 else 1.0)
@@ -430,8 +445,10 @@ class BruteScorer:
             if finite is not True:
                 top[~np.isfinite(top)] = 0.0  # rows that weigh no key
             out -= top
-        if self._needs_floor(Q1):
-            np.maximum(out, self.logit_floor, out=out, where=finite)
+        if r2 is not None or self._needs_floor(Q1):
+            if self.logit_floor is not None:
+                np.maximum(out, self.logit_floor, out=out, where=finite)
         if base2:
             return np.exp2(out, out=out)
-        return np.exp(out, out=out)
+        np.exp(out, out=out)
+        return _adaptive.coincident(self, out, exact, categorical, r2)

@@ -10,7 +10,7 @@ the nearest keys from the smallest scaled distances.
 import numpy as np
 from sklearn.utils import gen_batches
 
-from . import _adaptive, _chunk_plan
+from . import _chunk_plan
 from ._brute import BruteScorer
 from ._chunking import working_memory_bytes
 
@@ -100,10 +100,6 @@ class BruteChunks(BruteScorer):
             r2 = None if r2 is None else r2[rows]
         augmented, out, wide = workspace.rows(len(Q))
         augmented = self.augment(Q, augmented)
-        if r2 is not None:
-            return _adaptive.brute_scores(
-                self, augmented, out, wide, *exact, r2, categorical
-            )
         return self.scores(
             augmented,
             out,
@@ -111,6 +107,7 @@ class BruteChunks(BruteScorer):
             stable=rows is not None,
             exact=exact,
             categorical=categorical,
+            r2=r2,
         )
 
     def underflowed(self, total):

@@ -127,44 +127,78 @@ class TreeScorer:
         coordinates = self.exact.query_coordinates(Q)
         return distance_slack(coordinates, radius, Q.shape[1])
 
-    def count(self, Q):
+    def _radius(self, Q, r2=None):
+        """The radius of the query of each row of ``Q`` and its rounding:
+        the support, times ``r`` with adaptive widths (``r2``, see
+        :mod:`._adaptive`; zero for a query of scale zero), and the slack of
+        the tree's distances near it."""
+        radius = self.kernel.support
+        if r2 is not None:
+            safe, coincident = _adaptive.safe_radii(r2)
+            radius = radius * np.sqrt(safe)
+            radius[coincident] = 0.0
+        return radius, self._slack(Q, radius)
+
+    def count(self, Q, r2=None):
         """An upper bound on the number of keys in each query's support.
 
         The keys of the widened radius query of :meth:`scores`, counted
-        without listing them.
+        without listing them; ``r2`` as in :meth:`scores`.
         """
-        radius = self.kernel.support + self._slack(Q, self.kernel.support)
+        radius, slack = self._radius(Q, r2)
         if isinstance(self.tree, SortedKeys):
-            return self.tree.count(Q, radius)
-        return self.tree.query_radius(Q, r=radius, count_only=True)
+            return self.tree.count(Q, radius + slack)
+        return self.tree.query_radius(Q, r=radius + slack, count_only=True)
 
-    def scores(self, Q, raw):
+    def scores(self, Q, raw, r2=None):
         """Sparse (n_queries, n_keys) kernel scores ``alpha(u)`` of ``Q``.
 
         ``Q`` holds the scaled queries and ``raw`` the unscaled ones. The
         radius query is widened by the rounding of the tree's distances, and
         the pairs within it of the edge are decided exactly
-        (:mod:`._exact`): inside means ``u < support``, strictly.
+        (:mod:`._exact`): inside means ``u < support``, strictly. With
+        adaptive widths, ``r2`` holds each query's squared scale
+        (:mod:`._adaptive`): one radius per query, ``support * r``, the
+        distances and edge pairs divided by ``r``, and a query of scale zero
+        gets the keys at distance zero from it.
         """
         support = self.kernel.support
-        slack = self._slack(Q, support)
-        indptr, cols, x = self._neighbors(Q, support + slack)
+        radius, slack = self._radius(Q, r2)
+        indptr, cols, x = self._neighbors(Q, radius + slack)
         rows = np.repeat(np.arange(len(Q)), np.diff(indptr))
-        u2 = (x * x).astype(self.dtype, copy=False)
+        u2 = x * x
+        if r2 is not None:
+            safe, coincident = _adaptive.safe_radii(r2)
+            u2 = u2 / safe[rows]
+            radius = radius[rows]
+        u2 = u2.astype(self.dtype, copy=False)
         # Near the edge, or rounded onto it by float32.
-        edge = np.flatnonzero((x >= support - slack[rows]) | (u2 >= support * support))
+        edge = (x >= radius - slack[rows]) | (u2 >= support * support)
+        if r2 is not None:
+            edge &= ~coincident[rows]
+        edge = np.flatnonzero(edge)
         if len(edge):
             exact = paired_squared(
                 raw[rows[edge]], self.exact.keys[cols[edge]], self.exact.bandwidth
             )
+            if r2 is not None:
+                exact = exact / safe[rows[edge]]
             u2[edge] = edge_values(exact, support, self.dtype)
-            inside = u2 < support * support
-            if not inside.all():
-                rows, cols, u2 = rows[inside], cols[inside], u2[inside]
-                indptr = np.concatenate(
-                    [[0], np.cumsum(np.bincount(rows, minlength=len(Q)))]
-                )
-        alpha = self.kernel.squared_function(u2)
+        inside = u2 < support * support
+        alpha = None
+        if r2 is not None:
+            alpha = self.kernel.squared_function(u2)  # may work in place
+            inside = _adaptive.coincident_pairs(
+                self, raw, rows, cols, coincident, inside, alpha
+            )
+        if not inside.all():
+            rows, cols, u2 = rows[inside], cols[inside], u2[inside]
+            alpha = None if alpha is None else alpha[inside]
+            indptr = np.concatenate(
+                [[0], np.cumsum(np.bincount(rows, minlength=len(Q)))]
+            )
+        if alpha is None:
+            alpha = self.kernel.squared_function(u2)
         return csr_array((alpha, cols, indptr), shape=(len(Q), self.n_keys))
 
     def candidates(self, Q):
@@ -240,20 +274,15 @@ class TreeScorer:
         for batch in gen_batches(X.shape[0], _chunk_plan.TREE_CHUNK_ROWS):
             chunk = dense_rows(X, batch)
             scaled = scale_coordinates(chunk, pool.bandwidth, self.dtype, "X")
-            if pool.radii is None:
-                counts[batch] = self.count(scaled)
-            else:
-                r2 = pool.radii(scaled, chunk)
-                counts[batch] = _adaptive.tree_count(self, scaled, r2)
+            r2 = None if pool.radii is None else pool.radii(scaled, chunk)
+            counts[batch] = self.count(scaled, r2)
         return counts
 
     def chunk_scores(self, queries, workspace, rows=None):
         """Sparse scores of a chunk (their rows never underflow)."""
         scaled, raw = queries[0], queries[2]
-        if len(queries) > 3:
-            scores = _adaptive.tree_scores(self, scaled, raw, queries[3])
-        else:
-            scores = self.scores(scaled, raw)
+        r2 = queries[3] if len(queries) > 3 else None
+        scores = self.scores(scaled, raw, r2)
         categorical = getattr(queries, "categorical", None)
         return scores if categorical is None else categorical.scale_sparse(scores)
 
