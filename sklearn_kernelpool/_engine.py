@@ -31,14 +31,34 @@ The engines:
   (NumPy, chunked within ``working_memory`` by :mod:`._chunk_plan`): the
   sums are :meth:`._pooling.KernelPool._weighted_sums`, the nearest keys
   :meth:`._fallbacks.Fallbacks.fallback_weights`, both on the scorer
-  protocol below;
+  protocol below; adaptive widths (:mod:`._adaptive`) are one more
+  argument of the scorers' scores, each query's ``r^2``;
 - the array API path, :class:`._xp_pool.ArrayAPIPool`, in the namespace of
   the input: one ``matmul`` of the scores with ``pool_matrix``, the nearest
   keys :meth:`._xp_pool.ArrayAPIPool.fallback_weights`;
-- the held-out sums of cross-validation (:class:`._loo.HeldOut`), the same
-  columns summed over the keys each held-out point may pool;
-- the binned grid (:mod:`._binned`), whose convolved grids are interpolated
-  to the same sums.
+- the held-out sums of cross-validation, on the interface of
+  :class:`._held_out_base.HeldOutPoints` (points, candidates, the
+  ``on_empty`` fallbacks): the exact pass of :class:`._loo.HeldOut`, the
+  same columns summed over the keys each held-out point may pool, and the
+  binned grids of :class:`._binned_cv.BinnedHeldOut`; both normalised by
+  :func:`._held_out_fits.solve_moments` and solved by
+  :func:`._local_linear.solve`;
+- the binned grid, :class:`._binned_pool.BinnedKernelPool`: its
+  :meth:`._binned.BinnedEngine.kernel_sums` interpolates the convolved
+  grids to the queries and returns the columns above (``pool_matrix``,
+  ``spread_matrix`` or ``moment_matrix``, with the keys as ``(k - q) / h``,
+  moments about each query), which :func:`._binned.estimates` turns into
+  estimates with :func:`normalise`, :func:`moment_spread` and
+  :func:`._local_linear.solve`. The queries whose binned sums are not to
+  be trusted, and what needs each key's weight (attention weights and what
+  is built on them), go to the exact engine through the members
+  :meth:`._binned_pool.BinnedKernelPool.attention_weights` and
+  ``_binned_pool.EXACT_MEMBERS``.
+
+A new engine of sums implements ``kernel_sums(queries, return_std)``,
+returning the sums of a chunk of queries in these layouts, and which
+queries it can answer; the estimates, fallbacks and held-out scoring are
+those above.
 
 What is written once, here, on top of the sums, for NumPy arrays or for the
 arrays of any array API namespace ``xp``:
@@ -46,7 +66,8 @@ arrays of any array API namespace ``xp``:
 - :func:`normalise` and :func:`normalise_rows`: sums divided by the sum of
   the weights, and the empty queries (also of the held-out sums);
 - :func:`spread`: the two-pass weighted standard deviation of the values
-  under rows of normalised weights (``return_std`` and its fallbacks);
+  under rows of normalised weights (``return_std`` and its fallbacks), and
+  :func:`moment_spread`, the one of normalised moments;
 - :func:`policy_weights` and :func:`fill_empty`: the ``on_empty`` policy,
   the fallback rows put in the empty rows of pooled values, of their spread
   or of attention weights (dense, or sparse with
@@ -75,8 +96,9 @@ returned to the thread.
 - ``support_counts(pool, X, n_jobs)``: the number (or a bound on it) of
   keys of positive score of each query, to size sparse weights;
 - ``chunk_scores(queries, workspace, rows=None)``: the scores of a chunk,
-  dense (possibly with rows past the chunk's) or sparse; ``rows`` asks
-  again for those rows in a stable form;
+  dense (possibly with rows past the chunk's) or sparse, each query's
+  distances divided by its own ``r^2`` where ``queries`` holds one
+  (adaptive widths); ``rows`` asks again for those rows in a stable form;
 - ``underflowed(total)``: None, or ``(rows_to_recompute, rows, at)``: the
   rows whose sum of weights ``total`` underflowed, what to pass as ``rows``
   to ``chunk_scores``, and where each row lies in its result;

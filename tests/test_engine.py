@@ -154,3 +154,95 @@ def test_every_scorer_meets_the_documented_protocol():
     for module in (_pooling, _chunk_plan, _fallbacks, _moment_pooling, _attention):
         source = inspect.getsource(module)
         assert not re.search(r"algorithm [!=]= \"(brute|kd_tree|ball_tree)\"", source)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("return_std", [False, True])
+def test_binned_engine_gives_the_documented_kernel_sums(degree, return_std):
+    # The binned engine's kernel_sums are the columns of the shared layer
+    # (pool_matrix, spread_matrix or moment_matrix, keys as (k - q) / h and
+    # values centred), the total last: against a plain loop over the keys.
+    from sklearn_kernelpool import _binned
+    from sklearn_kernelpool.kernels import KERNELS
+
+    rng = np.random.default_rng(2)
+    keys = rng.uniform(0, 1, size=(400, 1))
+    values = np.sin(5 * keys) + 0.1 * rng.normal(size=(400, 1))
+    weights = rng.uniform(0.5, 2.0, size=400)
+    kernel, h = KERNELS["epanechnikov"], 0.1
+    engine = _binned.fit_engine(
+        keys, values, weights, kernel, h, degree, n_bins=4001, squares=return_std
+    )
+    queries = np.array([[0.05], [0.3], [0.71], [0.99]])
+    sums, inside = engine.kernel_sums(queries, return_std)
+    assert inside.all()
+    center = weights @ values / weights.sum()
+    expected = []
+    for (q,) in queries:
+        row = []
+        a = [
+            w * kernel.function(abs((k - q) / h))
+            for (k,), w in zip(keys, weights, strict=True)
+        ]
+        u = [(k - q) / h for (k,) in keys]
+        y = [v - center[0] for (v,) in values]
+        if degree == 1:
+            row += [
+                sum(ai * ui for ai, ui in zip(a, u, strict=True)),
+                sum(ai * ui * ui for ai, ui in zip(a, u, strict=True)),
+            ]
+        row.append(sum(ai * yi for ai, yi in zip(a, y, strict=True)))
+        if degree == 1:
+            row.append(sum(ai * ui * yi for ai, ui, yi in zip(a, u, y, strict=True)))
+        if return_std:
+            row.append(sum(ai * yi * yi for ai, yi in zip(a, y, strict=True)))
+        row.append(sum(a))
+        expected.append(row)
+    expected = np.array(expected)
+    scale = expected[:, -1:]  # relative to each query's total weight
+    assert_allclose(sums / scale, expected / scale, atol=1e-4)
+    # The estimates are those of the shared layer on these sums.
+    mean, std, doubtful = engine.predict(queries, return_std)
+    assert not doubtful.any()
+    if degree == 0:
+        assert_allclose(mean, sums[:, :1] / sums[:, -1:] + center, rtol=1e-12)
+        if return_std:
+            ratios = sums[:, :-1] / sums[:, -1:]
+            assert_allclose(std[:, 0], np.sqrt(ratios[:, 1] - ratios[:, 0] ** 2))
+
+
+def test_binned_engine_is_on_the_protocol():
+    # The binned pool answers from kernel sums and hands what needs each
+    # key's weight to the exact engine through named members only.
+    import inspect
+    import re
+
+    from sklearn_kernelpool import _binned, _binned_pool, _engine
+
+    assert "kernel_sums(" in _engine.__doc__
+    assert hasattr(_binned.BinnedEngine, "kernel_sums")
+    pool = _binned_pool.BinnedKernelPool
+    assert "__getattr__" not in vars(pool)
+    for name in _binned_pool.EXACT_MEMBERS + ("attention_weights",):
+        assert name in vars(pool), name
+    source = inspect.getsource(_binned)
+    # The estimates come from the shared layer, not from a solve of its own.
+    assert re.search(r"normalise\(", source) and re.search(r"\bsolve\(", source)
+    assert "np.linalg.solve(cov, cross)" not in source
+
+
+def test_binned_pool_hands_per_key_operations_to_the_exact_engine():
+    from sklearn_kernelpool import KernelAttentionRegressor
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 1, size=(200, 1))
+    y = np.cos(4 * X[:, 0])
+    binned = KernelAttentionRegressor(bandwidth=0.1, algorithm="binned").fit(X, y)
+    exact = KernelAttentionRegressor(bandwidth=0.1, algorithm="brute").fit(X, y)
+    Q = rng.uniform(0, 1, size=(7, 1))
+    assert_allclose(binned.attention_weights(Q), exact.attention_weights(Q), rtol=1e-10)
+    assert_allclose(
+        binned.predict_gradient(Q), exact.predict_gradient(Q), rtol=1e-8, atol=1e-12
+    )
+    with pytest.raises(AttributeError):
+        binned._pool.not_a_member  # noqa: B018 (no member reaches the exact engine unnamed)
