@@ -94,49 +94,46 @@ EXACT_MEMBERS = (
 class BinnedKernelPool:
     """The fitted binned path; the exact engine on demand.
 
-    The parameters are those of :class:`._pooling.KernelPool`, with
-    ``algorithm="binned"``, plus ``n_bins`` (None, an int or one per
-    feature; see :func:`._binned.default_bins`).
+    The parameters are those of :class:`._pooling.KernelPool` (positional
+    as there, the options by keyword), with ``algorithm="binned"``, plus
+    ``n_bins`` (None, an int or one per feature; see
+    :func:`._binned.default_bins`).
     """
 
     algorithm = "binned"
 
-    def __init__(
-        self,
-        keys,
-        values,
-        sample_weight,
-        kernel,
-        bandwidth,
-        on_empty,
-        user_kernel,
-        algorithm="binned",
-        degree=0,
-        categorical_bandwidth=None,
-        n_neighbors=None,
-        n_bins=None,
-    ):
+    def __init__(self, *arguments, n_bins=None, **options):
+        from ._pooling import SAVED_ARGUMENTS, saved_arguments
+
+        named = {k: options.pop(k) for k in SAVED_ARGUMENTS if k in options}
+        self._arguments = saved_arguments(*arguments, **named)
+        if set(options) - {
+            "algorithm",
+            "degree",
+            "categorical_bandwidth",
+            "n_neighbors",
+        }:
+            raise TypeError(f"Unexpected engine options {sorted(options)}.")
+        keys = self._arguments["keys"]
         n_features = keys.shape[1]
         check_binned_options(
-            n_features, user_kernel, categorical_bandwidth is not None, n_neighbors
+            n_features,
+            self._arguments["user_kernel"],
+            options.get("categorical_bandwidth") is not None,
+            options.get("n_neighbors"),
         )
-        self._arguments = {
-            "keys": keys,
-            "values": values,
-            "sample_weight": sample_weight,
-            "kernel": kernel,
-            "bandwidth": np.asarray(bandwidth, dtype=np.float64),
-            "on_empty": on_empty,
-            "user_kernel": user_kernel,
-            "algorithm": "binned",
-            "degree": degree,
-            "categorical_bandwidth": None,
-            "n_neighbors": None,
-            "n_bins": check_n_bins(n_bins, n_features),
-        }
+        degree = options.get("degree", 0)
+        self._arguments.update(
+            algorithm="binned",
+            degree=degree,
+            categorical_bandwidth=None,
+            n_neighbors=None,
+            n_bins=check_n_bins(n_bins, n_features),
+        )
+        self.on_empty = self._arguments["on_empty"]
+        values = self._arguments["values"]
         self.dtype = keys.dtype
         self.degree = degree
-        self.on_empty = on_empty
         self.n_outputs = values.shape[1]
         self.n_samples_fit = keys.shape[0]
         self.binned = self._fit_engine(squares=False)

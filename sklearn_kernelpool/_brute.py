@@ -394,12 +394,9 @@ class BruteScorer:
         of the log forms before their maximum is taken, so that a row's
         softmax is over the keys it weighs.
 
-        ``r2``, with adaptive widths, holds each query's squared scale
-        (:mod:`._adaptive`): its row of squared distances is divided by it
-        before the kernel (log forms then always as a softmax), its edge
-        pairs decided on the exact distances divided by it, and a query of
-        scale zero gets the keys at distance zero from it. Rows past the
-        chunk's (the padding of the last block) are then left meaningless.
+        ``r2``, each query's squared scale under adaptive widths
+        (:mod:`._adaptive`), divides its squared distances (log forms then
+        as a softmax); a query of scale zero gets its coincident keys.
         """
         kernel = self.kernel
         direct = self.logit_matrix is not None and r2 is None

@@ -79,16 +79,9 @@ class HeldOut(HeldOutSums, HeldOutFits, HeldOutPoints):
 
     Parameters
     ----------
-    X : ndarray of shape (n, n_features)
-        The points, float64.
-    Y : ndarray of shape (n, n_outputs)
-        Their values, float64.
-    weights : ndarray of shape (n,)
-        Non-negative sample weights.
-    kernels : list of Kernel
-        The kernels of the candidates.
-    bandwidths : ndarray of shape (n_bandwidths,)
-        The isotropic bandwidths of the candidates.
+    X, Y, weights, kernels, bandwidths
+        The points, their values and weights, and the candidates, as for
+        :class:`._held_out_base.HeldOutPoints`.
     n_jobs : int or None
         Threads over blocks of rows.
     degree : {0, 1}

@@ -53,6 +53,29 @@ def resolve_kernel(kernel):
     return KERNELS[kernel]
 
 
+# The arguments of every engine, saved in its pickles (each adds its options).
+SAVED_ARGUMENTS = (
+    "keys",
+    "values",
+    "sample_weight",
+    "kernel",
+    "bandwidth",
+    "on_empty",
+    "user_kernel",
+)
+
+
+def saved_arguments(*arguments, **named):
+    """The :data:`SAVED_ARGUMENTS` of an engine, given in order or by name,
+    as a dict: a loaded engine is rebuilt from them, checked by
+    :func:`._persistence.check_pool_arguments`."""
+    saved = dict(zip(SAVED_ARGUMENTS, arguments, strict=False)) | named
+    if sorted(saved) != sorted(SAVED_ARGUMENTS):
+        raise TypeError(f"An engine takes the arguments {SAVED_ARGUMENTS}.")
+    saved["bandwidth"] = np.asarray(saved["bandwidth"], dtype=np.float64)
+    return saved
+
+
 class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
     """Fitted state of attention pooling and the arithmetic on it.
 
@@ -106,19 +129,15 @@ class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
         n_neighbors=None,
     ):
         # All that pickles save: a loaded engine is rebuilt from them.
-        self._arguments = {
-            "keys": keys,
-            "values": values,
-            "sample_weight": sample_weight,
-            "kernel": kernel,
-            "bandwidth": np.asarray(bandwidth, dtype=np.float64),
-            "on_empty": on_empty,
-            "user_kernel": user_kernel,
-            "algorithm": algorithm,
-            "degree": degree,
-            "categorical_bandwidth": categorical_bandwidth,
-            "n_neighbors": n_neighbors,
-        }
+        self._arguments = saved_arguments(
+            keys, values, sample_weight, kernel, bandwidth, on_empty, user_kernel
+        )
+        self._arguments.update(
+            algorithm=algorithm,
+            degree=degree,
+            categorical_bandwidth=categorical_bandwidth,
+            n_neighbors=n_neighbors,
+        )
         codes = None
         self.n_categorical = 0
         if categorical_bandwidth is not None:
