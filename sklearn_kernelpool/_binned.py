@@ -328,6 +328,9 @@ def estimates(
         return means[:, :p], std, bad
     bad = bad | doubtful_designs(sums, bad, layout, min_variance, max_extrapolation)
     n, d = len(sums), layout.n_features
+    if not bad.any():
+        mean, std, _ = solve(sums, np.zeros((n, d)), layout, return_std)
+        return mean, std, bad
     mean = np.full((n, p), np.nan)
     std = np.full((n, p), np.nan) if return_std else None
     good = np.flatnonzero(~bad)
