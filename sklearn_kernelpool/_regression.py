@@ -16,18 +16,13 @@ from ._base import (
 from ._binned_dask import check_holds_rows, fit_dask, is_dask_array, predict_dask
 from ._categorical import CATEGORICAL_CONSTRAINTS, check_no_categorical
 from ._inference import check_numpy_estimator, standard_error
-from ._persistence import (
-    check_loaded_estimator,
-    check_picklable_kernel,
-    deepcopy_estimator,
-)
+from ._pool_estimator import PoolEstimatorMixin
 from ._pooling import ON_EMPTY
 from ._regression_inspection import InspectionMethods
 from ._regression_intervals import IntervalMethods
 from ._sparse import DENSE_ONLY
 from ._xp_fit import (
     array_api_namespace,
-    check_same_namespace,
     fit_array_api,
     validate_array_api_queries,
 )
@@ -35,7 +30,11 @@ from ._xp_pool import is_array_api_pool
 
 
 class KernelAttentionRegressor(
-    IntervalMethods, InspectionMethods, RegressorMixin, BaseEstimator
+    IntervalMethods,
+    InspectionMethods,
+    PoolEstimatorMixin,
+    RegressorMixin,
+    BaseEstimator,
 ):
     """Attention pooling by similarity (Nadaraya-Watson kernel regression).
 
@@ -521,26 +520,10 @@ class KernelAttentionRegressor(
         outputs = tuple(self._shape_like_y(output) for output in outputs)
         return outputs if len(outputs) > 1 else outputs[0]
 
-    def _check_numpy_queries(self, X, method):
-        """Refuse non-NumPy queries to an estimator fitted on NumPy arrays."""
-        if array_api_namespace(X) is not None:
-            check_same_namespace(self, X, method)
-
     def _shape_like_y(self, pooled):
         if self.values_ is None:  # fitted on dask arrays
             return pooled[:, 0] if self._y_ndim == 1 else pooled
         return pooled[:, 0] if self.values_.ndim == 1 else pooled
-
-    def __getstate__(self):
-        check_picklable_kernel(self)
-        return super().__getstate__()
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        check_loaded_estimator(self)
-
-    def __deepcopy__(self, memo):
-        return deepcopy_estimator(self, memo)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
