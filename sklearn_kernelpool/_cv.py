@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._cv_delegation import BestEstimatorMethods
-from ._cv_fit import search_and_refit
+from ._cv_fit import candidate_search, refit_selected
 from ._diagnostics import SMOOTHER_CRITERIA
 from ._pooling import ON_EMPTY
 from ._search_params import SEARCH_CONSTRAINTS
@@ -451,7 +451,14 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         self : object
             The fitted estimator.
         """
-        return search_and_refit(self, X, y, sample_weight)
+        search, scored, refit = candidate_search(self, X, y, sample_weight)
+        try:
+            # (here, so that its warnings point at the caller of fit)
+            search.fit(*scored)
+        finally:
+            # (cv_results_ also when no candidate could be scored)
+            self.__dict__.update(search.selected())
+        return refit_selected(self, search, *refit)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1,5 +1,6 @@
-"""The fit of :class:`KernelAttentionRegressorCV`: the data validated for the
-candidate search, the search, and the refit of the selected candidate."""
+"""The fit of :class:`KernelAttentionRegressorCV` before and after its
+candidate search: the data validated for the search, and the refit of the
+selected candidate on all of it."""
 
 from ._base import validate_fit_data, validate_sample_weight
 from ._regression import KernelAttentionRegressor
@@ -14,9 +15,10 @@ from ._sparse import dense_keys
 from ._validation import check_squares
 
 
-def search_and_refit(estimator, X, y, sample_weight):
-    """Score the candidates of ``estimator``, set what it selected, and
-    refit the selected candidate on all the data as ``best_estimator_``."""
+def candidate_search(estimator, X, y, sample_weight):
+    """The candidate search of ``estimator`` on ``X, y``: ``(search, scored,
+    refit)``, with ``scored`` the arguments of ``search.fit`` and ``refit``
+    those of :func:`refit_selected` after ``estimator`` and ``search``."""
     X_given = X
     X, y = validate_fit_data(estimator, X, y, multi_output=True, y_numeric=True)
     # The scores need the distances of every pair: sparse keys are made
@@ -34,20 +36,22 @@ def search_and_refit(estimator, X, y, sample_weight):
         type(estimator).__name__,
         **{key: getattr(estimator, key) for key in SEARCH_PARAMETERS},
     )
-    try:
-        search.fit(
-            X, y, relative_sample_weight(given_weight), codes, lambdas, placeholder
-        )
-    finally:
-        # (cv_results_ also when no candidate could be scored)
-        estimator.__dict__.update(search.selected())
+    scored = (X, y, relative_sample_weight(given_weight), codes, lambdas, placeholder)
+    categorical = codes is not None
+    refit = (X_given if categorical else keys, y, given_weight, categorical)
+    return search, scored, refit
+
+
+def refit_selected(estimator, search, X, y, sample_weight, categorical):
+    """Refit the candidate ``search`` selected on all the data, as
+    ``estimator.best_estimator_``."""
     extra = {}
-    if codes is not None:
+    if categorical:
         extra = {
             "categorical_features": estimator.categorical_features,
             "categorical_bandwidth": estimator.categorical_bandwidth_,
         }
-    search.say(f"Refitting the selected candidate on all {X.shape[0]} samples")
+    search.say(f"Refitting the selected candidate on all {y.shape[0]} samples")
     estimator.best_estimator_ = KernelAttentionRegressor(
         kernel=estimator.kernel_,
         bandwidth=estimator.bandwidth_,
@@ -57,7 +61,7 @@ def search_and_refit(estimator, X, y, sample_weight):
         n_jobs=estimator.n_jobs,
         n_neighbors=estimator.n_neighbors_,
         **extra,
-    ).fit(X_given if extra else keys, y, sample_weight=given_weight)
+    ).fit(X, y, sample_weight=sample_weight)
     # (it rescales the weights itself)
     # effective_df_, computed on first access unless known already.
     estimator._effective_df = None
