@@ -11,24 +11,19 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import (
     POOL_PARAMETER_CONSTRAINTS,
     fit_pool,
-    pooled_attention_weights,
     validate_fit_data,
     validate_queries,
 )
 from ._binned_dask import fit_dask_classifier, is_dask_array
 from ._categorical import CATEGORICAL_CONSTRAINTS
-from ._persistence import (
-    check_loaded_estimator,
-    check_picklable_kernel,
-    deepcopy_estimator,
-)
+from ._pool_estimator import PoolEstimatorMixin
 from ._sparse import DENSE_ONLY
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
 ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")
 
 
-class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
+class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimator):
     """Attention pooling by similarity of class labels (kernel classification).
 
     ``fit`` stores the training keys ``X`` and the labels ``y``, encoded one
@@ -381,38 +376,6 @@ class KernelAttentionClassifier(ClassifierMixin, BaseEstimator):
         """
         proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
-
-    def attention_weights(self, X, *, sparse=False):
-        """The normalised attention weights of each query over the keys.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_queries, n_features)
-            The queries.
-
-        sparse : bool, default=False
-            Whether to return a :class:`scipy.sparse.csr_array` that holds
-            only the non-zero weights.
-
-        Returns
-        -------
-        weights : ndarray or csr_array of shape (n_queries, n_samples_fit)
-            The weights ``predict_proba`` pools ``values_`` with: every row
-            sums to one, the ``on_empty`` fallbacks included, and rows of
-            zero sample weight get 0.
-        """
-        return pooled_attention_weights(self, X, sparse)
-
-    def __getstate__(self):
-        check_picklable_kernel(self)
-        return super().__getstate__()
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        check_loaded_estimator(self)
-
-    def __deepcopy__(self, memo):
-        return deepcopy_estimator(self, memo)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

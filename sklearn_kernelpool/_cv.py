@@ -1,46 +1,21 @@
 """KernelAttentionRegressorCV: bandwidth and kernel selection by cross-validation."""
 
-import warnings
 from numbers import Integral
 
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.metrics import get_scorer_names
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
-from ._base import (
-    validate_fit_data,
-    validate_queries,
-    validate_sample_weight,
-)
 from ._categorical import CATEGORICAL_CONSTRAINTS
-from ._diagnostics import SMOOTHER_CRITERIA, smoother_diagnostics
-from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._cv_delegation import BestEstimatorMethods
+from ._cv_fit import candidate_search, refit_selected
+from ._diagnostics import SMOOTHER_CRITERIA
 from ._pooling import ON_EMPTY
-from ._regression import KernelAttentionRegressor
-from ._search import CandidateSearch
-from ._search_params import (
-    SEARCH_CONSTRAINTS,
-    SEARCH_PARAMETERS,
-    relative_sample_weight,
-    split_categorical,
-)
-from ._search_scores import RegressionScoring
-from ._sparse import DENSE_ONLY, dense_keys
-from ._validation import check_squares
+from ._search_params import SEARCH_CONSTRAINTS
+from ._sparse import DENSE_ONLY
 
 
-def _quiet_diagnostics(estimator):
-    """:func:`._diagnostics.smoother_diagnostics` without the fallback
-    warnings of the in-sample fits: as while scoring by leave-one-out, the
-    fallbacks of narrow candidates are no news (``predict`` still warns)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
-        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
-        return smoother_diagnostics(estimator)
-
-
-class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
+class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstimator):
     """Attention pooling with its kernel and bandwidth chosen by cross-validation.
 
     Like :class:`~sklearn.linear_model.RidgeCV` for
@@ -453,7 +428,6 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self.categorical_bandwidths = categorical_bandwidths
         self.n_neighbors = n_neighbors
 
-    # -- fit -------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Score every candidate, select the best and refit it on all the data.
@@ -477,158 +451,14 @@ class KernelAttentionRegressorCV(RegressorMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
-        X_given = X
-        X, y = validate_fit_data(self, X, y, multi_output=True, y_numeric=True)
-        # The scores need the distances of every pair: sparse keys are made
-        # dense for them; the refit takes them as given.
-        keys, X = X, dense_keys(X)
-        X, codes, lambdas, placeholder = split_categorical(
-            X, self.is_categorical_, self.categorical_bandwidths
-        )
-        # The scores square the distances of the data as it is, and the errors.
-        check_squares(X, "X", "squared distances")
-        check_squares(y.reshape(X.shape[0], -1), "y", "squared errors")
-        given_weight = validate_sample_weight(sample_weight, X)
-        search = CandidateSearch(
-            RegressionScoring(self),
-            type(self).__name__,
-            **{key: getattr(self, key) for key in SEARCH_PARAMETERS},
-        )
+        search, scored, refit = candidate_search(self, X, y, sample_weight)
         try:
-            search.fit(
-                X, y, relative_sample_weight(given_weight), codes, lambdas, placeholder
-            )
+            # (here, so that its warnings point at the caller of fit)
+            search.fit(*scored)
         finally:
             # (cv_results_ also when no candidate could be scored)
             self.__dict__.update(search.selected())
-        extra = {}
-        if codes is not None:
-            extra = {
-                "categorical_features": self.categorical_features,
-                "categorical_bandwidth": self.categorical_bandwidth_,
-            }
-        search.say(f"Refitting the selected candidate on all {X.shape[0]} samples")
-        self.best_estimator_ = KernelAttentionRegressor(
-            kernel=self.kernel_,
-            bandwidth=self.bandwidth_,
-            degree=self.degree_,
-            on_empty=self.on_empty,
-            algorithm="binned" if search.binned else self.algorithm,
-            n_jobs=self.n_jobs,
-            n_neighbors=self.n_neighbors_,
-            **extra,
-        ).fit(X_given if extra else keys, y, sample_weight=given_weight)
-        # (it rescales the weights itself)
-        # effective_df_, computed on first access unless known already.
-        self._effective_df = None
-        if search.smoother_scoring():
-            self._effective_df = float(
-                self.cv_results_["effective_df"][self.best_index_]
-            )
-        return self
-
-    @property
-    def effective_df_(self):
-        """The effective degrees of freedom of ``best_estimator_``.
-
-        The trace of its smoother matrix on the training data (see
-        :meth:`KernelAttentionRegressor.smoother_diagnostics`), computed on
-        first access by one pass over the pairs of training keys within
-        ``working_memory`` (known from the search with ``scoring="gcv"`` or
-        ``"aicc"``), so that ``fit`` does not pay for it.
-        """
-        check_is_fitted(self)
-        if getattr(self, "_effective_df", None) is None:
-            self._effective_df = _quiet_diagnostics(self.best_estimator_).effective_df
-        return self._effective_df
-
-    def _best_queries(self, X):
-        """``X`` validated as this search's queries, for ``best_estimator_``."""
-        check_is_fitted(self)
-        if getattr(self, "is_categorical_", None) is None:
-            X = validate_queries(self, X)
-        return X
-
-    def predict(self, X, return_std=False, return_se=False):
-        """Predict with ``best_estimator_``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_queries, n_features)
-            The queries.
-
-        return_std : bool, default=False
-            Whether to return the local spread of the training values, as
-            :meth:`KernelAttentionRegressor.predict` does.
-
-        return_se : bool, default=False
-            Whether to return the standard error of the fitted mean, as
-            :meth:`KernelAttentionRegressor.predict` does, at the selected
-            parameters (the selection itself is not accounted for).
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
-            The pooled values.
-
-        y_std, y_se : ndarray of the shape of ``y_pred``
-            Only with ``return_std=True``, respectively ``return_se=True``,
-            in this order.
-        """
-        X = self._best_queries(X)
-        return self.best_estimator_.predict(
-            X, return_std=return_std, return_se=return_se
-        )
-
-    def confidence_interval(
-        self,
-        X,
-        *,
-        level=0.95,
-        method="asymptotic",
-        simultaneous=False,
-        n_resamples=999,
-        random_state=None,
-    ):
-        """Confidence intervals of the mean function, by ``best_estimator_``.
-
-        See :meth:`KernelAttentionRegressor.confidence_interval` for the
-        parameters and the returned ``(lower, upper)``. The intervals hold
-        the selected parameters fixed: they do not account for the
-        selection itself.
-        """
-        X = self._best_queries(X)
-        return self.best_estimator_.confidence_interval(
-            X,
-            level=level,
-            method=method,
-            simultaneous=simultaneous,
-            n_resamples=n_resamples,
-            random_state=random_state,
-        )
-
-    def prediction_interval(self, X, *, level=0.9, method="jackknife+", cv=None):
-        """Prediction intervals of new observations, by ``best_estimator_``.
-
-        See :meth:`KernelAttentionRegressor.prediction_interval` for the
-        parameters and the returned ``(lower, upper)``. The leave-one-out
-        fits hold the selected parameters fixed: the coverage guarantee of
-        jackknife+ assumes parameters chosen without the data, and the
-        selection of one bandwidth out of a grid is not accounted for.
-        """
-        X = self._best_queries(X)
-        return self.best_estimator_.prediction_interval(
-            X, level=level, method=method, cv=cv
-        )
-
-    def predict_gradient(self, X, return_se=False):
-        """The gradient of the fit at each query, by ``best_estimator_``.
-
-        See :meth:`KernelAttentionRegressor.predict_gradient` for the
-        parameters and what is returned.
-        """
-        X = self._best_queries(X)
-        return self.best_estimator_.predict_gradient(X, return_se=return_se)
+        return refit_selected(self, search, *refit)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

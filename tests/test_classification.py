@@ -534,3 +534,28 @@ def test_pandas_input(data):
     expected = KernelAttentionClassifier().fit(X, y).predict_proba(Q)
     got = clf.predict_proba(pd.DataFrame(Q, columns=["a", "b", "c"]))
     assert_allclose(got, expected, rtol=1e-15)
+
+
+def test_attention_weights_of_a_model_without_rows_are_refused():
+    da = pytest.importorskip("dask.array")
+    X, y = make_moons(400, noise=0.2, random_state=0)
+    X = X[:, :1]
+    clf = KernelAttentionClassifier(algorithm="binned", bandwidth=0.2)
+    clf.fit(da.from_array(X, chunks=(100, 1)), da.from_array(y, chunks=100))
+    assert clf.keys_ is None
+    with pytest.raises(ValueError, match="attention_weights needs the training rows"):
+        clf.attention_weights(X[:3])
+
+
+def test_attention_weights_refuse_queries_of_another_namespace():
+    from _array_api import strict_namespace
+
+    xp = strict_namespace()
+    X, y = make_moons(60, noise=0.2, random_state=0)
+    clf = KernelAttentionClassifier(bandwidth=0.5).fit(X, y)
+    with config_context(array_api_dispatch=True):
+        with pytest.raises(
+            ValueError,
+            match=r"KernelAttentionClassifier\.attention_weights\(\) must use the same",
+        ):
+            clf.attention_weights(xp.asarray(X[:3]))

@@ -82,3 +82,30 @@ def test_bad_flags_name_themselves():
     with pytest.raises(ValueError, match="return_se"):
         search.predict(X, return_se="yes")
     assert_array_equal(search.predict(X[:3]), search.best_estimator_.predict(X[:3]))
+
+
+@pytest.mark.parametrize(
+    "method",
+    ["predict", "confidence_interval", "prediction_interval", "predict_gradient"],
+)
+def test_the_answers_take_the_arguments_of_the_regressor(method):
+    import inspect
+
+    ours = getattr(KernelAttentionRegressorCV, method)
+    theirs = getattr(KernelAttentionRegressor, method)
+    assert inspect.signature(ours) == inspect.signature(theirs)
+    assert ours.__name__ == method
+    doc = inspect.getdoc(ours)
+    assert "best_estimator_" in doc and doc != inspect.getdoc(theirs)
+
+    X, y = _data()
+    search = KernelAttentionRegressorCV(n_neighbors=None).fit(X, y)
+    answer = getattr(search, method)
+    with pytest.raises(TypeError, match=rf"RegressorCV\.{method}\(\) got an unex"):
+        answer(X[:2], no_such_argument=1)
+    with pytest.raises(TypeError, match=rf"RegressorCV\.{method}\(\) missing"):
+        answer()
+    # Queries by keyword, as for a method written out.
+    assert_allclose(
+        answer(X=X[:2])[0], getattr(search.best_estimator_, method)(X[:2])[0]
+    )

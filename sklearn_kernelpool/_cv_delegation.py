@@ -1,0 +1,134 @@
+"""The methods of :class:`KernelAttentionRegressorCV` that ``best_estimator_``
+answers: each takes the signature of the :class:`KernelAttentionRegressor`
+method it calls, so that the two cannot drift apart."""
+
+import inspect
+import warnings
+
+from sklearn.utils.validation import check_is_fitted
+
+from ._base import validate_queries
+from ._diagnostics import smoother_diagnostics
+from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._regression import KernelAttentionRegressor
+
+
+def _quiet_diagnostics(estimator):
+    """:func:`._diagnostics.smoother_diagnostics` without the fallback
+    warnings of the in-sample fits: as while scoring by leave-one-out, the
+    fallbacks of narrow candidates are no news (``predict`` still warns)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        return smoother_diagnostics(estimator)
+
+
+def _delegate(name, doc):
+    """The method ``name`` of the search, documented by ``doc``: that of
+    ``best_estimator_`` on the queries validated by the search, with the
+    signature of :class:`KernelAttentionRegressor`'s ``name``."""
+    signature = inspect.signature(getattr(KernelAttentionRegressor, name))
+
+    def method(self, /, *args, **kwargs):
+        try:
+            arguments = signature.bind(self, *args, **kwargs).arguments
+        except TypeError as error:  # as Python words it for a plain method
+            raise TypeError(f"{type(self).__name__}.{name}() {error}") from None
+        del arguments["self"]
+        X = self._best_queries(arguments.pop("X"))
+        return getattr(self.best_estimator_, name)(X, **arguments)
+
+    method.__name__ = name
+    method.__qualname__ = f"BestEstimatorMethods.{name}"
+    method.__doc__ = doc
+    method.__signature__ = signature
+    return method
+
+
+class BestEstimatorMethods:
+    """What a fitted :class:`KernelAttentionRegressorCV` answers with its
+    ``best_estimator_``: predictions, intervals, gradients and its effective
+    degrees of freedom."""
+
+    @property
+    def effective_df_(self):
+        """The effective degrees of freedom of ``best_estimator_``.
+
+        The trace of its smoother matrix on the training data (see
+        :meth:`KernelAttentionRegressor.smoother_diagnostics`), computed on
+        first access by one pass over the pairs of training keys within
+        ``working_memory`` (known from the search with ``scoring="gcv"`` or
+        ``"aicc"``), so that ``fit`` does not pay for it.
+        """
+        check_is_fitted(self)
+        if getattr(self, "_effective_df", None) is None:
+            self._effective_df = _quiet_diagnostics(self.best_estimator_).effective_df
+        return self._effective_df
+
+    def _best_queries(self, X):
+        """``X`` validated as this search's queries, for ``best_estimator_``."""
+        check_is_fitted(self)
+        if getattr(self, "is_categorical_", None) is None:
+            X = validate_queries(self, X)
+        return X
+
+    predict = _delegate(
+        "predict",
+        """Predict with ``best_estimator_``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_queries, n_features)
+            The queries.
+
+        return_std : bool, default=False
+            Whether to return the local spread of the training values, as
+            :meth:`KernelAttentionRegressor.predict` does.
+
+        return_se : bool, default=False
+            Whether to return the standard error of the fitted mean, as
+            :meth:`KernelAttentionRegressor.predict` does, at the selected
+            parameters (the selection itself is not accounted for).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
+            The pooled values.
+
+        y_std, y_se : ndarray of the shape of ``y_pred``
+            Only with ``return_std=True``, respectively ``return_se=True``,
+            in this order.
+        """,
+    )
+
+    confidence_interval = _delegate(
+        "confidence_interval",
+        """Confidence intervals of the mean function, by ``best_estimator_``.
+
+        See :meth:`KernelAttentionRegressor.confidence_interval` for the
+        parameters and the returned ``(lower, upper)``. The intervals hold
+        the selected parameters fixed: they do not account for the
+        selection itself.
+        """,
+    )
+
+    prediction_interval = _delegate(
+        "prediction_interval",
+        """Prediction intervals of new observations, by ``best_estimator_``.
+
+        See :meth:`KernelAttentionRegressor.prediction_interval` for the
+        parameters and the returned ``(lower, upper)``. The leave-one-out
+        fits hold the selected parameters fixed: the coverage guarantee of
+        jackknife+ assumes parameters chosen without the data, and the
+        selection of one bandwidth out of a grid is not accounted for.
+        """,
+    )
+
+    predict_gradient = _delegate(
+        "predict_gradient",
+        """The gradient of the fit at each query, by ``best_estimator_``.
+
+        See :meth:`KernelAttentionRegressor.predict_gradient` for the
+        parameters and what is returned.
+        """,
+    )

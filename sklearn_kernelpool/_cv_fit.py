@@ -1,0 +1,72 @@
+"""The fit of :class:`KernelAttentionRegressorCV` before and after its
+candidate search: the data validated for the search, and the refit of the
+selected candidate on all of it."""
+
+from ._base import validate_fit_data, validate_sample_weight
+from ._regression import KernelAttentionRegressor
+from ._search import CandidateSearch
+from ._search_params import (
+    SEARCH_PARAMETERS,
+    relative_sample_weight,
+    split_categorical,
+)
+from ._search_scores import RegressionScoring
+from ._sparse import dense_keys
+from ._validation import check_squares
+
+
+def candidate_search(estimator, X, y, sample_weight):
+    """The candidate search of ``estimator`` on ``X, y``: ``(search, scored,
+    refit)``, with ``scored`` the arguments of ``search.fit`` and ``refit``
+    those of :func:`refit_selected` after ``estimator`` and ``search``."""
+    X_given = X
+    X, y = validate_fit_data(estimator, X, y, multi_output=True, y_numeric=True)
+    # The scores need the distances of every pair: sparse keys are made
+    # dense for them; the refit takes them as given.
+    keys, X = X, dense_keys(X)
+    X, codes, lambdas, placeholder = split_categorical(
+        X, estimator.is_categorical_, estimator.categorical_bandwidths
+    )
+    # The scores square the distances of the data as it is, and the errors.
+    check_squares(X, "X", "squared distances")
+    check_squares(y.reshape(X.shape[0], -1), "y", "squared errors")
+    given_weight = validate_sample_weight(sample_weight, X)
+    search = CandidateSearch(
+        RegressionScoring(estimator),
+        type(estimator).__name__,
+        **{key: getattr(estimator, key) for key in SEARCH_PARAMETERS},
+    )
+    scored = (X, y, relative_sample_weight(given_weight), codes, lambdas, placeholder)
+    categorical = codes is not None
+    refit = (X_given if categorical else keys, y, given_weight, categorical)
+    return search, scored, refit
+
+
+def refit_selected(estimator, search, X, y, sample_weight, categorical):
+    """Refit the candidate ``search`` selected on all the data, as
+    ``estimator.best_estimator_``."""
+    extra = {}
+    if categorical:
+        extra = {
+            "categorical_features": estimator.categorical_features,
+            "categorical_bandwidth": estimator.categorical_bandwidth_,
+        }
+    search.say(f"Refitting the selected candidate on all {y.shape[0]} samples")
+    estimator.best_estimator_ = KernelAttentionRegressor(
+        kernel=estimator.kernel_,
+        bandwidth=estimator.bandwidth_,
+        degree=estimator.degree_,
+        on_empty=estimator.on_empty,
+        algorithm="binned" if search.binned else estimator.algorithm,
+        n_jobs=estimator.n_jobs,
+        n_neighbors=estimator.n_neighbors_,
+        **extra,
+    ).fit(X, y, sample_weight=sample_weight)
+    # (it rescales the weights itself)
+    # effective_df_, computed on first access unless known already.
+    estimator._effective_df = None
+    if search.smoother_scoring():
+        estimator._effective_df = float(
+            estimator.cv_results_["effective_df"][estimator.best_index_]
+        )
+    return estimator
