@@ -63,8 +63,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         The isotropic bandwidths to choose from: an int for that many
         bandwidths spaced evenly in log scale over the scale of the training
         points of positive weight (extended past an edge where the best one,
-        or the best one of a kernel, lies), an array-like of floats > 0, or None for the adaptive
-        candidates of ``n_neighbors`` alone, as for
+        or the best one of a kernel, lies), an array-like of floats > 0, or
+        None for the adaptive candidates of ``n_neighbors`` alone, as for
         :class:`KernelAttentionRegressorCV`.
 
     cv : int, cross-validation generator or iterable, default=None

@@ -15,20 +15,26 @@ degree and on paired differences. On a small table a few extreme rows
 decide the mean (one held-out point predicted from an extrapolated line),
 and a slope chosen by them loses out of sample.
 
-When the local-linear candidate is kept on a small table, the same rule
-then chooses its width (:func:`widest_within_one_se`): among the candidates
+When the local-linear candidate is kept on a smaller table still (fewer
+than :data:`WIDTH_RULE_ROWS_PER_PARAMETER` rows per parameter), the same
+rule then chooses its width (:func:`widest_within_one_se`): among the candidates
 of the same kernel and kind of width (fixed bandwidth or neighbour count),
 the widest one whose leave-one-out loss is within one standard error of the
 best one's is kept, the one-standard-error rule in its usual direction, the
 smoother model (Hastie, Tibshirani and Friedman, section 7.10). A
 local-linear fit at a narrow width estimates its slope from a few
 neighbours; on a small table its leave-one-out optimum is flat and noisy
-toward the narrow side.
+toward the narrow side. On a table of 18.6 rows per parameter (the
+training parts of statsmodels' star98) the walk lowered the out-of-fold
+:math:`R^2` by 0.003, hence the lower bound of tables it applies to.
 """
 
 import numpy as np
 
 MIN_ROWS_PER_PARAMETER = 20
+# The width of a kept local-linear candidate follows the one-standard-error
+# rule on tables of fewer rows per parameter of the local line than this.
+WIDTH_RULE_ROWS_PER_PARAMETER = 10
 
 
 def keep_local_linear(

@@ -18,6 +18,7 @@ from ._binned_cv import BinnedHeldOut
 from ._categorical_cv import CategoricalHeldOut
 from ._degree_rule import (
     MIN_ROWS_PER_PARAMETER,
+    WIDTH_RULE_ROWS_PER_PARAMETER,
     keep_local_linear,
     widest_within_one_se,
 )
@@ -237,7 +238,7 @@ class CandidateSearch(SearchParameters, HeldOutPasses):
         self.best_index_ = int(np.argmin(results["rank_test_score"]))
         if self.point_errors is not None:
             self.best_index_ = self._degree_rule(params, results, weights, X.shape[1])
-            self.best_index_ = self._width_rule(params, results, weights)
+            self.best_index_ = self._width_rule(params, results, weights, X.shape[1])
         self.point_errors = None
         self.best_params_ = dict(params[self.best_index_])
         self.kernel_ = self.best_params_["kernel"]
@@ -290,14 +291,17 @@ class CandidateSearch(SearchParameters, HeldOutPasses):
         )
         return best0
 
-    def _width_rule(self, params, results, weights):
+    def _width_rule(self, params, results, weights, n_features):
         """The widest candidate within one standard error of the selected
-        local-linear one on a small table
+        local-linear one on a table of fewer than
+        :data:`._degree_rule.WIDTH_RULE_ROWS_PER_PARAMETER` rows per
+        parameter of the local line
         (:func:`._degree_rule.widest_within_one_se`), among those of its
         kernel and kind of width (fixed bandwidths, or neighbour counts)."""
         best = self.best_index_
         selected = params[best]
-        if selected["degree"] != 1:
+        rows = np.count_nonzero(weights > 0) / (n_features + 1)
+        if selected["degree"] != 1 or rows >= WIDTH_RULE_ROWS_PER_PARAMETER:
             return best
         adaptive = "n_neighbors" in selected
         size = "n_neighbors" if adaptive else "bandwidth"

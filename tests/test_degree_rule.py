@@ -5,7 +5,11 @@ import pytest
 from sklearn.model_selection import KFold
 from sklearn.preprocessing import StandardScaler
 
-from sklearn_kernelpool import KernelAttentionRegressor, KernelAttentionRegressorCV
+from sklearn_kernelpool import (
+    KernelAttentionRegressor,
+    KernelAttentionRegressorCV,
+    _search,
+)
 from sklearn_kernelpool._degree_rule import keep_local_linear, widest_within_one_se
 
 
@@ -251,3 +255,26 @@ def test_small_table_widens_the_local_linear_fit_within_one_se(fold, width):
     else:
         assert cv.n_neighbors_ == params[expected]["n_neighbors"]
         assert cv.n_neighbors_ > params[top]["n_neighbors"]
+
+
+def test_the_width_rule_is_off_from_ten_rows_per_parameter(monkeypatch):
+    # A training part of statsmodels' star98: 242 rows, 12 features, 18.6
+    # rows per parameter of the local line. The degree rule applies there
+    # (fewer than 20), the width rule (fewer than 10) does not: the best
+    # local-linear candidate stays, where the walk would widen it.
+    star98 = pytest.importorskip("statsmodels.datasets.star98")
+    df = star98.load_pandas().data
+    columns = ["LOWINC", "PERASIAN", "PERBLACK", "PERHISP", "PERMINTE"]
+    columns += ["AVYRSEXP", "AVSALK", "PERSPENK", "PTRATIO", "PCTAF"]
+    columns += ["PCTCHRT", "PCTYRRND"]
+    X = df[columns].to_numpy(float)
+    y = (df["NABOVE"] / (df["NABOVE"] + df["NBELOW"])).to_numpy()
+    train = next(KFold(5, shuffle=True, random_state=0).split(X))[0]
+    X, y = StandardScaler().fit_transform(X[train]), y[train]
+    cv = KernelAttentionRegressorCV().fit(X, y)
+    top = int(np.argmin(cv.cv_results_["rank_test_score"]))
+    assert cv.degree_ == 1 and cv.best_index_ == top
+    monkeypatch.setattr(_search, "WIDTH_RULE_ROWS_PER_PARAMETER", 20)
+    widened = KernelAttentionRegressorCV().fit(X, y)
+    assert widened.best_index_ != top
+    assert widened.n_neighbors_ > cv.n_neighbors_
