@@ -43,16 +43,28 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    kernels : str or sequence of str, default=("gaussian",)
+    kernels : str or sequence of str, default=("gaussian", "exponential")
         Names of kernels of :data:`sklearn_kernelpool.kernels.KERNELS` to
-        choose from.
+        choose from. The exponential (Laplace) kernel, whose weights fall off
+        with the distance rather than its square, often classifies better on
+        many standardised features, and its leave-one-out optimum lies at a
+        smaller bandwidth than the Gaussian's; the automatic grid is extended
+        until each kernel's best bandwidth is interior, so that they are
+        compared at their own optima. On scikit-learn's breast cancer data
+        (30 features, standardised, stratified 5-fold with seeds 0 to 4) the
+        default reaches a mean accuracy of 0.965 to 0.968 and a log-loss of
+        0.095 to 0.108, against 0.961 to 0.968 and 0.094 to 0.112 with the
+        Gaussian alone; on iris, wine and digits it scores as the Gaussian or
+        better (see :ref:`tabular-classification`). ``kernels="exponential"``
+        alone reaches 0.965 to 0.968 on breast cancer too, but a log-loss
+        1.5 to 2 times as high on digits.
 
     bandwidths : int, array-like of shape (n_bandwidths,) or None, default=30
         The isotropic bandwidths to choose from: an int for that many
         bandwidths spaced evenly in log scale over the scale of the training
-        points of positive weight (extended past an edge where the best one
-        lies), an array-like of floats > 0, or None for the adaptive
-        candidates of ``n_neighbors`` alone, as for
+        points of positive weight (extended past an edge where the best one,
+        or the best one of a kernel, lies), an array-like of floats > 0, or
+        None for the adaptive candidates of ``n_neighbors`` alone, as for
         :class:`KernelAttentionRegressorCV`.
 
     cv : int, cross-validation generator or iterable, default=None
@@ -260,7 +272,7 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
-        kernels=("gaussian",),
+        kernels=("gaussian", "exponential"),
         bandwidths=30,
         *,
         cv=None,

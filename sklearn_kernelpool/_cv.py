@@ -132,7 +132,12 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         candidate by one standard error of their paired differences (the
         one-standard-error rule of Breiman et al., 1984); there a few extreme
         points decide the mean, and a slope chosen by them extrapolates out
-        of sample. Held-out local-linear fits follow the fitted estimator's
+        of sample. On a table of fewer than 10 such points per parameter, a
+        local-linear candidate kept gives way, by the same rule, to the
+        widest candidate of its kernel and kind of width (fixed bandwidths,
+        or neighbour counts) whose leave-one-out squared errors are within
+        one standard error of its own, walking from it toward wider ones.
+        Held-out local-linear fits follow the fitted estimator's
         rules for rank-deficient and singular local designs, reported by
         ``cv_results_["singular_fraction"]`` and
         ``cv_results_["rank_deficient_fraction"]`` without a warning.
@@ -257,7 +262,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         Index of the selected isotropic candidate in ``cv_results_``: the
         first in ``rank_test_score``, except where the one-standard-error
         rule of ``degree="auto"`` on a small table keeps the best candidate
-        of degree 0 over a better-scored one of degree 1.
+        of degree 0 over a better-scored one of degree 1, or a wider
+        candidate of degree 1 over the best one.
 
     best_params_ : dict
         ``{"kernel": ..., "bandwidth": ...}`` of that candidate, with

@@ -16,7 +16,12 @@ from sklearn.model_selection import ParameterGrid, check_cv
 from ._adaptive_loo import AdaptiveHeldOut
 from ._binned_cv import BinnedHeldOut
 from ._categorical_cv import CategoricalHeldOut
-from ._degree_rule import MIN_ROWS_PER_PARAMETER, keep_local_linear
+from ._degree_rule import (
+    MIN_ROWS_PER_PARAMETER,
+    WIDTH_RULE_ROWS_PER_PARAMETER,
+    keep_local_linear,
+    widest_within_one_se,
+)
 from ._loo import HeldOut
 from ._search_grid import (
     AUTO_NEIGHBORS,
@@ -233,6 +238,7 @@ class CandidateSearch(SearchParameters, HeldOutPasses):
         self.best_index_ = int(np.argmin(results["rank_test_score"]))
         if self.point_errors is not None:
             self.best_index_ = self._degree_rule(params, results, weights, X.shape[1])
+            self.best_index_ = self._width_rule(params, results, weights, X.shape[1])
         self.point_errors = None
         self.best_params_ = dict(params[self.best_index_])
         self.kernel_ = self.best_params_["kernel"]
@@ -284,6 +290,43 @@ class CandidateSearch(SearchParameters, HeldOutPasses):
             "one standard error of the leave-one-out losses"
         )
         return best0
+
+    def _width_rule(self, params, results, weights, n_features):
+        """The widest candidate within one standard error of the selected
+        local-linear one on a table of fewer than
+        :data:`._degree_rule.WIDTH_RULE_ROWS_PER_PARAMETER` rows per
+        parameter of the local line
+        (:func:`._degree_rule.widest_within_one_se`), among those of its
+        kernel and kind of width (fixed bandwidths, or neighbour counts)."""
+        best = self.best_index_
+        selected = params[best]
+        rows = np.count_nonzero(weights > 0) / (n_features + 1)
+        if selected["degree"] != 1 or rows >= WIDTH_RULE_ROWS_PER_PARAMETER:
+            return best
+        adaptive = "n_neighbors" in selected
+        size = "n_neighbors" if adaptive else "bandwidth"
+        wider = sorted(
+            (
+                i
+                for i, p in enumerate(params)
+                if p["kernel"] == selected["kernel"]
+                and p["degree"] == 1
+                and ("n_neighbors" in p) == adaptive
+                and p[size] > selected[size]
+            ),
+            key=lambda i: params[i][size],
+        )
+        errors = [self.point_errors[_candidate_key(params[i])] for i in wider]
+        index = widest_within_one_se(
+            self.point_errors[_candidate_key(selected)], errors, weights
+        )
+        if index < 0:
+            return best
+        self.say(
+            "Kept a wider local-linear candidate within one standard error of "
+            "the leave-one-out losses of the best one (small table)"
+        )
+        return wider[index]
 
     def score_grid(self, data, names, degrees, grid):
         """Score every (bandwidth, degree, kernel) candidate of ``grid``, with

@@ -153,6 +153,28 @@ def _width(candidate, equals="="):
     return f"bandwidth{equals}{candidate['bandwidth']:.6g}"
 
 
+def _edge_to_extend(results, grid):
+    """The bandwidth whose side of the grid to extend: that of the best
+    candidate; where it is interior, the edge where the best candidate of
+    some kernel lies (the smallest first), so that every kernel is compared
+    at its own optimum; else the overall best."""
+    scores = results["mean_test_score"]
+    bandwidths = results["param_bandwidth"]
+    best = float(bandwidths[int(np.nanargmax(scores))])
+    if best in (grid[0], grid[-1]):
+        return best
+    edges = set()
+    kernels = results["param_kernel"]
+    for name in dict.fromkeys(kernels):
+        mine = np.where(kernels == name, scores, np.nan)
+        if not np.all(np.isnan(mine)):
+            edges.add(float(bandwidths[int(np.nanargmax(mine))]))
+    for edge in (grid[0], grid[-1]):
+        if edge in edges:
+            return float(edge)
+    return best
+
+
 def extend_grid(search, data, names, degrees, params, results):
     """Extend the automatic grid past its edge while the best lies there.
 
@@ -166,7 +188,9 @@ def extend_grid(search, data, names, degrees, params, results):
     (the mean, or the linear regression for ``degree=1``). It stops when
     the best candidate is interior, at those limits, when every new
     candidate falls back to ``on_empty`` everywhere, or when the new
-    candidates score as the edge did. Returns every scored candidate in
+    candidates score as the edge did. With several kernels, an edge where the
+    best candidate of one kernel lies is extended too (all kernels are scored
+    at the new bandwidths). Returns every scored candidate in
     ``GridSearchCV``'s order over the whole grid, and whether the
     extensions ran out with the best candidate still on an edge.
     """
@@ -180,7 +204,7 @@ def extend_grid(search, data, names, degrees, params, results):
         scores = results["mean_test_score"]
         if np.all(np.isnan(scores)):
             return params, results, False
-        best = float(results["param_bandwidth"][int(np.nanargmax(scores))])
+        best = _edge_to_extend(results, grid)
         if best == grid[0]:
             ratio = grid[1] / grid[0]
             new = grid[0] / ratio ** np.arange(_EXTENSION, 0, -1)

@@ -269,8 +269,10 @@ def test_per_feature_widths_lower_the_loo_log_loss():
     X = rng.uniform(-1, 1, size=(150, 2))
     X[:, 1] *= 5  # an irrelevant feature on a larger scale
     y = (np.sin(3 * X[:, 0]) + 0.3 * rng.normal(size=150) > 0).astype(int)
-    iso = KernelAttentionClassifierCV(bandwidths=10).fit(X, y)
-    clf = KernelAttentionClassifierCV(bandwidths=10, per_feature=True).fit(X, y)
+    iso = KernelAttentionClassifierCV(kernels="gaussian", bandwidths=10).fit(X, y)
+    clf = KernelAttentionClassifierCV(
+        kernels="gaussian", bandwidths=10, per_feature=True
+    ).fit(X, y)
     assert clf.bandwidth_.shape == (2,)
     assert clf.bandwidth_[1] > 10 * clf.bandwidth_[0]
     assert clf.best_score_ > iso.best_score_
@@ -346,7 +348,9 @@ def test_binary_labels_with_probability_scorers(data, scoring, labels):
 
 def test_verbose_names_the_estimator_and_refits_drop_stale_attributes(data, capsys):
     X, y, _ = data
-    clf = KernelAttentionClassifierCV(bandwidths=3, per_feature=True, verbose=1)
+    clf = KernelAttentionClassifierCV(
+        kernels="gaussian", bandwidths=3, per_feature=True, verbose=1
+    )
     clf.fit(X, y)
     assert hasattr(clf, "n_iter_")
     out = capsys.readouterr().out

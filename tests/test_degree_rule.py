@@ -2,10 +2,15 @@
 
 import numpy as np
 import pytest
+from sklearn.model_selection import KFold
 from sklearn.preprocessing import StandardScaler
 
-from sklearn_kernelpool import KernelAttentionRegressor, KernelAttentionRegressorCV
-from sklearn_kernelpool._degree_rule import keep_local_linear
+from sklearn_kernelpool import (
+    KernelAttentionRegressor,
+    KernelAttentionRegressorCV,
+    _search,
+)
+from sklearn_kernelpool._degree_rule import keep_local_linear, widest_within_one_se
 
 
 def _keep_reference(e0, e1, d, n_se=1.0, rows=20):
@@ -133,3 +138,143 @@ def test_a_clear_local_linear_gain_is_kept_on_a_small_table():
     cv = KernelAttentionRegressorCV().fit(X, y)
     assert cv.degree_ == 1
     assert cv.best_index_ == int(np.argmin(cv.cv_results_["rank_test_score"]))
+
+
+# -- the width of a local-linear fit on small tables --------------------------
+
+
+def _widest_reference(best, wider, n_se=1.0):
+    """The one-standard-error walk toward wider candidates, unweighted."""
+    index = -1
+    for k, errors in enumerate(wider):
+        diff = np.asarray(errors) - np.asarray(best)
+        if not diff.mean() <= n_se * diff.std(ddof=1) / np.sqrt(len(diff)):
+            break
+        index = k
+    return index
+
+
+def test_widest_within_one_se_is_the_one_se_walk():
+    rng = np.random.default_rng(4)
+    found = set()
+    for _ in range(200):
+        n = int(rng.integers(3, 60))
+        best = rng.exponential(size=n)
+        # Wider candidates lose more and more on average.
+        wider = [best + rng.normal(scale=0.3, size=n) + 0.05 * k for k in range(6)]
+        expected = _widest_reference(best, wider)
+        found.add(expected)
+        assert widest_within_one_se(best, wider) == expected
+        assert widest_within_one_se(best, wider, n_se=0.0) == _widest_reference(
+            best, wider, n_se=0.0
+        )
+    assert {-1, 0} < found and max(found) >= 2  # every kind of outcome
+    assert widest_within_one_se([1.0, 2.0, 3.0], []) == -1
+
+
+def test_widest_within_one_se_stops_at_the_first_clear_loss():
+    best = np.ones(20)
+    close = best + np.tile([0.1, -0.1], 10)  # mean 0: within one SE
+    worse = best + 1.0  # a clear loss
+    assert widest_within_one_se(best, [close, close]) == 1
+    assert widest_within_one_se(best, [close, worse, close]) == 0
+    assert widest_within_one_se(best, [worse, close]) == -1
+    # Identical losses: the wider one, the smoother fit.
+    assert widest_within_one_se(best, [best]) == 0
+
+
+def test_widest_within_one_se_weights():
+    rng = np.random.default_rng(5)
+    best = rng.exponential(size=40)
+    wider = [best + rng.normal(scale=0.3, size=40) + 0.03 * k for k in range(5)]
+    w = rng.uniform(0.5, 2.0, size=40)
+    assert widest_within_one_se(best, wider, np.ones(40)) == widest_within_one_se(
+        best, wider
+    )
+    for scale in (1e-6, 1.0, 1e6):
+        assert widest_within_one_se(best, wider, scale * w) == widest_within_one_se(
+            best, wider, w
+        )
+    w0 = w.copy()
+    w0[:9] = 0.0
+    assert widest_within_one_se(best, wider, w0) == widest_within_one_se(
+        best[9:], [e[9:] for e in wider], w[9:]
+    )
+
+
+def _scotland_training_part(fold):
+    """A training part of statsmodels' scotland (32 rows, 7 features):
+    26 rows, 3.25 per parameter of the local line, standardised on it."""
+    scotland = pytest.importorskip("statsmodels.datasets.scotland")
+    df = scotland.load_pandas().data
+    X = df.drop(columns="YES").to_numpy(float)
+    y = df["YES"].to_numpy(float)
+    train = list(KFold(5, shuffle=True, random_state=1).split(X))[fold][0]
+    return StandardScaler().fit_transform(X[train]), y[train]
+
+
+@pytest.mark.parametrize("fold, width", [(1, "bandwidth"), (0, "n_neighbors")])
+def test_small_table_widens_the_local_linear_fit_within_one_se(fold, width):
+    X, y = _scotland_training_part(fold)
+    cv = KernelAttentionRegressorCV().fit(X, y)
+    results = cv.cv_results_
+    params = results["params"]
+    top = int(np.argmin(results["rank_test_score"]))
+    assert params[top]["degree"] == 1 and (width in params[top])
+    # The candidates of its kernel and kind of width, wider than it, scored
+    # by refitting without each point.
+    wider = sorted(
+        (
+            i
+            for i, p in enumerate(params)
+            if p["degree"] == 1
+            and p["kernel"] == params[top]["kernel"]
+            and (("n_neighbors" in p) == (width == "n_neighbors"))
+            and p[width] > params[top][width]
+        ),
+        key=lambda i: params[i][width],
+    )
+    best_errors = _loo_errors(params[top], X, y)
+    np.testing.assert_allclose(
+        best_errors.mean(), -results["mean_test_score"][top], rtol=1e-8
+    )
+    expected = top
+    for i in wider:
+        errors = _loo_errors(params[i], X, y)
+        diff = errors - best_errors
+        if not diff.mean() <= diff.std(ddof=1) / np.sqrt(len(y)):
+            break
+        expected = i
+    assert expected != top  # the rule acts on this table
+    assert cv.best_index_ == expected
+    assert cv.best_params_ == params[expected]
+    assert cv.best_score_ == results["mean_test_score"][expected]
+    assert cv.degree_ == 1 and cv.best_estimator_.degree == 1
+    if width == "bandwidth":
+        assert cv.bandwidth_ == params[expected]["bandwidth"] > params[top]["bandwidth"]
+    else:
+        assert cv.n_neighbors_ == params[expected]["n_neighbors"]
+        assert cv.n_neighbors_ > params[top]["n_neighbors"]
+
+
+def test_the_width_rule_is_off_from_ten_rows_per_parameter(monkeypatch):
+    # A training part of statsmodels' star98: 242 rows, 12 features, 18.6
+    # rows per parameter of the local line. The degree rule applies there
+    # (fewer than 20), the width rule (fewer than 10) does not: the best
+    # local-linear candidate stays, where the walk would widen it.
+    star98 = pytest.importorskip("statsmodels.datasets.star98")
+    df = star98.load_pandas().data
+    columns = ["LOWINC", "PERASIAN", "PERBLACK", "PERHISP", "PERMINTE"]
+    columns += ["AVYRSEXP", "AVSALK", "PERSPENK", "PTRATIO", "PCTAF"]
+    columns += ["PCTCHRT", "PCTYRRND"]
+    X = df[columns].to_numpy(float)
+    y = (df["NABOVE"] / (df["NABOVE"] + df["NBELOW"])).to_numpy()
+    train = next(KFold(5, shuffle=True, random_state=0).split(X))[0]
+    X, y = StandardScaler().fit_transform(X[train]), y[train]
+    cv = KernelAttentionRegressorCV().fit(X, y)
+    top = int(np.argmin(cv.cv_results_["rank_test_score"]))
+    assert cv.degree_ == 1 and cv.best_index_ == top
+    monkeypatch.setattr(_search, "WIDTH_RULE_ROWS_PER_PARAMETER", 20)
+    widened = KernelAttentionRegressorCV().fit(X, y)
+    assert widened.best_index_ != top
+    assert widened.n_neighbors_ > cv.n_neighbors_
