@@ -43,7 +43,7 @@ from sklearn.model_selection import check_cv
 from ._base import validate_queries
 from ._chunking import row_batches
 from ._jackknife_selection import _select, _select_sparse, _select_window, order_ranks
-from ._leave_out import _data_rows, _dot, _LeaveOut
+from ._leave_out import _data_rows, _dot, _LeaveOut, exact_engine
 
 METHODS = ("jackknife+", "cv+")
 
@@ -115,12 +115,12 @@ def prediction_interval(estimator, X, level, method, cv):
 
     Returns ``(lower, upper)`` of shape (n_queries, n_outputs).
     """
-    if estimator._pool.__class__.__name__ != "KernelPool":
+    if exact_engine(estimator).__class__.__name__ != "KernelPool":
         raise ValueError(
             "prediction_interval works on NumPy arrays only; the estimator was "
             "fitted on arrays of another array API namespace."
         )
-    n = len(estimator._pool.support)
+    n = len(exact_engine(estimator).support)
     fold = _check_arguments(estimator, level, method, cv, n)
     X = validate_queries(estimator, X)
     state = _LeaveOut(estimator)

@@ -27,7 +27,7 @@ class _LeaveOut(SparseLeaveOut):
     """The engine of a fitted estimator and its fits without some rows."""
 
     def __init__(self, estimator):
-        pool = self.pool = estimator._pool
+        pool = self.pool = exact_engine(estimator)
         self.support = pool.support
         values = np.asarray(estimator.values_, dtype=np.float64)
         values = values.reshape(values.shape[0], -1)[self.support]
@@ -400,6 +400,13 @@ class _LeaveOut(SparseLeaveOut):
                 Pk[redo], keys, Y, Q[redo], layout, False
             )[0]
         return mean
+
+
+def exact_engine(estimator):
+    """The engine of an estimator's rows: on the binned path, its exact
+    engine (the leave-out fits need every key's weight)."""
+    pool = estimator._pool
+    return getattr(pool, "exact_pool", pool)
 
 
 def _dot(A, B):

@@ -572,3 +572,21 @@ def test_bounded_degree_zero_rows_equal_the_dense_fits(kernel, h, level, monkeyp
     dense = reg.prediction_interval(Q, level=level)
     assert_array_equal(fast[0], dense[0])
     assert_array_equal(fast[1], dense[1])
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_binned_estimator_takes_the_exact_engines_intervals(degree):
+    # The binned sums hold no key's own weight: the leave-out fits, hence
+    # the intervals, are those of the exact engine of the same rows.
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 1, (300, 1))
+    y = np.sin(4 * X[:, 0]) + rng.normal(0, 0.2, 300)
+    Q = rng.uniform(-0.1, 1.1, (40, 1))
+    params = dict(kernel="gaussian", bandwidth=0.08, degree=degree)
+    binned = KernelAttentionRegressor(algorithm="binned", **params).fit(X, y)
+    exact = KernelAttentionRegressor(algorithm="brute", **params).fit(X, y)
+    for method, cv in (("jackknife+", None), ("cv+", 5)):
+        got = binned.prediction_interval(Q, level=0.8, method=method, cv=cv)
+        want = exact.prediction_interval(Q, level=0.8, method=method, cv=cv)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+        assert np.all(np.isfinite(got))
