@@ -239,12 +239,13 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
     >>> from sklearn.datasets import load_iris
     >>> from sklearn_kernelpool import KernelAttentionClassifierCV
     >>> X, y = load_iris(return_X_y=True)
-    >>> clf = KernelAttentionClassifierCV(bandwidths=[0.1, 0.3, 1.0], n_neighbors=None)
+    >>> grid = [0.03, 0.1, 0.3, 1.0]
+    >>> clf = KernelAttentionClassifierCV(bandwidths=grid, n_neighbors=None)
     >>> clf = clf.fit(X, y)
-    >>> clf.bandwidth_
-    0.3
+    >>> clf.kernel_, clf.bandwidth_
+    ('exponential', 0.1)
     >>> clf.cv_results_["rank_test_score"]
-    array([2, 1, 3], dtype=int32)
+    array([8, 4, 5, 1, 2, 3, 6, 7], dtype=int32)
     >>> clf.predict(X[:2])
     array([0, 0])
     >>> accuracy = KernelAttentionClassifierCV(cv=5, scoring="accuracy").fit(X, y)
