@@ -8,7 +8,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
-    _search,
+    _degree_rule,
 )
 from sklearn_kernelpool._degree_rule import keep_local_linear, widest_within_one_se
 
@@ -274,7 +274,7 @@ def test_the_width_rule_is_off_from_ten_rows_per_parameter(monkeypatch):
     cv = KernelAttentionRegressorCV().fit(X, y)
     top = int(np.argmin(cv.cv_results_["rank_test_score"]))
     assert cv.degree_ == 1 and cv.best_index_ == top
-    monkeypatch.setattr(_search, "WIDTH_RULE_ROWS_PER_PARAMETER", 20)
+    monkeypatch.setattr(_degree_rule, "WIDTH_RULE_ROWS_PER_PARAMETER", 20)
     widened = KernelAttentionRegressorCV().fit(X, y)
     assert widened.best_index_ != top
     assert widened.n_neighbors_ > cv.n_neighbors_
