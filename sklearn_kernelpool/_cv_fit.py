@@ -61,8 +61,7 @@ def refit_selected(estimator, search, X, y, sample_weight, categorical):
         n_jobs=estimator.n_jobs,
         n_neighbors=estimator.n_neighbors_,
         **extra,
-    ).fit(X, y, sample_weight=sample_weight)
-    # (it rescales the weights itself)
+    ).fit(X, y, sample_weight=sample_weight)  # the given weights: it rescales them
     # effective_df_, computed on first access unless known already.
     estimator._effective_df = None
     if search.smoother_scoring():
