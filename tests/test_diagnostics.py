@@ -375,7 +375,9 @@ def no_smoother_rows(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("one more pass over the pairs of points")
 
-    monkeypatch.setattr("sklearn_kernelpool._cv.smoother_diagnostics", refuse)
+    monkeypatch.setattr(
+        "sklearn_kernelpool._cv_delegation.smoother_diagnostics", refuse
+    )
 
 
 @pytest.mark.parametrize("degree", [0, 1, "auto"])
