@@ -122,6 +122,12 @@ class AttentionWeights:
 
     def _normalized_scores(self, queries, workspace, sparse):
         """A chunk's local-constant weights over the support, and its empty rows."""
+        scores, total = self._weighted_scores(queries, workspace, sparse)
+        return self._normalise_scores(scores, total, queries, workspace, sparse)
+
+    def _weighted_scores(self, queries, workspace, sparse):
+        """A chunk's scores times the sample weights over the support, and
+        their row sums; rows whose sums underflow are recomputed stably."""
         n = len(queries[0])
         scores = self.scorer.chunk_scores(queries, workspace)
         scores = self.scorer.weighted(scores, self.weights, n, sparse)
@@ -131,6 +137,11 @@ class AttentionWeights:
             blocks, rows, at = redo
             scores[rows] = self.scorer.chunk_scores(queries, workspace, rows=blocks)[at]
             total = scores.sum(axis=1)
+        return scores, total
+
+    def _normalise_scores(self, scores, total, queries, workspace, sparse):
+        """The weights of :meth:`_normalized_scores` from the weighted scores
+        and their row sums (dense scores are divided in place)."""
         if isinstance(scores, np.ndarray):
             scores, empty = normalise_rows(scores, total)
             self._fill_fallback(scores, empty, queries, workspace, pooled=False)

@@ -32,7 +32,9 @@ keys (its neighbours ``N``) takes the order statistics of ``{f + R_j : j not
 in N}`` and ``{mu_{-j}(q) + R_j : j in N}`` from ``N`` and a window of the
 residuals sorted once (:func:`_select_sparse`), and the residual of a
 training row from its own weight, so that both passes visit only the
-neighbours, as ``predict`` does.
+neighbours, as ``predict`` does. On the brute-force path, the rows of
+``degree=0`` take both passes from the weighted scores as they are, without
+normalising them (:mod:`._jackknife_constant`).
 """
 
 from numbers import Integral, Real
@@ -42,7 +44,8 @@ from sklearn.model_selection import check_cv
 
 from ._base import validate_queries
 from ._chunking import row_batches
-from ._jackknife_selection import _select, _select_sparse, _select_window, order_ranks
+from ._jackknife_constant import constant_bounds, own_leave_one_out, simple_rows
+from ._jackknife_selection import _select, _select_sparse, order_ranks
 from ._leave_out import _data_rows, _dot, _LeaveOut, exact_engine
 
 METHODS = ("jackknife+", "cv+")
@@ -150,22 +153,37 @@ def prediction_interval(estimator, X, level, method, cv):
             return mu[:, fold]
 
         width = n_folds
+    # Degree 0 on dense rows: from the weighted scores as they are (most rows).
+    constant = fold is None and state.degree == 0 and pool.algorithm == "brute"
     # A chunk holds its weights, the leave-out fits of its rows are computed
     # in batches of rows: each within half of working_memory (a block of
     # brute-force rows, one row, at least).
     row_bytes = 2 * state.row_bytes(width)
     chunk_bytes = 16 * state.keys.shape[0]
+    if constant:  # the window of the selection: at most a row of scores
+        chunk_bytes = 8 * state.keys.shape[0]
 
     # The residuals R_i = |y_i - mu_{-i}(x_i)|, chunk by chunk.
     counter = _Counter()
 
     def residual_work(X_chunk, workspace):
         start = counter.advance(len(X_chunk))
-        P, Q, empty = state.weights(X_chunk, workspace, sparse=fold is None)
-        out = np.empty((len(X_chunk), p))
-        for b in row_batches(len(X_chunk), row_bytes):
-            at = np.arange(b.start, b.stop)
-            fast, P_fast, slow, P_slow = state.split(P[b], empty[b], fold is None)
+        if constant:
+            W, total, queries = state.raw_weights(X_chunk, workspace)
+            out, done = own_leave_one_out(W, state.Y, total, start)
+            todo = np.flatnonzero(~done)
+            if not len(todo):
+                return out, np.zeros(len(X_chunk), dtype=bool)
+            P, Q, empty = state.normalise(W, total, queries, workspace)
+        else:
+            P, Q, empty = state.weights(X_chunk, workspace, sparse=fold is None)
+            out = np.empty((len(X_chunk), p))
+            todo = np.arange(len(X_chunk))
+        for b in row_batches(len(todo), row_bytes):
+            at = todo[b]
+            fast, P_fast, slow, P_slow = state.split(
+                _take(P, at), empty[at], fold is None
+            )
             if len(fast):
                 W, cols = state.neighbours(P_fast)
                 found = cols == (start + at[fast])[:, None]
@@ -193,8 +211,23 @@ def prediction_interval(estimator, X, level, method, cv):
     place = [np.argsort(order[j]) for j in range(p)]
 
     def query_work(X_chunk, workspace):
-        P, Q, empty = state.weights(X_chunk, workspace, sparse=fold is None)
         out = np.empty((len(X_chunk), 2 * p))
+        todo = np.arange(len(X_chunk))
+        if constant:
+            W, total, queries = state.raw_weights(X_chunk, workspace)
+            top = W.max(axis=1)
+            simple = simple_rows(total, top)
+            rows = np.flatnonzero(simple)
+            if len(rows):
+                f, total_, top_ = (W @ state.Y)[rows], total[rows], top[rows]
+                ranks = (sorted_R, order, n - low + 1, high)
+                out[rows] = constant_bounds(W, rows, state.Y, f, total_, top_, *ranks)
+            if len(rows) == len(X_chunk):
+                return out, np.zeros(len(X_chunk), dtype=bool)
+            todo = np.flatnonzero(~simple)
+            P, Q, empty = state.normalise(W, total, queries, workspace)
+        else:
+            P, Q, empty = state.weights(X_chunk, workspace, sparse=fold is None)
         if isinstance(P, np.ndarray):
             undefined = np.zeros(len(X_chunk), dtype=bool)
             rows = np.flatnonzero(empty)
@@ -202,9 +235,11 @@ def prediction_interval(estimator, X, level, method, cv):
         else:
             undefined = np.zeros(len(X_chunk), dtype=bool)
             undefined[_data_rows(P)[np.isnan(P.data)]] = True
-        for b in row_batches(len(X_chunk), row_bytes):
-            at = np.arange(b.start, b.stop)
-            fast, P_fast, slow, P_slow = state.split(P[b], empty[b], fold is None)
+        for b in row_batches(len(todo), row_bytes):
+            at = todo[b]
+            fast, P_fast, slow, P_slow = state.split(
+                _take(P, at), empty[at], fold is None
+            )
             if len(fast):
                 rows = at[fast]
                 W, cols = state.neighbours(P_fast)
@@ -252,69 +287,25 @@ def prediction_interval(estimator, X, level, method, cv):
 
 
 def _bounded_constant(state, P, sorted_R, order, rank_low, rank_high):
-    """Degree 0: the bounds of the rows of dense weights ``P`` whose
-    leave-one-out fits are bounded without computing them.
-
-    With ``T`` the total weight of a row, ``f`` its weighted sum of the
-    values and ``g = f / T``, ``mu_{-i} - g = p_i (g - y_i) / (T - p_i)``:
-    for weights ``0 <= p_i <= T / 2`` (and at most 0.5, where
-    :meth:`._leave_out._LeaveOut._constant` takes the closed form as it
-    is), with ``s = max_i p_i / (T - max_i p_i)``, every fit lies within
-    ``[g - s (max_i y_i - g), g + s (g - min_i y_i)]`` (widened far beyond
-    the rounding). These bounds select
-    the window of the sorted residuals (:func:`._jackknife_selection.
-    _select_window`), whose keys' fits alone are computed, by the same
-    operations as the full computation: the bounds are those of the full
-    (rows x keys) fits, in one pass over the weights. Returns the mask of
-    the rows so bounded, their ``(lower, upper)`` as one array, and the
-    sums ``P @ Y`` of all rows.
+    """Degree 0: the bounds of the rows of dense normalised weights ``P``
+    whose leave-one-out fits are bounded without computing them
+    (:func:`._jackknife_constant.constant_bounds`): rows of weights at most
+    half of their total and at most 0.5, where
+    :meth:`._leave_out._LeaveOut._constant` takes the closed form as it is.
+    Returns the mask of the rows so bounded, their ``(lower, upper)`` as one
+    array, and the sums ``P @ Y`` of all rows.
     """
     Y = state.Y
     f = _dot(P, Y)
     total = P.sum(axis=1)
-    top, bottom = P.max(axis=1), P.min(axis=1)
-    with np.errstate(invalid="ignore"):
-        done = np.isfinite(total) & (total > 0) & (bottom >= 0)
-        done &= (top <= 0.5) & (top <= 0.5 * total)
+    top = P.max(axis=1)
+    done = simple_rows(total, top) & (top <= 0.5)
     rows = np.flatnonzero(done)
-    n, p = Y.shape
-    bounds = np.empty((len(rows), 2 * p))
     if not len(rows):
-        return done, bounds, f
-    sums = f
-    f, total, top = f[rows], total[rows], top[rows]
-    for j in range(p):
-        y = Y[:, j]
-        g = f[:, j] / total
-        share = top / (total - top)
-        below, above = share * (y.max() - g), share * (g - y.min())
-        slack = 1e-9 * (below + above + np.abs(g) + np.abs(y).max())
-        lo, hi = g - below - slack, g + above + slack
-        keys_j = order[j]
-
-        def values(sub, a, b, sign, j=j, y=y, keys_j=keys_j):
-            keys = keys_j[a:b]
-            weight = P[rows[sub][:, None], keys[None]]
-            fits = f[sub, j, None] - weight * y[keys]
-            np.subtract(total[sub, None], weight, out=weight)
-            fits /= weight
-            return np.negative(fits, out=fits) if sign < 0 else fits
-
-        for column, rank, sign in ((j, rank_low, -1.0), (p + j, rank_high, 1.0)):
-            if rank < 1 or rank > n:
-                value = -np.inf if rank < 1 else np.inf  # as _select's
-                bounds[:, column] = -value if sign < 0 else value
-                continue
-            ends = (-hi, -lo) if sign < 0 else (lo, hi)
-            selected = _select_window(
-                lambda sub, a, b, sign=sign: values(sub, a, b, sign),
-                np.arange(len(rows)),
-                *ends,
-                sorted_R[j],
-                rank,
-            )
-            bounds[:, column] = -selected if sign < 0 else selected
-    return done, bounds, sums
+        return done, np.empty((0, 2 * Y.shape[1])), f
+    ranks = (sorted_R, order, rank_low, rank_high)
+    bounds = constant_bounds(P, rows, Y, f[rows], total[rows], top[rows], *ranks)
+    return done, bounds, f
 
 
 def _take(X, rows):

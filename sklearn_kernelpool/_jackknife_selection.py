@@ -85,7 +85,9 @@ def _select_window(values, rows, lo, hi, sorted_R, rank):
     rows whose windows are of similar widths (within a factor of two) are
     selected together, over the widest of their windows, by one partition:
     the keys of the wider window outside a row's own lie on their side of
-    its answer, which is the same order statistic of the wider window.
+    its answer, which is the same order statistic of the wider window. The
+    groups come widest first: the first call of ``values`` asks for the
+    window that holds all the others.
     """
     pivot = sorted_R[rank - 1]
     margin = (hi - lo) + 8 * _EPS * (np.abs(lo) + np.abs(hi) + pivot)
@@ -93,7 +95,7 @@ def _select_window(values, rows, lo, hi, sorted_R, rank):
     stop = np.searchsorted(sorted_R, pivot + margin, side="right")
     out = np.empty(len(rows))
     group = np.log2(stop - start).astype(np.intp)  # the windows hold >= 1 key
-    for g in np.unique(group):
+    for g in np.unique(group)[::-1]:  # the widest window first
         at = np.flatnonzero(group == g)
         a, b = int(start[at].min()), int(stop[at].max())
         chosen = values(rows[at], a, b)

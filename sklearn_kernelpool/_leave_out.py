@@ -106,6 +106,23 @@ class _LeaveOut(SparseLeaveOut):
             return P, queries[1], empty
         return np.asarray(P, dtype=np.float64), queries[1], empty
 
+    def raw_weights(self, X_chunk, workspace):
+        """Dense weighted scores of a chunk (float64, not normalised), their
+        row sums, and the chunk's queries; :meth:`normalise` makes them the
+        weights of :meth:`weights`."""
+        queries = self.pool._queries(X_chunk)
+        W, total = self.pool._weighted_scores(queries, workspace, sparse=False)
+        if W.dtype != np.float64:
+            W = W.astype(np.float64)
+            total = W.sum(axis=1)
+        return W, total, queries
+
+    def normalise(self, W, total, queries, workspace):
+        """The weights, queries and empty rows of :meth:`weights` from
+        :meth:`raw_weights` (``W`` is divided in place)."""
+        P, empty = self.pool._normalise_scores(W, total, queries, workspace, False)
+        return P, queries[1], empty
+
     # -- sparse rows -----------------------------------------------------------
     def split(self, P, empty, allowed=True):
         """The rows of a batch of weights to take by their neighbours, as

@@ -540,38 +540,44 @@ def test_sparse_rows_do_not_depend_on_working_memory(degree):
 @pytest.mark.parametrize("kernel, h", [("gaussian", 0.05), ("gaussian", 0.01)])
 @pytest.mark.parametrize("level", [0.5, 0.9, 0.999])
 def test_bounded_degree_zero_rows_equal_the_dense_fits(kernel, h, level, monkeypatch):
-    # Rows whose leave-one-out fits are bounded without computing them give
-    # the bounds of the full (rows x keys) fits, bit for bit; the narrow
+    # Degree 0 on the brute-force path takes most rows from the weighted
+    # scores as they are: the residuals from the own score and two sums, the
+    # bounds from a window of the residuals. They equal the bounds from the
+    # normalised (rows x keys) leave-one-out fits of every key; the narrow
     # width puts some queries on one key (weight above 1/2: dense fits).
-    from sklearn_kernelpool import _conformal
+    from sklearn_kernelpool import _conformal, _jackknife_constant
 
     rng = np.random.default_rng(12)
     X = rng.uniform(0, 1, (400, 2))
     Y = np.c_[np.sin(3 * X[:, 0]), np.round(3 * X[:, 1])] + rng.normal(0, 0.1, (400, 2))
     Q = rng.uniform(-0.2, 1.2, (300, 2))
-    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=h).fit(X, Y)
-    bounded = _conformal._bounded_constant
-    done = []
+    w = rng.uniform(0.5, 2.0, 400)
+    reg = KernelAttentionRegressor(kernel=kernel, bandwidth=h).fit(X, Y, w)
+    simple = _jackknife_constant.simple_rows
+    taken = []
 
-    def spy(*args):
-        result = bounded(*args)
-        done.append(result[0])
+    def spy(total, top):
+        result = simple(total, top)
+        taken.append(result)
         return result
 
-    def none(state, P, *args):
-        _, bounds, sums = bounded(state, P, *args)
-        return np.zeros(len(P), dtype=bool), bounds[:0], sums
-
-    monkeypatch.setattr(_conformal, "_bounded_constant", spy)
+    monkeypatch.setattr(_conformal, "simple_rows", spy)
+    monkeypatch.setattr(_jackknife_constant, "simple_rows", spy)
     fast = reg.prediction_interval(Q, level=level)
-    done = np.concatenate(done)
-    assert done.any()
-    if h == 0.01:
-        assert not done.all()
-    monkeypatch.setattr(_conformal, "_bounded_constant", none)
+    taken = np.concatenate(taken)
+    if h == 0.05:
+        assert taken.mean() > 0.5
+    else:
+        assert 0 < taken.mean() < 0.5
+
+    def none(total, top):
+        return np.zeros(len(total), dtype=bool)
+
+    monkeypatch.setattr(_conformal, "simple_rows", none)
+    monkeypatch.setattr(_jackknife_constant, "simple_rows", none)
     dense = reg.prediction_interval(Q, level=level)
-    assert_array_equal(fast[0], dense[0])
-    assert_array_equal(fast[1], dense[1])
+    assert_allclose(fast[0], dense[0], rtol=1e-12, atol=1e-12)
+    assert_allclose(fast[1], dense[1], rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("degree", [0, 1])
