@@ -134,8 +134,15 @@ def _select_sparse(fit, values, position, sorted_R, rank):
     values = np.where(position >= 0, values, np.inf)
     candidates = np.concatenate([window, values], axis=1)
     candidates[np.isnan(candidates)] = np.inf
-    candidates.sort(axis=1)
-    return candidates[np.arange(r), rank - 1 - below]
+    # Partial selection, the rows of each place together.
+    place = rank - 1 - below
+    out = np.empty(r)
+    for k in np.unique(place):
+        rows = np.flatnonzero(place == k)
+        chosen = candidates[rows]
+        chosen.partition(k, axis=1)
+        out[rows] = chosen[:, k]
+    return out
 
 
 def _order_statistic(values, rank, sign):

@@ -102,7 +102,10 @@ class _LeaveOut(SparseLeaveOut):
         P, empty = self.pool._normalized_scores(queries, workspace, sparse=sparse)
         if sparse:
             P = csr_array(P, dtype=np.float64)
-            P.sort_indices()
+            if self.degree == 1:
+                # The local moments in the order of the keys, whatever the
+                # chunk: ill-conditioned local fits round alike.
+                P.sort_indices()
             return P, queries[1], empty
         return np.asarray(P, dtype=np.float64), queries[1], empty
 
@@ -147,7 +150,6 @@ class _LeaveOut(SparseLeaveOut):
         P_fast = P_slow = None
         if len(fast):
             P_fast = P[fast]
-            P_fast.sort_indices()
         if len(slow):
             P_slow = _dense(P if len(slow) == r else P[slow])
         return fast, P_fast, slow, P_slow
