@@ -182,8 +182,8 @@ class _LeaveOut(SparseLeaveOut):
         else:
             Psel = P[np.arange(r), cols][:, None]
         local = np.zeros(r, dtype=bool)
-        if self.degree == 1:
-            local = ~empty & np.all(np.isfinite(P), axis=1)
+        if self.degree == 1:  # weights are never negative: a finite sum
+            local = ~empty & np.isfinite(P.sum(axis=1))  # has finite terms
         if np.all(local):
             mu, hard = self._linear(P, Q, cols)
         elif not np.any(local):
@@ -315,6 +315,8 @@ class _LeaveOut(SparseLeaveOut):
         g = np.einsum("rfg,rg->rf", A, m - Q)
         beta = np.einsum("rfg,rgk->rfk", A, cross)
         f = ybar - np.einsum("rfk,rf->rk", beta, m - Q)
+        if expanded and cols is None and slots is None:
+            return self._deleted_every_key(P, m, A, g, beta, f, ybar)
         if slots is not None:
             Psel, at = slots
             Ysel = _padded(self.Y)[at]
@@ -328,18 +330,6 @@ class _LeaveOut(SparseLeaveOut):
             kg = np.einsum("rcf,rf->rc", Kc, g)
             quad = np.einsum("rcf,rfg,rcg->rc", Kc, A, Kc)
             kb = np.einsum("rcf,rfk->rck", Kc, beta)
-        elif expanded and cols is None:
-            # (k - m) terms for every key by products with the keys.
-            keys = self.keys
-            kg = _dot(g, keys.T) - np.einsum("rf,rf->r", g, m)[:, None]
-            i, j = np.triu_indices(keys.shape[1])
-            upper = A[:, i, j] * np.where(i == j, 1.0, 2.0)
-            Am = np.einsum("rfg,rg->rf", A, m)
-            quad = _dot(upper, (keys[:, i] * keys[:, j]).T)
-            quad -= 2.0 * _dot(Am, keys.T)
-            quad += np.einsum("rf,rf->r", Am, m)[:, None]
-            kb = np.tensordot(beta, keys, axes=([1], [1])).transpose(0, 2, 1)
-            kb -= np.einsum("rf,rfk->rk", m, beta)[:, None, :]
         else:
             K = self.keys[None] if cols is None else self.keys[cols][:, None, :]
             Kc = K - m[:, None, :]
@@ -366,6 +356,85 @@ class _LeaveOut(SparseLeaveOut):
         if slots is not None:
             return f, kb, hard
         return kb, hard
+
+    def _deleted_every_key(self, P, m, A, g, beta, f, ybar):
+        """The case-deletion fits of every key, expanded in the monomials of
+        the keys and values (:meth:`_monomials`).
+
+        With ``a(k) = 1 - (k - m) . g``, the residual ``e(k, y) = y - ybar -
+        beta . (k - m)`` and ``s(k) = 1 + (k - m)^T A (k - m)``, a key's fit
+        is ``f - p a e / (1 - p s)``; ``a e`` and ``s`` are polynomials of
+        degree two in ``(k, y)`` whose coefficients depend on the row only,
+        so they come from one product of the rows' coefficients with the
+        keys' monomials (their cancellation is that of the expanded moments,
+        bounded by :func:`._local_linear.cancelled`).
+        """
+        r, d = m.shape
+        k = ybar.shape[1]
+        n = len(self.keys)
+        i, j = np.triu_indices(d)
+        twice = np.where(i == j, 1.0, 2.0)
+        # a(k) = a0 + a . k, e(k, y) = y + b0 + b . k (per output).
+        a0 = 1.0 + np.einsum("rf,rf->r", m, g)
+        a = -g
+        b0 = np.einsum("rfk,rf->rk", beta, m) - ybar
+        b = -beta
+        Am = np.einsum("rfg,rg->rf", A, m)
+        # s: 1 + m^T A m - 2 (A m) . k + k^T A k.
+        lev = np.hstack(
+            [
+                (1.0 + np.einsum("rf,rf->r", Am, m))[:, None],
+                -2.0 * Am,
+                A[:, i, j] * twice,
+                np.zeros((r, 1 + d)),
+            ]
+        )
+        mu = np.empty((r, n, k)) if k > 1 else None
+        hard = None
+        for o in range(k):
+            ab = a[:, i] * b[:, j, o] + np.where(i == j, 0.0, a[:, j] * b[:, i, o])
+            coef = np.hstack(
+                [
+                    (a0 * b0[:, o])[:, None],
+                    a0[:, None] * b[:, :, o] + b0[:, o, None] * a,
+                    ab,
+                    a0[:, None],
+                    a,
+                ]
+            )
+            terms = _dot(np.vstack([coef, lev]), self._monomials(o))
+            num, rest = terms[:r], terms[r:]
+            # rest = 1 - leverage, num = f - ell e / rest, in place.
+            rest *= P
+            np.subtract(1.0, rest, out=rest)
+            num *= P
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                num /= rest
+            np.subtract(f[:, o, None], num, out=num)
+            if k == 1:
+                mu = num[:, :, None]
+            else:
+                mu[:, :, o] = num
+            if hard is None:
+                hard = rest > _LEVERAGE_MARGIN  # False where NaN
+                if hard.all():
+                    hard = np.zeros_like(hard)
+                else:
+                    np.logical_not(hard, out=hard)
+                    hard &= P > 0
+        return mu, hard
+
+    def _monomials(self, output):
+        """The monomials of degree at most two in the keys, and the value of
+        ``output`` times one and the keys, as rows: ``1, k, k_a k_b (a <=
+        b), y, y k``."""
+        key = ("monomials", output)
+        if key not in self._cache:
+            K, y = self.keys, self.Y[:, output, None]
+            i, j = np.triu_indices(K.shape[1])
+            terms = np.hstack([np.ones((len(K), 1)), K, K[:, i] * K[:, j], y, y * K])
+            self._cache[key] = np.ascontiguousarray(terms.T)
+        return self._cache[key]
 
     # -- leave-fold-out --------------------------------------------------------
     def leave_folds_out(self, X_chunk, P, Q, empty, fold, n_folds):
