@@ -16,16 +16,17 @@ the sorted residuals; other rows are dense over every key. On dense rows of
 ``degree=0`` whose weights are at most half of their total, the fits
 without each key are bounded from the largest weight, and only the keys of
 the window of sorted residuals that the bounds leave are computed: no
-(queries x keys) array of leave-one-out fits. At 1e4 x 1e4, one thread,
-old and new code timed alternately in four runs (median of 3 each; the
-machine is shared and ``predict`` itself varied by 1.5x): the interval on
-the brute-force path with the gaussian kernel took 1.05-1.51 s (before
-1.53-2.06 s), 5.5-7.3 ``predict`` calls (before 7.1-9.4) with
-``degree=0``, and 3.0-3.8 s (before 4.2-4.25 s), 5.9-10.6 calls (before
-7.9-12.5) with ``degree=1``; on a k-d tree with the Epanechikov kernel
-(neighbour rows, unchanged) 5.8-6.2 calls (5.3-6.0) with ``degree=0`` and
-6.7-8.3 (7.1-8.4) with ``degree=1``. The ratio of the two times is printed
-per kernel and degree (the machine is shared and noisy: read the ratios).
+(queries x keys) array of leave-one-out fits; on the brute-force path both
+passes take these rows from the kernel scores as they are (not
+normalised). At 1e4 x 1e4, one thread, the code before and after this
+change timed alternately in two runs (median of 3 each; the machine was
+shared): the interval on the brute-force path with the gaussian kernel cost
+4.3 ``predict`` calls (before 6.3-7.9) with ``degree=0`` and 5.9-6.5
+(6.2-8.1) with ``degree=1``; on a k-d tree with the Epanechikov kernel 4.3-4.4
+(5.0-5.2) with ``degree=0`` and 6.4-8.5 (7.0-7.9) with ``degree=1``. Two
+calls are the floor: the residuals take a pass over the training rows. The
+ratio of the two times is printed per kernel and degree (the machine is
+shared and noisy: read the ratios).
 
 The coverage simulation draws data from a linear truth (``degree=1``, no
 smoothing bias) and a smooth curve, with homoscedastic and heteroscedastic

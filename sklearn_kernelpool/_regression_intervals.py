@@ -173,13 +173,14 @@ class IntervalMethods:
         not sorted. On a tree, a query's leave-out fits and order statistics
         come from its neighbours (a key of weight zero leaves the fit
         unchanged) and a window of the sorted residuals; other rows are
-        dense over every key. At 1e4 queries x 1e4 keys: about ten times the
-        time of ``predict`` on the brute-force path, 12 for a compact kernel
-        with ``degree=0`` on a tree and 43 with ``degree=1``, most of it the
-        exact refits below. Where the formula is undefined (a row holding
-        all the weight of the query, a leverage of one, a fallback depending
-        on the row), the fit without the row is computed by its definition,
-        with the same widths and ``on_empty`` policy.
+        dense over every key. At 1e4 queries x 1e4 keys: about 4 times the
+        time of ``predict`` with ``degree=0`` (brute force, or a compact
+        kernel on a tree) and 6 to 8 with ``degree=1``; twice is the floor,
+        as the residuals take a pass over the training rows. Where the
+        formula is undefined (a row holding all the weight of the query, a
+        leverage of one, a fallback depending on the row), the fit without
+        the row is computed by its definition, with the same widths and
+        ``on_empty`` policy.
 
         Parameters
         ----------
