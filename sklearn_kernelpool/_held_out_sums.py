@@ -133,17 +133,26 @@ def kernel_block(kernel, d2, d2_range, bandwidth, out, edge=None):
 
 
 def _blocks(n, groups):
-    """Slices of at most BLOCK points; with groups (sorted), one group each."""
+    """Slices of at most BLOCK points; with groups (sorted), a block ends at
+    the last start of a group in its second half, if any: the blocks of
+    large groups hold one group each (their same-group pairs are skipped
+    whole), and small groups share blocks of at least BLOCK / 2 points (their
+    same-group pairs are masked), so the number of blocks does not grow with
+    the number of groups."""
     if groups is None:
-        bounds = [(0, n)]
-    else:
-        cuts = np.flatnonzero(np.diff(groups)) + 1
-        bounds = list(zip([0, *cuts], [*cuts, n], strict=True))
-    return [
-        slice(a, min(a + BLOCK, stop))
-        for start, stop in bounds
-        for a in range(start, stop, BLOCK)
-    ]
+        return [slice(a, min(a + BLOCK, n)) for a in range(0, n, BLOCK)]
+    starts = np.append(np.flatnonzero(np.diff(groups)) + 1, n)
+    blocks, a = [], 0
+    while a < n:
+        stop = min(a + BLOCK, n)
+        lo, hi = np.searchsorted(starts, [a + BLOCK // 2, stop], side="left")
+        if hi < len(starts) and starts[hi] == stop:
+            hi += 1  # a group starts right after the block
+        if hi > lo:
+            stop = int(starts[hi - 1])
+        blocks.append(slice(a, stop))
+        a = stop
+    return blocks
 
 
 class HeldOutSums:
@@ -263,8 +272,16 @@ class HeldOutSums:
 
     def _pool_pair(self, sums, left, right, moments, groups, rows, cols, d2, buf, raw):
         """Add the block of pairs (rows, cols) to the sums of both sides."""
-        if groups is not None and groups[rows.start] == groups[cols.start]:
-            return  # blocks hold one group each: a same-group block pools nothing
+        same = None
+        if groups is not None:
+            # Groups are sorted: blocks of one same group pool nothing, and
+            # blocks whose groups overlap mask their same-group pairs.
+            first, last = groups[[rows.start, rows.stop - 1]]
+            lo, hi = groups[[cols.start, cols.stop - 1]]
+            if first == last == lo == hi:
+                return
+            if first <= hi and lo <= last:
+                same = groups[rows][:, None] == groups[cols][None, :]
         n_rows, n_cols = rows.stop - rows.start, cols.stop - cols.start
         d2 = squared_distances(left[rows], right[:, cols], d2[:n_rows, :n_cols])
         d2 = exact_if_far(d2, left[rows], right[:, cols], self.bandwidths.min())
@@ -277,7 +294,9 @@ class HeldOutSums:
                 weights = kernel_block(kernel, d2, d2_range, h, buf, edge)
                 if weights is None:
                     continue
-                if diagonal:
+                if same is not None:
+                    weights[same] = 0.0
+                elif diagonal:
                     np.fill_diagonal(weights, 0.0)  # leave-one-out: not itself
                 sums[k, m, rows] += weights @ moments[cols]
                 if not diagonal:
