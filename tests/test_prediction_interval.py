@@ -596,3 +596,28 @@ def test_binned_estimator_takes_the_exact_engines_intervals(degree):
         want = exact.prediction_interval(Q, level=0.8, method=method, cv=cv)
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
         assert np.all(np.isfinite(got))
+
+
+def test_local_linear_fits_without_each_key_equal_weighted_least_squares():
+    # The dense case-deletion fits of degree 1 (every key, from the keys'
+    # monomials) against the local weighted least squares refitted without
+    # each key, two outputs, sample weights, queries inside and outside.
+    from sklearn_kernelpool._leave_out import _LeaveOut
+
+    rng = np.random.default_rng(21)
+    X = rng.uniform(0, 1, (40, 2))
+    Y = np.c_[np.sin(3 * X[:, 0]), X[:, 1] ** 2] + rng.normal(0, 0.1, (40, 2))
+    w = rng.uniform(0.5, 2.0, 40)
+    Q = np.r_[rng.uniform(0, 1, (4, 2)), [[1.3, -0.2]]]
+    reg = KernelAttentionRegressor(bandwidth=0.4, degree=1, algorithm="brute")
+    state = _LeaveOut(reg.fit(X, Y, w))
+    P, Q_centred, empty = state.weights(Q, state.pool.scorer.workspace(len(Q)))
+    mu = state.leave_one_out(Q, P, Q_centred, empty) + state.center
+    assert mu.shape == (len(Q), len(X), 2)
+    for r, q in enumerate(Q):
+        for i in range(len(X)):
+            weights = P[r].copy()
+            weights[i] = 0.0
+            design = np.c_[np.ones(len(X)), X - q] * np.sqrt(weights)[:, None]
+            coef = np.linalg.lstsq(design, Y * np.sqrt(weights)[:, None], rcond=None)
+            assert_allclose(mu[r, i], coef[0][0], rtol=1e-9, atol=1e-9)
