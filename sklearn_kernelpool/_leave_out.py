@@ -389,8 +389,17 @@ class _LeaveOut(SparseLeaveOut):
                 np.zeros((r, 1 + d)),
             ]
         )
+        # 1 - leverage, the same for every output (its y terms are zero).
+        rest = _dot(lev, self._monomials(0))
+        rest *= P
+        np.subtract(1.0, rest, out=rest)
+        hard = rest > _LEVERAGE_MARGIN  # False where NaN
+        if hard.all():
+            hard = np.zeros_like(hard)
+        else:
+            np.logical_not(hard, out=hard)
+            hard &= P > 0
         mu = np.empty((r, n, k)) if k > 1 else None
-        hard = None
         for o in range(k):
             ab = a[:, i] * b[:, j, o] + np.where(i == j, 0.0, a[:, j] * b[:, i, o])
             coef = np.hstack(
@@ -402,11 +411,8 @@ class _LeaveOut(SparseLeaveOut):
                     a,
                 ]
             )
-            terms = _dot(np.vstack([coef, lev]), self._monomials(o))
-            num, rest = terms[:r], terms[r:]
-            # rest = 1 - leverage, num = f - ell e / rest, in place.
-            rest *= P
-            np.subtract(1.0, rest, out=rest)
+            # num = f - p a e / rest, in place.
+            num = _dot(coef, self._monomials(o))
             num *= P
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
                 num /= rest
@@ -415,13 +421,6 @@ class _LeaveOut(SparseLeaveOut):
                 mu = num[:, :, None]
             else:
                 mu[:, :, o] = num
-            if hard is None:
-                hard = rest > _LEVERAGE_MARGIN  # False where NaN
-                if hard.all():
-                    hard = np.zeros_like(hard)
-                else:
-                    np.logical_not(hard, out=hard)
-                    hard &= P > 0
         return mu, hard
 
     def _monomials(self, output):
