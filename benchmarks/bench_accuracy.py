@@ -394,6 +394,15 @@ OURS = {
     "ours_deg1_dropfirst": {"degree": 1, "categorical": "drop_first"},
     "ours_deg1_cat": {"degree": 1, "categorical": "native"},
     "ours_auto_cat": {"degree": "auto", "per_feature": "auto", "categorical": "native"},
+    # statsmodels' KernelReg(reg_type="lc", bw="aic"): one local-constant
+    # gaussian width per feature, by the corrected AIC.
+    "ours_pf_aicc": {
+        "kernels": "gaussian",
+        "degree": 0,
+        "n_neighbors": None,
+        "scoring": "aicc",
+        "per_feature": True,
+    },
 }
 QUICK_OURS = ["ours_default", "ours_deg1", "ours_deg1_wide", "ours_pf"]
 

@@ -85,26 +85,31 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         smoother matrix (see
         :meth:`KernelAttentionRegressor.smoother_diagnostics`), from the
         leave-one-out pass itself; ``mean_test_score`` is the negated
-        criterion. They need ``cv=None`` and ``per_feature=False``
-        (``ValueError`` otherwise). See :ref:`bandwidth-selection` for the
-        formulas.
+        criterion. They need ``cv=None`` (``ValueError`` otherwise). With
+        ``per_feature``, the per-feature widths are learned on the same
+        criterion. See :ref:`bandwidth-selection` for the formulas.
 
     per_feature : bool or "auto", default=False
         After the isotropic selection, learn one width per feature by
         minimising the leave-one-out squared error with L-BFGS-B on the log
         widths, from the best isotropic bandwidth and two other deterministic
         starts, with an analytic gradient, for the selected ``degree`` (0 or
-        1). Needs kernels with a log form (``"gaussian"``,
-        ``"exponential"``, ``"cauchy"`` and their aliases).
+        1). With ``scoring="gcv"`` or ``"aicc"`` they minimise that
+        criterion of the fit on all the data instead, as statsmodels'
+        ``KernelReg(bw="aic")`` and R np's ``bwmethod="cv.aic"`` do. Needs
+        kernels with a log form (``"gaussian"``, ``"exponential"``,
+        ``"cauchy"`` and their aliases).
 
         - True: the learned widths are kept where they lower the
-          leave-one-out error of the isotropic choice. Needs ``cv=None``.
+          leave-one-out error (the criterion) of the isotropic choice.
+          Needs ``cv=None``.
         - ``"auto"``: they are kept only where, in addition, the procedure
           that learns them beats the isotropic selection out of fold: five
           shuffled folds (a fixed seed) or, with a K-fold ``cv``, its
           splits; on each training part the isotropic bandwidth is selected
-          by exact leave-one-out and the widths learned from it, and the
-          out-of-fold mean squared errors of both are compared.
+          by exact leave-one-out (by the criterion) and the widths learned
+          from it, and the out-of-fold mean squared errors of both are
+          compared.
         - False: one isotropic bandwidth.
 
         See :ref:`bandwidth-selection` for the bounds, the starts and the
@@ -251,8 +256,9 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
     best_score_ : float
         The score of the selected model: ``mean_test_score`` of the selected
         candidate, or with kept per-feature widths the score of their
-        leave-one-out predictions (``cv=None``) or the mean split score of
-        the guard's out-of-fold predictions (K-fold ``cv``).
+        leave-one-out predictions (``cv=None``), their negated criterion
+        (``scoring="gcv"`` or ``"aicc"``) or the mean split score of the
+        guard's out-of-fold predictions (K-fold ``cv``).
 
     n_neighbors_ : int or None
         The neighbour count of the selected candidate when it is adaptive,

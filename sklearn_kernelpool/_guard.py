@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.model_selection import KFold
 
+from ._diagnostics import SMOOTHER_CRITERIA, in_sample_criteria
 from ._exceptions import LocalLinearFallbackWarning
 from ._loo import HeldOut
 from ._widths import learn_widths
@@ -61,10 +62,16 @@ def default_splits(n):
 
 
 def _select_isotropic(X, Y, weights, kernel, bandwidths, degree, objective):
-    """The bandwidth of smallest exact leave-one-out loss on (X, Y)."""
+    """The bandwidth of smallest exact leave-one-out loss on (X, Y), or of
+    smallest criterion of the in-sample fit (``"gcv"``, ``"aicc"``)."""
     held_out = HeldOut(X, Y, weights, [kernel], bandwidths, degree=degree)
     n = X.shape[0]
     sums = held_out.sums_excluding_groups(None)
+    if objective in SMOOTHER_CRITERIA:
+        fitted, self_weight = held_out.in_sample(sums, degree=degree)
+        _, _, gcv, aicc = in_sample_criteria(Y, weights, fitted[0], self_weight[0])
+        criterion = gcv if objective == "gcv" else aicc
+        return float(bandwidths[int(np.argmin(np.nan_to_num(criterion, nan=np.inf)))])
     predictions, empty, *_ = held_out.predictions(sums, np.arange(n))
     scale = weights.sum() * (Y.shape[1] if objective == "squared_error" else 1)
     losses = np.full(len(bandwidths), np.inf)
@@ -125,9 +132,12 @@ def guard_widths(
         The isotropic candidates.
     degree : {0, 1}, default=0
         The degree of the fits.
-    objective : {"squared_error", "log_loss"}, default="squared_error"
+    objective : {"squared_error", "log_loss", "gcv", "aicc"}, \
+            default="squared_error"
         The loss of the leave-one-out selection, the learning and the
-        out-of-fold comparison.
+        out-of-fold comparison; ``"gcv"`` and ``"aicc"`` select and learn on
+        that criterion of the in-sample fit, and compare the squared error
+        out of fold.
     splits : list of (train, test) index arrays, default=None
         The splits; None means five shuffled folds with a fixed seed
         (:func:`default_splits`). Their test parts need not partition the
@@ -143,6 +153,7 @@ def guard_widths(
     if splits is None:
         splits = default_splits(n)
     bandwidths = np.asarray(bandwidths, dtype=np.float64)
+    judged = "squared_error" if objective in SMOOTHER_CRITERIA else objective
     losses = np.zeros(2)
     total = 0.0
     oof = [np.full((n, p), np.nan), np.full((n, p), np.nan)]
@@ -173,8 +184,8 @@ def guard_widths(
         for c, bandwidth in enumerate((h, widths)):
             pred = _pool(X_train, Y_train, w_train, X[test], kernel, bandwidth, degree)
             oof[c][test] = pred
-            losses[c] += _objective(objective, Y[test], pred, w_test, scale)[0]
-        total += w_test.sum() * (p if objective == "squared_error" else 1)
+            losses[c] += _objective(judged, Y[test], pred, w_test, scale)[0]
+        total += w_test.sum() * (p if judged == "squared_error" else 1)
     losses /= total
     return GuardResult(
         keep=bool(losses[1] < losses[0]),

@@ -111,6 +111,17 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
                 "categorical_features=...) directly."
             )
         self.check_smoother_scoring()
+        if (
+            self.smoother_scoring()
+            and self.per_feature_mode() is True
+            and codes is not None
+        ):
+            raise ValueError(
+                f"per_feature={self.per_feature!r} with categorical features learns "
+                "the widths and lambdas on the leave-one-out error; "
+                f"scoring={self.scoring!r} cannot score them. Use scoring=None, "
+                "or per_feature=False."
+            )
         if self.per_feature_mode() is True and self.cv is not None:
             raise ValueError(
                 "per_feature=True learns the widths on the leave-one-out error "
@@ -249,7 +260,8 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
             self.say("Learning per-feature widths and lambdas by leave-one-out")
             learn_categorical_widths(self, data, codes)
         elif mode and codes is None and self.n_neighbors_ is None:
-            self.say("Learning per-feature widths by leave-one-out")
+            on = self.scoring if self.smoother_scoring() else "leave-one-out"
+            self.say(f"Learning per-feature widths by {on}")
             learn_feature_widths(self, data, fixed_grid)
             if self.per_feature_:
                 widths = np.round(self.bandwidth_, 6).tolist()

@@ -196,13 +196,6 @@ class SearchParameters:
                 f"it takes no cross-validation splits; got cv={self.cv!r}. Use "
                 "cv=None."
             )
-        if self.per_feature_mode() is not False:
-            raise ValueError(
-                f"scoring={self.scoring!r} selects among the isotropic and "
-                "adaptive candidates; per-feature widths are learned on the "
-                "leave-one-out error. Use per_feature=False, or scoring=None; "
-                f"got per_feature={self.per_feature!r}."
-            )
 
     def per_feature_mode(self):
         """``per_feature`` as ``"auto"``, True or False."""

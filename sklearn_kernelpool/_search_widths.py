@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _categorical_widths
 from ._guard import guard_widths
-from ._widths import learn_widths, loo_loss
+from ._widths import learn_widths, width_loss
 from .kernels import KERNELS
 
 
@@ -14,8 +14,9 @@ def learn_feature_widths(search, data, grid):
     """Learn per-feature widths; keep them as ``per_feature`` says.
 
     They are learned on the leave-one-out loss of ``search.policy``
-    (squared error, or log-loss for class probabilities) and kept only
-    where they lower that of the isotropic choice and, with
+    (squared error, or log-loss for class probabilities), or on the
+    criterion of ``scoring="gcv"`` or ``"aicc"``, and kept only where they
+    lower that of the isotropic choice and, with
     ``per_feature="auto"``, where the guard (:func:`._guard.guard_widths`)
     finds them better out of fold. ``grid`` holds the fixed bandwidths
     scored.
@@ -23,13 +24,15 @@ def learn_feature_widths(search, data, grid):
     X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
     policy = search.policy
     kernel = KERNELS[search.kernel_]
-    options = {"degree": search.degree_, "objective": policy.objective}
+    criterion = search.smoother_scoring()
+    objective = search.scoring if criterion else policy.objective
+    options = {"degree": search.degree_, "objective": objective}
     widths, n_iter, loss, predictions = learn_widths(
         X64, Y, weights, kernel, search.bandwidth_, max_iter=search.max_iter, **options
     )
     search.n_iter_ = n_iter
     isotropic = np.full(X64.shape[1], np.log(search.bandwidth_))
-    isotropic_loss = loo_loss(
+    isotropic_loss = width_loss(
         isotropic, X64, Y, weights, kernel, gradient=False, **options
     )[0]
     if not loss < isotropic_loss:
@@ -81,7 +84,7 @@ def learn_feature_widths(search, data, grid):
                 ]
             )
         )
-    elif scorer is None:
+    elif scorer is None or criterion:
         search.best_score_ = -float(loss)
     else:
         search.best_score_ = policy.learned_loo_score(

@@ -1,4 +1,5 @@
-"""Per-feature widths learned on the leave-one-out error, with its gradient."""
+"""Per-feature widths learned on the leave-one-out error (or on GCV or AICc),
+with its gradient."""
 
 import warnings
 
@@ -7,17 +8,12 @@ from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
 from ._bandwidth import _weighted_spread
-from ._chunking import working_memory_bytes
+from ._diagnostics import SMOOTHER_CRITERIA
 from ._threads import single_threaded_blas
+from ._widths_constant import _constant_terms
+from ._widths_criteria import criterion_loss
 from ._widths_linear import _loo_loss_linear
-from ._widths_terms import (
-    _BYTES_PER_KEY,
-    _CHUNK_BYTES,
-    OBJECTIVES,
-    _objective,
-    _score_chunks,
-    scaled_points,
-)
+from ._widths_terms import OBJECTIVES
 
 # Widths are bounded to [1e-3, 1e3] times the feature's spread.
 _WIDTH_RANGE = 1e3
@@ -93,63 +89,43 @@ def loo_loss(
             "needs degree=0."
         )
     if degree == 1:
-        return _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient)
-    n, n_outputs = Y.shape
-    Z, left, right, log_weights = scaled_points(X, weights, log_widths)
-    scale = weights.sum()
-    if objective == "squared_error":
-        scale *= n_outputs
-    has_zero = bool(np.any(weights == 0))
-    loss = 0.0
-    grad = np.zeros(X.shape[1])
-    predictions = np.empty_like(Y)
-    budget = min(_CHUNK_BYTES * _BYTES_PER_KEY // 8, working_memory_bytes())
-    rows_per_chunk = max(1, int(min(n, budget // (_BYTES_PER_KEY * n))))
-    buffer = np.empty((min(rows_per_chunk, n), n))
-    d = Z.shape[1]
-    unit = np.hstack([Y, np.ones((n, 1))])
-    width = unit.shape[1]
-    if gradient:
-        # [y, 1], z_f^2 [y, 1] and z_f [y, 1] for every feature f.
-        moments = np.hstack(
-            [
-                unit,
-                (Z[:, :, None] ** 2 * unit[:, None, :]).reshape(n, -1),
-                (Z[:, :, None] * unit[:, None, :]).reshape(n, -1),
-            ]
-        )
-    for rows, scores, slope in _score_chunks(
-        Z, left, right, weights, log_weights, has_zero, kernel, gradient, buffer
-    ):
-        if gradient and slope is None:
-            pooled = scores @ moments  # the pooled sums and the gradient's
-            sums = pooled[:, :width]
-        else:
-            sums = scores @ unit
-            if gradient:
-                scores *= slope
-                pooled = scores @ moments
-        total = sums[:, -1]
-        pred = sums[:, :-1] / total[:, None]
-        predictions[rows] = pred
-        part, r = _objective(objective, Y[rows], pred, weights[rows], scale)
-        loss += part
-        if not gradient:
-            continue
-        # dp_i / dtheta_f = sum_j T_ij D_ijf (y_j - p_i) / total_i, with
-        # T = scores * slope and D_ijf = z_if^2 + z_jf^2 - 2 z_if z_jf: sums
-        # of T against [1, z_f^2, z_f] times [y, 1], pooled above. ``r`` is
-        # the derivative of the loss in the predictions.
-        c = len(rows)
-        direct = pooled[:, :width]
-        squares = pooled[:, width : width * (d + 1)].reshape(c, d, width)
-        linear = pooled[:, width * (d + 1) :].reshape(c, d, width)
-        Zr = Z[rows][:, :, None]
-        pair_sums = Zr**2 * direct[:, None, :] + squares - 2.0 * Zr * linear
-        coef = np.hstack([r, -np.sum(r * pred, axis=1, keepdims=True)])
-        coef /= total[:, None]
-        grad += np.einsum("ifq,iq->f", pair_sums, coef)
+        terms = _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient)
+    else:
+        terms = _constant_terms(log_widths, X, Y, weights, kernel, gradient, objective)
+    loss, grad, predictions = terms[:3]
     return (loss, grad, predictions) if gradient else (loss, predictions)
+
+
+def width_loss(
+    log_widths,
+    X,
+    Y,
+    weights,
+    kernel,
+    gradient=True,
+    *,
+    degree=0,
+    objective="squared_error",
+):
+    """The loss that :func:`learn_widths` minimises: :func:`loo_loss` for
+    ``"squared_error"`` and ``"log_loss"``, and for ``"gcv"`` and ``"aicc"``
+    the criterion of the in-sample fit
+    (:func:`._widths_criteria.criterion_loss`), whose second output is then
+    the in-sample fits."""
+    if objective in SMOOTHER_CRITERIA:
+        return criterion_loss(
+            log_widths,
+            X,
+            Y,
+            weights,
+            kernel,
+            gradient,
+            degree=degree,
+            criterion=objective,
+        )
+    return loo_loss(
+        log_widths, X, Y, weights, kernel, gradient, degree=degree, objective=objective
+    )
 
 
 def _unique(starts):
@@ -172,10 +148,10 @@ def learn_widths(
     max_iter=_MAX_ITER,
     warn=True,
 ):
-    """Per-feature widths minimising the leave-one-out loss.
+    """Per-feature widths minimising the leave-one-out loss (or GCV, AICc).
 
     L-BFGS-B on the log widths with the analytic gradient of
-    :func:`loo_loss`, bounded to ``[1e-3 s_j, 1e3 s_j]`` (``s_j`` the
+    :func:`width_loss`, bounded to ``[1e-3 s_j, 1e3 s_j]`` (``s_j`` the
     feature's weighted spread), from three deterministic starts: the
     isotropic ``bandwidth``, the same scaled per feature by ``s_j`` over
     their geometric mean, and twice ``bandwidth`` (the first only for one
@@ -196,8 +172,11 @@ def learn_widths(
         The isotropic bandwidth the starts are made of.
     degree : {0, 1}, default=0
         The degree of the held-out fits.
-    objective : {"squared_error", "log_loss"}, default="squared_error"
-        The leave-one-out loss minimised (see :func:`loo_loss`).
+    objective : {"squared_error", "log_loss", "gcv", "aicc"}, \
+            default="squared_error"
+        The leave-one-out loss minimised (see :func:`loo_loss`), or the
+        criterion of the in-sample fit (see
+        :func:`._widths_criteria.criterion_loss`).
     max_iter : int, default=200
         The iteration cap of L-BFGS-B, per start.
     warn : bool, default=True
@@ -210,9 +189,10 @@ def learn_widths(
     n_iter : int
         Iterations of the winning start.
     loss : float
-        Its leave-one-out loss.
+        Its leave-one-out loss (its criterion for ``"gcv"``, ``"aicc"``).
     predictions : ndarray of shape (n, n_outputs)
-        Its leave-one-out predictions.
+        Its leave-one-out predictions (its in-sample fits for ``"gcv"``,
+        ``"aicc"``).
     """
     positive = weights > 0
     spread = _weighted_spread(X[positive], weights[positive])
@@ -226,7 +206,7 @@ def learn_widths(
         np.full(X.shape[1], np.log(2.0 * bandwidth)),
     ]
     Y_unit = Y
-    if objective == "squared_error":
+    if objective != "log_loss":
         # The loss in units of the values' variance, so that the tolerances
         # of L-BFGS-B do not depend on the scale of y.
         mean = np.average(Y, axis=0, weights=weights)
@@ -235,7 +215,7 @@ def learn_widths(
         Y_unit = (Y - mean) / np.sqrt(unit)
 
     def fun(theta):
-        loss, grad, _ = loo_loss(
+        loss, grad, _ = width_loss(
             theta, X, Y_unit, weights, kernel, degree=degree, objective=objective
         )
         return loss, grad
@@ -257,7 +237,7 @@ def learn_widths(
             if best is None or result.fun < best.fun:
                 best = result
         theta = np.clip(best.x, lower, upper)
-        loss, predictions = loo_loss(
+        loss, predictions = width_loss(
             theta,
             X,
             Y,

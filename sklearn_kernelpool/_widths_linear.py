@@ -47,7 +47,14 @@ def _solve_local(cov, rhs, tol):
     return np.einsum("cfe,cek->cfk", vectors, inverse[:, :, None] * projected)
 
 
-def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient):
+def _feature_sums(M, Zr, Z):
+    """``sum_ij M_ij (z_if - z_jf)^2`` per feature ``f``, from the rows ``Zr``
+    of the chunk and all points ``Z``."""
+    grad = Zr.T**2 @ M.sum(axis=1) + M.sum(axis=0) @ Z**2
+    return grad - 2.0 * np.einsum("cf,cf->f", Zr, M @ Z)
+
+
+def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient, own=False):
     """:func:`loo_loss` of local-linear (degree 1) held-out fits.
 
     The local fits are solved in the scaled coordinates ``z = x / h``, in
@@ -56,6 +63,13 @@ def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient):
     rank-deficient, by the threshold of the fitted estimator
     (:mod:`._local_linear`), gets its minimum-norm fit; one of rank 0 the
     local mean and the local mean's gradient.
+
+    Returns ``(loss, grad, predictions)`` (``grad`` None without
+    ``gradient``). With ``own``, the terms of the in-sample fits (each
+    point's own key pooled too), followed by ``trace``, the sum over the
+    points of positive weight of ``L_ii = a_ii g_ii``, and its gradient:
+    ``dL_ii = -a_ii sum_j da_ij g_ij^2`` (the derivative of ``e_1^T
+    A_i^{-1} e_1``, ``a_ii`` not depending on the widths).
     """
     n, p = Y.shape
     d = X.shape[1]
@@ -81,15 +95,18 @@ def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient):
     budget = max(budget - moments.nbytes, per_key * n)
     rows_per_chunk = max(1, int(min(n, budget // (per_key * n))))
     buffer = np.empty((rows_per_chunk, n))
-    n_keys = np.count_nonzero(weights > 0) - (weights > 0)
+    n_keys = np.count_nonzero(weights > 0) - (0 if own else 1) * (weights > 0)
     loss = 0.0
     grad = np.zeros(d)
     predictions = np.empty_like(Y)
     n_sq = len(upper[0])
+    trace, trace_grad = 0.0, np.zeros(d)
     for rows, scores, slope in _score_chunks(
-        Z, left, right, weights, log_weights, has_zero, kernel, gradient, buffer
+        Z, left, right, weights, log_weights, has_zero, kernel, gradient, buffer, own
     ):
         c = len(rows)
+        if own:
+            own_score = scores[np.arange(c), rows] * (weights[rows] > 0)
         total = scores.sum(axis=1)
         sums = scores @ moments / total[:, None]
         m = sums[:, :d]
@@ -109,6 +126,10 @@ def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient):
         predictions[rows] = pred + center
         part, r = _objective("squared_error", values[rows], pred, weights[rows], scale)
         loss += part
+        if own:
+            # g_ii = (1 + lever_i . (z_i - m_i)) / total_i
+            lever_own = 1.0 + np.einsum("cf,cf->c", lever, Z[rows] - m)
+            trace += float(np.sum(own_score * lever_own / total))
         if not gradient:
             continue
         # g_ij = (1 + lever_i . (z_j - m_i)) / total_i and
@@ -120,12 +141,13 @@ def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient):
         E = r @ values.T
         E -= tilt @ Z.T
         E += (np.einsum("cf,cf->c", tilt, Z[rows]) - np.sum(r * pred, axis=1))[:, None]
+        if slope is not None:
+            scores *= slope
+        if own:
+            trace_grad -= _feature_sums(G**2 * scores * own_score[:, None], Z[rows], Z)
         E *= G
         E *= scores
-        if slope is not None:
-            E *= slope
-        # sum_ij M_ij (z_if^2 + z_jf^2 - 2 z_if z_jf)
-        Zr = Z[rows]
-        grad += Zr.T**2 @ E.sum(axis=1) + E.sum(axis=0) @ Z**2
-        grad -= 2.0 * np.einsum("cf,cf->f", Zr, E @ Z)
-    return (loss, grad, predictions) if gradient else (loss, predictions)
+        grad += _feature_sums(E, Z[rows], Z)
+    if own:
+        return loss, grad, predictions, trace, trace_grad
+    return loss, (grad if gradient else None), predictions

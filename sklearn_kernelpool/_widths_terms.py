@@ -56,14 +56,16 @@ def _objective(objective, Y, predictions, weights, scale):
     return -float(np.sum(w * terms)) / scale, derivative / scale
 
 
-def _score_chunks(Z, left, right, weights, log_weights, has_zero, kernel, slopes, buf):
+def _score_chunks(
+    Z, left, right, weights, log_weights, has_zero, kernel, slopes, buf, own=False
+):
     """Chunks of rows with their leave-one-out kernel scores (and slopes).
 
     Yields ``(rows, scores, slope)``: the scores of each row over the keys,
-    its own key and keys of zero weight at zero, scaled by the row's largest
-    (which cancels in every pooled ratio); ``slope`` is ``_log_slope`` of the
-    squared distances, None for the Gaussian (the constant 1) or when
-    ``slopes`` is False.
+    its own key (unless ``own``: the in-sample fits) and keys of zero weight
+    at zero, scaled by the row's largest (which cancels in every pooled
+    ratio); ``slope`` is ``_log_slope`` of the squared distances, None for
+    the Gaussian (the constant 1) or when ``slopes`` is False.
     """
     n = Z.shape[0]
     rows_per_chunk = buf.shape[0]
@@ -90,14 +92,21 @@ def _score_chunks(Z, left, right, weights, log_weights, has_zero, kernel, slopes
         logits = kernel.squared_log_function(s)  # in place: s is not needed
         if log_weights is not None:
             logits += log_weights
-        logits[diagonal] = -np.inf
+        if own:
+            # The distance of a point to itself is exactly zero.
+            logits[diagonal] = kernel.squared_log_function(np.zeros(len(rows)))
+            if log_weights is not None:
+                logits[diagonal] += log_weights[rows]
+        else:
+            logits[diagonal] = -np.inf
         logits -= logits.max(axis=1, keepdims=True)
         if needs_floor:
             np.maximum(logits, _LOGIT_FLOOR, out=logits)
         scores = np.exp(logits, out=logits)
         if has_zero:
             scores[:, weights == 0] = 0.0
-        scores[diagonal] = 0.0
+        if not own:
+            scores[diagonal] = 0.0
         yield rows, scores, slope
 
 
