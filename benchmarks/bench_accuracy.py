@@ -403,6 +403,15 @@ OURS = {
         "scoring": "aicc",
         "per_feature": True,
     },
+    # The same, behind the guard (selected and learned on AICc in each
+    # training part, compared out of fold).
+    "ours_pf_aicc_auto": {
+        "kernels": "gaussian",
+        "degree": 0,
+        "n_neighbors": None,
+        "scoring": "aicc",
+        "per_feature": "auto",
+    },
 }
 QUICK_OURS = ["ours_default", "ours_deg1", "ours_deg1_wide", "ours_pf"]
 

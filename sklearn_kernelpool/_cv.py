@@ -95,8 +95,12 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         widths, from the best isotropic bandwidth and two other deterministic
         starts, with an analytic gradient, for the selected ``degree`` (0 or
         1). With ``scoring="gcv"`` or ``"aicc"`` they minimise that
-        criterion of the fit on all the data instead, as statsmodels'
-        ``KernelReg(bw="aic")`` and R np's ``bwmethod="cv.aic"`` do. Needs
+        criterion of the fit on all the data instead, as R np's
+        ``bwmethod="cv.aic"`` does (and statsmodels' ``KernelReg(bw="aic")``
+        for local-constant fits; its trace is the local-constant one
+        whatever ``reg_type``). With categorical features they are learned
+        on the leave-one-out error only: ``per_feature=True`` with a
+        criterion raises a ``ValueError``, and ``"auto"`` learns none. Needs
         kernels with a log form (``"gaussian"``, ``"exponential"``,
         ``"cauchy"`` and their aliases).
 
@@ -257,7 +261,9 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         The score of the selected model: ``mean_test_score`` of the selected
         candidate, or with kept per-feature widths the score of their
         leave-one-out predictions (``cv=None``), their negated criterion
-        (``scoring="gcv"`` or ``"aicc"``) or the mean split score of the
+        (``scoring="gcv"`` or ``"aicc"``, from the refitted
+        ``best_estimator_``'s :meth:`~KernelAttentionRegressor.smoother_diagnostics`)
+        or the mean split score of the
         guard's out-of-fold predictions (K-fold ``cv``).
 
     n_neighbors_ : int or None
@@ -316,7 +322,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         :meth:`KernelAttentionRegressor.smoother_diagnostics`. Computed on
         first access (one pass over the pairs of training keys, within
         ``working_memory``), or known from the search with
-        ``scoring="gcv"`` or ``"aicc"``.
+        ``scoring="gcv"`` or ``"aicc"`` when no per-feature widths were
+        kept.
 
     categorical_bandwidth_ : float or ndarray of shape (n_categorical_features,)
         With categorical features, the selected ``lambda`` (one per feature

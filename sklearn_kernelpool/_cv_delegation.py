@@ -58,7 +58,8 @@ class BestEstimatorMethods:
         :meth:`KernelAttentionRegressor.smoother_diagnostics`), computed on
         first access by one pass over the pairs of training keys within
         ``working_memory`` (known from the search with ``scoring="gcv"`` or
-        ``"aicc"``), so that ``fit`` does not pay for it.
+        ``"aicc"``, which computes it in ``fit`` for kept per-feature
+        widths), so that ``fit`` does not pay for it otherwise.
         """
         check_is_fitted(self)
         if getattr(self, "_effective_df", None) is None:

@@ -3,6 +3,7 @@ candidate search: the data validated for the search, and the refit of the
 selected candidate on all of it."""
 
 from ._base import validate_fit_data, validate_sample_weight
+from ._cv_delegation import _quiet_diagnostics
 from ._regression import KernelAttentionRegressor
 from ._search import CandidateSearch
 from ._search_params import (
@@ -64,7 +65,14 @@ def refit_selected(estimator, search, X, y, sample_weight, categorical):
     ).fit(X, y, sample_weight=sample_weight)  # the given weights: it rescales them
     # effective_df_, computed on first access unless known already.
     estimator._effective_df = None
-    if search.smoother_scoring():
+    if search.smoother_scoring() and estimator.per_feature_:
+        # Learned widths: their criterion and trace from the refitted
+        # estimator's own pass (the chunked pass that learned them rounds
+        # more where the local designs are ill-conditioned).
+        summary = _quiet_diagnostics(estimator.best_estimator_)
+        estimator.best_score_ = -float(summary[search.scoring])
+        estimator._effective_df = float(summary.effective_df)
+    elif search.smoother_scoring():
         estimator._effective_df = float(
             estimator.cv_results_["effective_df"][estimator.best_index_]
         )

@@ -29,8 +29,10 @@ def criteria(sigma2, effective_df, n):
 
     ``gcv = sigma2 / (1 - tr / n)**2`` (``n RSS / (n - tr)**2`` without
     weights) and ``aicc = log(sigma2) + (1 + tr / n) / (1 - (tr + 2) / n)``;
-    each is ``+inf`` where its denominator is not positive (``tr >= n``,
-    respectively ``tr + 2 >= n``), and NaN where an input is NaN.
+    each is ``+inf`` where the fit leaves too few residual degrees of freedom
+    for it: GCV where ``tr > n - 1``, less than one (its ratio of two
+    vanishing quantities is then rounding error), AICc where its denominator
+    is not positive (``tr + 2 >= n``); NaN where an input is NaN.
 
     Parameters
     ----------
@@ -48,7 +50,7 @@ def criteria(sigma2, effective_df, n):
     ratio = np.asarray(effective_df, dtype=np.float64) / n
     with np.errstate(divide="ignore", invalid="ignore"):
         gcv_den = (1.0 - ratio) ** 2
-        gcv = np.where(ratio < 1.0, sigma2 / gcv_den, np.inf)
+        gcv = np.where(ratio <= 1.0 - 1.0 / n, sigma2 / gcv_den, np.inf)
         aicc_den = 1.0 - (ratio + 2.0 / n)
         aicc = np.where(aicc_den > 0, np.log(sigma2) + (1.0 + ratio) / aicc_den, np.inf)
     nan = np.isnan(sigma2) | np.isnan(ratio)

@@ -162,7 +162,9 @@ class InspectionMethods:
               weights.
             - ``gcv``: generalised cross-validation [1]_,
               ``sigma2 / (1 - tr / n)**2``, that is ``n RSS / (n - tr)**2``;
-              ``+inf`` where ``tr >= n``.
+              ``+inf`` where ``tr > n - 1`` (less than one residual degree
+              of freedom, where both the residuals and ``n - tr`` are
+              rounding error).
             - ``aicc``: the corrected AIC of [2]_ (R np's
               ``bwmethod="cv.aic"``), ``log(sigma2) + (1 + tr / n) / (1 -
               (tr + 2) / n)``; ``+inf`` where ``tr + 2 >= n``.

@@ -161,10 +161,14 @@ def test_interpolating_fits_have_infinite_criteria():
     summary = KernelAttentionRegressor(bandwidth=0.01).fit(X, y).smoother_diagnostics()
     assert summary.effective_df == 6.0
     assert summary.gcv == np.inf and summary.aicc == np.inf
-    # tr + 2 >= n while tr < n: AICc alone is infinite.
+    # tr + 2 >= n while tr <= n - 1: AICc alone is infinite.
     summary = KernelAttentionRegressor(bandwidth=0.5).fit(X, y).smoother_diagnostics()
-    assert 4 <= summary.effective_df < 6
+    assert 4 <= summary.effective_df <= 5
     assert np.isfinite(summary.gcv) and summary.aicc == np.inf
+    # n - 1 < tr < n: less than one residual degree of freedom, GCV too.
+    summary = KernelAttentionRegressor(bandwidth=0.25).fit(X, y).smoother_diagnostics()
+    assert 5 < summary.effective_df < 6
+    assert summary.gcv == np.inf and summary.aicc == np.inf
 
 
 @pytest.mark.parametrize("scoring", ["gcv", "aicc"])

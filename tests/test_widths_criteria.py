@@ -162,6 +162,7 @@ def test_cv_learns_widths_on_the_criterion(irrelevant, scoring, degree):
     # candidates' scores in cv_results_.
     summary = cv.best_estimator_.smoother_diagnostics()
     assert_allclose(cv.best_score_, -summary[scoring], rtol=1e-10)
+    assert_allclose(cv.effective_df_, summary.effective_df, rtol=1e-10)
     assert cv.best_score_ > np.max(cv.cv_results_["mean_test_score"])
     assert_allclose(cv.best_estimator_.bandwidth, cv.bandwidth_)
 
@@ -269,3 +270,36 @@ def test_criteria_with_per_feature_refuse_categorical_features():
     )
     with pytest.raises(ValueError, match="lambdas on the leave-one-out error"):
         cv.fit(X, y)
+
+
+def test_gcv_is_infinite_with_less_than_one_residual_degree_of_freedom():
+    # n - tr below one: the residuals and n - tr both vanish, and their
+    # ratio is rounding error that an optimiser would chase.
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-2, 2, size=(80, 3))
+    y = np.sin(2 * X[:, 0]) + 0.05 * rng.normal(size=80)
+    kernel = KERNELS["gaussian"]
+    for widths, finite in (([1e-3, 1e-3, 1e-3], False), ([0.3, 1e3, 1e3], True)):
+        loss, grad, _ = criterion_loss(
+            np.log(widths),
+            X,
+            y[:, None],
+            np.ones(80),
+            kernel,
+            degree=1,
+            criterion="gcv",
+        )
+        assert np.isfinite(loss) == finite
+        assert np.all(np.isfinite(grad))
+    cv = KernelAttentionRegressorCV(
+        kernels=["gaussian", "cauchy"],
+        degree="auto",
+        n_neighbors=None,
+        scoring="gcv",
+        per_feature=True,
+    ).fit(X, y)
+    assert cv.per_feature_
+    assert cv.effective_df_ <= 79
+    assert cv.bandwidth_[1] > 100 * cv.bandwidth_[0]
+    X_new = rng.uniform(-2, 2, size=(2000, 3))
+    assert np.mean((cv.predict(X_new) - np.sin(2 * X_new[:, 0])) ** 2) < 0.01
