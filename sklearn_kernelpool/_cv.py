@@ -261,10 +261,10 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         The score of the selected model: ``mean_test_score`` of the selected
         candidate, or with kept per-feature widths the score of their
         leave-one-out predictions (``cv=None``), their negated criterion
-        (``scoring="gcv"`` or ``"aicc"``, from the refitted
-        ``best_estimator_``'s :meth:`~KernelAttentionRegressor.smoother_diagnostics`)
-        or the mean split score of the
-        guard's out-of-fold predictions (K-fold ``cv``).
+        (``scoring="gcv"`` or ``"aicc"``, from the
+        :meth:`~KernelAttentionRegressor.smoother_diagnostics` of the
+        refitted ``best_estimator_``) or the mean split score of the guard's
+        out-of-fold predictions (K-fold ``cv``).
 
     n_neighbors_ : int or None
         The neighbour count of the selected candidate when it is adaptive,
