@@ -7,7 +7,9 @@ sigma_i**2``, with the variances ``sigma_i**2`` of the training values
 estimated from the residuals (:func:`._residuals.residual_variance`).
 """
 
+import math
 import warnings
+from fractions import Fraction
 from numbers import Integral, Real
 
 import numpy as np
@@ -47,6 +49,26 @@ def check_numpy_estimator(estimator, option):
             "arrays of another array API namespace. Fit it on NumPy arrays "
             "(e.g. convert with numpy.asarray) to get standard errors and "
             "confidence intervals."
+        )
+
+
+def check_resample_count(n_resamples, level):
+    """Refuse fewer resamples than ``ceil(2 / (1 - level))``.
+
+    The bounds are the ``(1 -+ level) / 2`` quantiles of the draws (the
+    ``level`` quantile of their maxima for a band): with fewer draws a tail
+    beyond a quantile holds less than one of them, and the "interval" is the
+    range of a few draws, of zero width for one. ``level`` is read as the
+    decimal it prints as, so that 0.95 asks for 40.
+    """
+    least = math.ceil(2 / (1 - Fraction(repr(float(level)))))
+    if n_resamples < least:
+        raise ValueError(
+            f"n_resamples={n_resamples} is too few for level={level}: the "
+            f"bounds are quantiles of the draws, and need at least "
+            f"ceil(2 / (1 - level)) = {least} draws so that each tail holds "
+            "one; hundreds give stable bounds. Raise n_resamples (the default "
+            "is 999) or lower level."
         )
 
 
@@ -102,6 +124,8 @@ def confidence_interval(
         },
         caller_name="confidence_interval",
     )
+    if method == "bootstrap" or simultaneous:
+        check_resample_count(n_resamples, level)
     check_numpy_estimator(estimator, "confidence_interval")
     estimator._check_numpy_queries(X, "confidence_interval")
     X = validate_queries(estimator, X)

@@ -82,7 +82,12 @@ class IntervalMethods:
         n_resamples : int, default=999
             The number of bootstrap resamples, or of normal draws for the
             asymptotic simultaneous band; unused by the asymptotic
-            pointwise interval.
+            pointwise interval. Where it is used, at least
+            ``ceil(2 / (1 - level))`` (40 for ``level=0.95``), so that each
+            tail beyond the quantiles holds at least one draw: fewer raise a
+            ``ValueError``, as their "interval" would be the range of a few
+            draws (zero-width for one) rather than a quantile of their law.
+            Hundreds are needed for stable bounds.
 
         random_state : int, RandomState instance or None, default=None
             Seeds the resampling: the same ``random_state`` gives the same
@@ -90,7 +95,7 @@ class IntervalMethods:
 
         Returns
         -------
-        lower, upper : ndarray of the shape of ``predict(X)``
+        lower, upper : ndarray of the shape and dtype of ``predict(X)``
             The bounds; NaN where the standard error is NaN
             (``on_empty="nan"``).
 
@@ -210,9 +215,9 @@ class IntervalMethods:
 
         Returns
         -------
-        lower : ndarray of the shape of ``predict(X)``
+        lower : ndarray of the shape and dtype of ``predict(X)``
             The lower bounds, per output.
-        upper : ndarray of the shape of ``predict(X)``
+        upper : ndarray of the shape and dtype of ``predict(X)``
             The upper bounds, per output.
 
         Notes
@@ -249,4 +254,9 @@ class IntervalMethods:
         check_holds_rows(self, "prediction_interval")
         self._check_numpy_queries(X, "prediction_interval")
         lower, upper = prediction_interval(self, X, level, method, cv)
-        return self._shape_like_y(lower), self._shape_like_y(upper)
+        # The bounds in the dtype of the predictions, as every other answer.
+        dtype = self._pool.dtype
+        return (
+            self._shape_like_y(lower.astype(dtype, copy=False)),
+            self._shape_like_y(upper.astype(dtype, copy=False)),
+        )
