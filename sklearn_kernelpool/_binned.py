@@ -19,7 +19,8 @@ binned sums computed elsewhere (summed over partitions, for instance).
 import numpy as np
 from scipy import fft
 
-from ._binning import Cells, linear_bin, make_grid
+from ._binned_grid import plan_grid
+from ._binning import Cells, linear_bin
 from ._engine import moment_spread, normalise
 from ._local_linear import MomentLayout, solve
 
@@ -386,6 +387,14 @@ def binned_columns(values, weights, center, squares=True):
     return out.T
 
 
+def engine_sizes(n_features, n_outputs, degree, squares):
+    """The binned columns, stencils and convolved sums of one engine, for
+    :func:`._binned_grid.grid_bytes`."""
+    n_columns = 1 + (1 + squares) * n_outputs
+    pairs = sum_pairs(n_features, n_outputs, degree, squares)
+    return n_columns, len(powers(n_features, degree)), len(pairs)
+
+
 def fit_engine(
     keys, values, weights, kernel, bandwidth, degree, n_bins=None, squares=True
 ):
@@ -395,8 +404,10 @@ def fit_engine(
     ``bandwidth`` a float or one per feature; ``n_bins`` None (automatic,
     :func:`default_bins`), an int or one per feature. The grid spans the
     keys plus the truncation radius (:func:`truncation_radius`; for the
-    cauchy kernel ``CAUCHY_MARGIN`` bandwidths). ``squares``: whether to
-    bin the squared values too, which ``return_std`` needs.
+    cauchy kernel ``CAUCHY_MARGIN`` bandwidths); a grid whose arrays exceed
+    the memory limit is refused before they are allocated
+    (:func:`._binned_grid.plan_grid`). ``squares``: whether to bin the
+    squared values too, which ``return_std`` needs.
     """
     keys = np.asarray(keys, dtype=np.float64)
     d = keys.shape[1]
@@ -405,9 +416,15 @@ def fit_engine(
     margin = CAUCHY_MARGIN if not np.isfinite(radius) else radius
     lower = keys.min(axis=0) - margin * bandwidth
     upper = keys.max(axis=0) + margin * bandwidth
-    if n_bins is None:
-        n_bins = default_bins(upper - lower, bandwidth, d)
-    grid = make_grid(lower, upper, n_bins)
+    p = values.shape[1]
+    grid = plan_grid(
+        lower,
+        upper,
+        bandwidth,
+        n_bins,
+        reach=radius * bandwidth,
+        sizes=engine_sizes(d, p, degree, squares),
+    )
     weights = np.asarray(weights, dtype=np.float64)
     center = weights @ values / weights.sum()
     columns = binned_columns(values, weights, center, squares)

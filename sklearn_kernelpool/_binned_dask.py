@@ -21,8 +21,9 @@ import numpy as np
 from . import _binned
 from ._algorithm import prefers_binned
 from ._bandwidth import resolve_bandwidth
+from ._binned_grid import plan_grid
 from ._binned_pool import check_binned_options, check_n_bins
-from ._binning import linear_bin, make_grid
+from ._binning import linear_bin
 from ._grid_pool import NO_ROWS, GridPool
 from ._pooling import resolve_kernel
 
@@ -250,12 +251,15 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
     margin = _binned.CAUCHY_MARGIN if not np.isfinite(radius) else radius
     lower = lower - margin * width
     upper = upper + margin * width
-    bins = (
-        _binned.default_bins(upper - lower, width, n_features)
-        if n_bins is None
-        else n_bins
+    p = y2.shape[1]
+    grid = plan_grid(
+        lower,
+        upper,
+        width,
+        n_bins,
+        reach=radius * width,
+        sizes=_binned.engine_sizes(n_features, p, degree, squares=True),
     )
-    grid = make_grid(lower, upper, bins)
     center = weighted / total
     blocks = X.to_delayed().ravel()
     y_blocks = y.to_delayed().ravel()

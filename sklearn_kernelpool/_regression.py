@@ -221,7 +221,11 @@ class KernelAttentionRegressor(
         of the scale of ``y`` on smooth data for widths of at least 1/25 of
         each feature's range, with the smooth kernels (the boxcar kernel,
         discontinuous, errs by about the node spacing over the width). The
-        error falls as the square of the spacing. Unused on the other paths.
+        error falls as the square of the spacing. A given ``n_bins`` whose
+        grid needs more than a quarter of the physical memory (or
+        scikit-learn's ``working_memory`` where larger) is refused with a
+        ``ValueError`` before anything is allocated. Unused on the other
+        paths.
 
     Attributes
     ----------
