@@ -238,12 +238,12 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
         )
     width = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (n_features,))
     if estimator.algorithm == "auto" and not prefers_binned(
-        n_samples, n_features, width, upper - lower, kernel
+        n_samples, n_features, width, upper - lower, kernel, n_bins
     ):
         _refuse_dask(
             estimator,
             "algorithm='auto' would not pick the binned path here (fewer than "
-            "100000 rows, a width the default grid resolves with fewer than 16 "
+            "100000 rows, a width the grid of n_bins resolves with fewer than 16 "
             "nodes, or the constant kernel); pass algorithm='binned' to bin "
             "anyway",
         )

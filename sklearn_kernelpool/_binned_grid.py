@@ -1,4 +1,4 @@
-"""The grid of the binned path: its nodes and its memory.
+"""The grid of the binned path: its nodes, its memory, its resolution.
 
 Every binned fit builds its grid with :func:`plan_grid`: the estimators'
 engine (:func:`._binned.fit_engine`), the map-reduce on dask arrays
@@ -8,6 +8,9 @@ bound its size) or ``n_bins`` as given: then it counts the bytes of the
 arrays the engine allocates for the grid (:func:`grid_bytes`: the binned
 sums, the stencils, the FFT spectra and the convolved sums) and refuses,
 before any of them is allocated, a grid larger than :func:`memory_limit`.
+:func:`nodes_per_width` says how finely a grid resolves a width: below
+``MIN_NODES_PER_WIDTH`` nodes, ``algorithm="auto"`` takes an exact path
+(:func:`._algorithm.prefers_binned`).
 """
 
 import math
@@ -19,6 +22,9 @@ from . import _weights
 from ._binning import make_grid
 from ._chunking import working_memory_bytes
 
+# The fewest grid nodes per width with which the binned path resolves it:
+# the rule of algorithm="auto" (:func:`._algorithm.prefers_binned`).
+MIN_NODES_PER_WIDTH = 16
 # A grid may use this fraction of the physical memory (as the held-out sums
 # of the searches, :mod:`._cv`), or scikit-learn's working_memory where
 # that is larger.
@@ -35,6 +41,14 @@ def grid_nodes(span, bandwidth, n_bins):
     if n_bins is None:
         return default_bins(span, bandwidth, len(span))
     return np.broadcast_to(np.asarray(n_bins, dtype=np.int64), span.shape)
+
+
+def nodes_per_width(span, bins, bandwidth):
+    """The fewest grid nodes per ``bandwidth`` over the axes of a grid of
+    ``bins`` nodes spanning ``span``."""
+    span = np.asarray(span, dtype=np.float64)
+    step = np.where(span > 0, span, 1.0) / (np.asarray(bins) - 1)
+    return float(np.min(np.asarray(bandwidth, dtype=np.float64) / step))
 
 
 def grid_bytes(shape, reach_nodes, n_columns, n_stencils, n_sums):

@@ -119,8 +119,9 @@ class KernelAttentionRegressor(
           of features (the rule is measured in ``benchmarks/`` and given in
           the user guide), brute force otherwise, and always for SciPy
           sparse ``X`` (which the trees refuse). With one or two continuous
-          features, at least 100000 keys and a width the default grid
-          resolves with at least 16 nodes, ``"binned"``.
+          features, at least 100000 keys and a width the grid of ``n_bins``
+          (the default grid when None) resolves with at least 16 nodes,
+          ``"binned"``.
         - ``"binned"``: for one or two continuous features, the kernel sums
           are computed on a regular grid by linear binning and one FFT
           convolution, then interpolated linearly to the queries (R's

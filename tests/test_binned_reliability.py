@@ -81,3 +81,42 @@ def test_default_and_small_grids_pass_under_a_small_memory(monkeypatch):
         ]:
             est = KernelAttentionRegressor(algorithm="binned", **params).fit(X, X[:, 0])
             est.predict(X[:5], return_std=True)
+
+
+def wide_keys(n=100_000, seed=0):
+    """``n`` keys over [0, 10] (enough for "auto" to weigh the binned path)
+    and a smooth function of them."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 10, (n, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=n)
+    return X, y, rng.uniform(0, 10, (200, 1))
+
+
+@pytest.mark.parametrize("kernel", ["epanechnikov", "gaussian"])
+def test_auto_checks_the_grid_of_the_given_n_bins(kernel):
+    X, y, Q = wide_keys()
+    # Half the node spacing of n_bins=1000: the grid cannot resolve it.
+    h = 10 / 999 / 2
+    auto = KernelAttentionRegressor(kernel=kernel, bandwidth=h, n_bins=1000).fit(X, y)
+    assert auto.algorithm_ != "binned"
+    brute = KernelAttentionRegressor(kernel=kernel, bandwidth=h, algorithm="brute")
+    np.testing.assert_allclose(
+        auto.predict(Q), brute.fit(X, y).predict(Q), rtol=1e-9, atol=1e-12
+    )
+
+
+def test_auto_bins_with_a_given_n_bins_finer_than_the_default():
+    X, y, _ = wide_keys()
+    h = 1e-3  # 13 nodes of the default grid, capped at 131072; 26 of 2**18
+    default = KernelAttentionRegressor(kernel="epanechnikov", bandwidth=h).fit(X, y)
+    assert default.algorithm_ != "binned"
+    finer = KernelAttentionRegressor(kernel="epanechnikov", bandwidth=h, n_bins=2**18)
+    assert finer.fit(X, y).algorithm_ == "binned"
+
+
+def test_auto_on_dask_arrays_checks_the_given_n_bins():
+    da = pytest.importorskip("dask.array")
+    X, y, _ = wide_keys()
+    est = KernelAttentionRegressor(bandwidth=10 / 999 / 2, n_bins=1000)
+    with pytest.raises(ValueError, match="grid of n_bins resolves with fewer than 16"):
+        est.fit(da.from_array(X, chunks=25_000), da.from_array(y, chunks=25_000))
