@@ -47,7 +47,7 @@ from ._binned import (
     sum_pairs,
     truncation_radius,
 )
-from ._binned_grid import plan_grid
+from ._binned_grid import plan_grid, warn_coarse_search
 from ._binning import Cells
 from ._chunking import row_batches
 from ._held_out_base import HeldOutPoints
@@ -100,6 +100,7 @@ class BinnedHeldOut(HeldOutPoints):
             # The total grid sums and those of a fold or a training part.
             sizes=(2 * n_columns, n_stencils, n_sums),
         )
+        warn_coarse_search(self.grid, self.bandwidths)
         self.exponents = powers(d, degree)
         self.center = self.weights @ Y / self.weights.sum()
         self.columns = binned_columns(Y, self.weights, self.center, squares=False)

@@ -21,7 +21,7 @@ import numpy as np
 from . import _binned
 from ._algorithm import prefers_binned
 from ._bandwidth import resolve_bandwidth
-from ._binned_grid import plan_grid
+from ._binned_grid import plan_grid, warn_coarse_fit
 from ._binned_pool import check_binned_options, check_n_bins
 from ._binning import linear_bin
 from ._grid_pool import NO_ROWS, GridPool
@@ -260,6 +260,8 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
         reach=radius * width,
         sizes=_binned.engine_sizes(n_features, p, degree, squares=True),
     )
+    if n_bins is None:
+        warn_coarse_fit(grid, kernel, bandwidth)
     center = weighted / total
     blocks = X.to_delayed().ravel()
     y_blocks = y.to_delayed().ravel()

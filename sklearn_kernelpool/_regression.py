@@ -222,7 +222,9 @@ class KernelAttentionRegressor(
         of the scale of ``y`` on smooth data for widths of at least 1/25 of
         each feature's range, with the smooth kernels (the boxcar kernel,
         discontinuous, errs by about the node spacing over the width). The
-        error falls as the square of the spacing. A given ``n_bins`` whose
+        error falls as the square of the spacing. Where keys far apart
+        stretch the capped default grid below 8 nodes per width, ``fit``
+        issues a :class:`CoarseGridWarning`. A given ``n_bins`` whose
         grid needs more than a quarter of the physical memory (or
         scikit-learn's ``working_memory`` where larger) is refused with a
         ``ValueError`` before anything is allocated. Unused on the other

@@ -1,15 +1,24 @@
 """The binned path where its grid cannot serve: grids too large for the
-memory, grids too coarse for the width, and the binning error promised by
-the default grid."""
+memory, grids too coarse for the width (an outlier stretching the default
+grid, or a given n_bins that "auto" must check), and the binning error
+promised by the default grid."""
 
 import re
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
 from sklearn import config_context
 
-from sklearn_kernelpool import KernelAttentionRegressor, _binned, _weights
+from sklearn_kernelpool import (
+    CoarseGridWarning,
+    KernelAttentionClassifierCV,
+    KernelAttentionRegressor,
+    KernelAttentionRegressorCV,
+    _binned,
+    _weights,
+)
 
 # A machine of 8 GiB, whatever this one holds: a limit of 2 GiB.
 PHYSICAL = 8 * 2**30
@@ -120,3 +129,60 @@ def test_auto_on_dask_arrays_checks_the_given_n_bins():
     est = KernelAttentionRegressor(bandwidth=10 / 999 / 2, n_bins=1000)
     with pytest.raises(ValueError, match="grid of n_bins resolves with fewer than 16"):
         est.fit(da.from_array(X, chunks=25_000), da.from_array(y, chunks=25_000))
+
+
+def outlier_keys(n=5000, seed=0):
+    """``n`` keys uniform in [0, 1] and one at 1e6, which stretches the
+    default grid past its cap."""
+    rng = np.random.default_rng(seed)
+    X = np.r_[rng.uniform(0, 1, n), 1e6][:, None]
+    y = np.sin(6 * X[:, 0])
+    return X, y, np.linspace(0, 1, 7)[:, None]
+
+
+def test_outlier_stretching_the_default_grid_warns_naming_n_bins():
+    X, y, Q = outlier_keys()
+    binned = KernelAttentionRegressor(bandwidth=0.05, algorithm="binned")
+    with pytest.warns(CoarseGridWarning, match=r"n_bins=None.*larger n_bins") as info:
+        binned.fit(X, y)
+    (record,) = [w for w in info if w.category is CoarseGridWarning]
+    assert record.message.n_bins == (_binned.MAX_BINS[1],)
+    assert record.message.nodes_per_width < 0.01
+    # What it warns of: the binned predictions are far from the exact ones.
+    exact = KernelAttentionRegressor(bandwidth=0.05, algorithm="brute").fit(X, y)
+    assert np.max(np.abs(binned.predict(Q) - exact.predict(Q))) > 0.5
+
+
+def test_outlier_stretching_the_default_grid_warns_on_dask_arrays():
+    da = pytest.importorskip("dask.array")
+    X, y, _ = outlier_keys()
+    est = KernelAttentionRegressor(bandwidth=0.05, algorithm="binned")
+    with pytest.warns(CoarseGridWarning, match="n_bins"):
+        est.fit(da.from_array(X, chunks=1000), da.from_array(y, chunks=1000))
+
+
+def test_a_given_n_bins_is_not_warned_of():
+    X, y, _ = outlier_keys()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est = KernelAttentionRegressor(bandwidth=0.05, algorithm="binned", n_bins=64)
+        est.fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "search", [KernelAttentionRegressorCV, KernelAttentionClassifierCV]
+)
+def test_outlier_stretching_the_binned_search_grid_warns_naming_n_bins(search):
+    X, y, _ = outlier_keys()
+    if search is KernelAttentionClassifierCV:
+        y = (y > 0).astype(int)
+    widths = np.geomspace(0.01, 0.2, 6)
+    cv = search(bandwidths=widths, algorithm="binned", n_neighbors=None)
+    # The search warns of its candidates, the refit of its width.
+    with pytest.warns(CoarseGridWarning) as info:
+        cv.fit(X, y)
+    (record,) = [w for w in info if "scores the bandwidths" in str(w.message)]
+    message = str(record.message)
+    assert "n_bins is capped at 131072" in message
+    assert "[0.01, 0.0182056, 0.0331445, 0.0603418, 0.109856, 0.2]" in message
+    assert record.message.n_bins == (_binned.MAX_BINS[1],)
