@@ -69,7 +69,7 @@ def prefers_binned(n_keys, n_features, bandwidth, span, kernel, n_bins=None):
         total = np.asarray(span, dtype=np.float64) + 2 * margin * width
     if not np.all(np.isfinite(total)):
         return False  # keys or widths beyond the float range: exact paths
-    bins = grid_nodes(total, width, n_bins)
+    bins = grid_nodes(total, width, span, n_bins)
     return nodes_per_width(total, bins, width) >= MIN_NODES_PER_WIDTH
 
 

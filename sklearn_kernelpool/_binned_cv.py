@@ -95,6 +95,7 @@ class BinnedHeldOut(HeldOutPoints):
             lower,
             upper,
             self.bandwidths.min(),
+            upper - lower,
             None,
             reach=np.full(d, radius * self.bandwidths.max()),
             # The total grid sums and those of a fold or a training part.

@@ -249,6 +249,7 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
         )
     radius = _binned.truncation_radius(kernel)
     margin = _binned.CAUCHY_MARGIN if not np.isfinite(radius) else radius
+    key_span = upper - lower
     lower = lower - margin * width
     upper = upper + margin * width
     p = y2.shape[1]
@@ -256,6 +257,7 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
         lower,
         upper,
         width,
+        key_span,
         n_bins,
         reach=radius * width,
         sizes=_binned.engine_sizes(n_features, p, degree, squares=True),

@@ -43,15 +43,15 @@ COARSE_NODES_PER_WIDTH = 8
 PHYSICAL_FRACTION = 0.25
 
 
-def grid_nodes(span, bandwidth, n_bins):
+def grid_nodes(span, bandwidth, key_span, n_bins):
     """Nodes per axis: ``n_bins`` as given (an int array of shape (d,)),
     or, when None, :func:`._binned.default_bins` of the ``span`` of the
-    grid and the ``bandwidth`` it resolves."""
+    grid, the ``bandwidth`` it resolves and the extent of the keys."""
     from ._binned import default_bins
 
     span = np.asarray(span, dtype=np.float64)
     if n_bins is None:
-        return default_bins(span, bandwidth, len(span))
+        return default_bins(span, bandwidth, len(span), key_span)
     return np.broadcast_to(np.asarray(n_bins, dtype=np.int64), span.shape)
 
 
@@ -185,7 +185,7 @@ def memory_limit():
     return max(float(working_memory_bytes()), fraction)
 
 
-def plan_grid(lower, upper, bandwidth, n_bins, *, reach, sizes):
+def plan_grid(lower, upper, bandwidth, key_span, n_bins, *, reach, sizes):
     """The :class:`._binning.Grid` of a binned fit, its memory checked.
 
     Parameters
@@ -195,6 +195,9 @@ def plan_grid(lower, upper, bandwidth, n_bins, *, reach, sizes):
     bandwidth : float or ndarray of shape (d,)
         The width the default grid resolves (the smallest candidate's in a
         search).
+    key_span : ndarray of shape (d,)
+        The extent of the keys, which the default grid divides finely too
+        (:func:`._binned.default_bins`).
     n_bins : ndarray of int, shape (d,), or None
         The nodes per axis as given (validated by
         :func:`._binned_pool.check_n_bins`), or None for the default grid.
@@ -216,7 +219,7 @@ def plan_grid(lower, upper, bandwidth, n_bins, *, reach, sizes):
         :func:`memory_limit`; nothing is allocated.
     """
     span = np.asarray(upper, dtype=np.float64) - np.asarray(lower, dtype=np.float64)
-    bins = grid_nodes(span, bandwidth, n_bins)
+    bins = grid_nodes(span, bandwidth, key_span, n_bins)
     if n_bins is not None:
         limit = memory_limit()
         needed = _bytes(span, bins, reach, sizes)

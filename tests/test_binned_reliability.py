@@ -19,6 +19,7 @@ from sklearn_kernelpool import (
     _binned,
     _weights,
 )
+from sklearn_kernelpool.kernels import KERNELS
 
 # A machine of 8 GiB, whatever this one holds: a limit of 2 GiB.
 PHYSICAL = 8 * 2**30
@@ -84,12 +85,14 @@ def test_default_and_small_grids_pass_under_a_small_memory(monkeypatch):
     monkeypatch.setattr(_weights, "physical_memory", lambda: 2**30)
     X = np.random.default_rng(0).uniform(0, 1, (500, 2))
     with config_context(working_memory=1):
+        # The largest 1-D default grid (capped) and a small given 2-D one.
         for params in [
-            {"n_bins": None, "kernel": "cauchy", "bandwidth": 0.05, "degree": 1},
+            {"n_bins": None, "kernel": "cauchy", "bandwidth": 1e-4, "degree": 1},
             {"n_bins": [64, 80], "bandwidth": [0.3, 0.6], "degree": 1},
         ]:
-            est = KernelAttentionRegressor(algorithm="binned", **params).fit(X, X[:, 0])
-            est.predict(X[:5], return_std=True)
+            keys = X[:, :1] if params["n_bins"] is None else X
+            est = KernelAttentionRegressor(algorithm="binned", **params)
+            est.fit(keys, X[:, 0]).predict(keys[:5], return_std=True)
 
 
 def wide_keys(n=100_000, seed=0):
@@ -177,7 +180,8 @@ def test_outlier_stretching_the_binned_search_grid_warns_naming_n_bins(search):
     if search is KernelAttentionClassifierCV:
         y = (y > 0).astype(int)
     widths = np.geomspace(0.01, 0.2, 6)
-    cv = search(bandwidths=widths, algorithm="binned", n_neighbors=None)
+    degree = {"degree": 0} if search is KernelAttentionRegressorCV else {}
+    cv = search(bandwidths=widths, algorithm="binned", n_neighbors=None, **degree)
     # The search warns of its candidates, the refit of its width.
     with pytest.warns(CoarseGridWarning) as info:
         cv.fit(X, y)
@@ -186,3 +190,34 @@ def test_outlier_stretching_the_binned_search_grid_warns_naming_n_bins(search):
     assert "n_bins is capped at 131072" in message
     assert "[0.01, 0.0182056, 0.0331445, 0.0603418, 0.109856, 0.2]" in message
     assert record.message.n_bins == (_binned.MAX_BINS[1],)
+
+
+# The kernels of the documented binning error of the default grid: every
+# registered one but the discontinuous boxcar (whose error falls as the
+# spacing over the width).
+PROMISED_KERNELS = sorted({k.name for k in KERNELS.values()} - {"boxcar"})
+
+
+@pytest.fixture(scope="module")
+def many_smooth_keys():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (200_000, 1))
+    y = np.sin(3 * X[:, 0]) + X[:, 0] ** 2
+    # Inside, and on and near the edges, where local-linear fits lean most
+    # on the binned sums.
+    Q = np.r_[rng.uniform(0, 1, 24), np.linspace(0, 0.05, 4), np.linspace(0.95, 1, 4)]
+    return X, y, Q[:, None]
+
+
+@pytest.mark.parametrize("kernel", PROMISED_KERNELS)
+def test_default_grid_keeps_the_promised_binning_error(many_smooth_keys, kernel):
+    X, y, Q = many_smooth_keys
+    for degree in (0, 1):
+        for h in (1 / 25, 1 / 4, 1.0):
+            params = {"kernel": kernel, "bandwidth": h, "degree": degree}
+            binned = KernelAttentionRegressor(algorithm="binned", **params).fit(X, y)
+            exact = KernelAttentionRegressor(algorithm="brute", **params).fit(X, y)
+            mb, sb = binned.predict(Q, return_std=True)
+            me, se = exact.predict(Q, return_std=True)
+            assert np.max(np.abs(mb - me)) < 1e-3 * y.std(), (degree, h)
+            assert np.max(np.abs(sb**2 - se**2)) < 1e-3 * y.var(), (degree, h)
