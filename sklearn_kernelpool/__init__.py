@@ -6,6 +6,7 @@ from ._classification_cv import KernelAttentionClassifierCV
 from ._cv import KernelAttentionRegressorCV
 from ._exceptions import (
     BandwidthEdgeWarning,
+    CoarseGridWarning,
     EmptyNeighborhoodWarning,
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
@@ -20,6 +21,7 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "AttentionWeightsDisplay",
     "BandwidthEdgeWarning",
+    "CoarseGridWarning",
     "EmptyNeighborhoodWarning",
     "FitDisplay",
     "KernelAttentionClassifier",

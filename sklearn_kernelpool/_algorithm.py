@@ -3,6 +3,7 @@
 import numpy as np
 
 from ._adaptive import expected_neighbors as adaptive_neighbors
+from ._binned_grid import MIN_NODES_PER_WIDTH, grid_nodes, nodes_per_width
 from ._chunking import row_batches
 
 ALGORITHMS = ("auto", "brute", "kd_tree", "ball_tree", "binned")
@@ -34,11 +35,11 @@ _TREE_MIN_KEYS = 2000
 # crossover up. It is picked for one or two continuous features, a built-in
 # kernel but the constant one, a fixed width, at least _BINNED_MIN_KEYS keys
 # (well above the crossover, which also keeps every choice on smaller data
-# as it was), and only where the default grid resolves the width with at
-# least _BINNED_MIN_BINS_PER_WIDTH nodes: the grid is capped, and narrower
-# widths, which it would bin coarsely, get the exact paths.
+# as it was), and only where the grid it would use (the default grid, or
+# the given n_bins) resolves the width with at least MIN_NODES_PER_WIDTH
+# nodes: the default grid is capped, and narrower widths, which it would
+# bin coarsely, get the exact paths.
 _BINNED_MIN_KEYS = 100_000
-_BINNED_MIN_BINS_PER_WIDTH = 16
 
 
 def key_span(X):
@@ -47,17 +48,20 @@ def key_span(X):
         return np.ptp(X, axis=0).astype(np.float64)
 
 
-def prefers_binned(n_keys, n_features, bandwidth, span, kernel):
+def prefers_binned(n_keys, n_features, bandwidth, span, kernel, n_bins=None):
     """Whether ``algorithm="auto"`` picks the binned path.
 
-    ``bandwidth`` and ``span`` (the extent of the keys) per feature; the
-    callers have excluded user kernels, categorical features, adaptive
-    widths and sparse keys.
+    ``bandwidth`` and ``span`` (the extent of the keys) per feature;
+    ``n_bins`` the estimator's parameter, the grid the binned path would
+    use (None for the default grid). The callers have excluded user
+    kernels, categorical features, adaptive widths and sparse keys.
     """
-    from ._binned import default_bins, truncation_radius
+    from ._binned import truncation_radius
+    from ._binned_pool import check_n_bins
 
     if n_features > 2 or n_keys < _BINNED_MIN_KEYS or kernel.name == "constant":
         return False
+    n_bins = check_n_bins(n_bins, n_features)
     radius = truncation_radius(kernel)
     margin = 8.0 if not np.isfinite(radius) else radius
     width = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (n_features,))
@@ -65,9 +69,8 @@ def prefers_binned(n_keys, n_features, bandwidth, span, kernel):
         total = np.asarray(span, dtype=np.float64) + 2 * margin * width
     if not np.all(np.isfinite(total)):
         return False  # keys or widths beyond the float range: exact paths
-    bins = default_bins(total, width, n_features)
-    per_width = width / (total / (bins - 1))
-    return bool(np.all(per_width >= _BINNED_MIN_BINS_PER_WIDTH))
+    bins = grid_nodes(total, width, span, n_bins)
+    return nodes_per_width(total, bins, width) >= MIN_NODES_PER_WIDTH
 
 
 def _max_fraction(n_features):

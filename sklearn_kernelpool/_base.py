@@ -207,6 +207,7 @@ def fit_pool(estimator, X, values, sample_weight, **options):
             estimator.bandwidth_,
             key_span(X),
             resolve_kernel(estimator.kernel),
+            n_bins,
         )
     ):
         engine, algorithm = BinnedKernelPool, "binned"

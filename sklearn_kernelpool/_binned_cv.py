@@ -3,7 +3,8 @@
 :class:`BinnedHeldOut` answers what ``KernelAttentionRegressorCV`` asks of
 :class:`._loo.HeldOut` for one or two continuous features: the rows are
 binned once onto a grid spanning the keys (:mod:`._binning`), resolved for
-the smallest candidate width (:func:`._binned.default_bins`), and each
+the smallest candidate width (:func:`._binned.default_bins`; its memory
+checked by :func:`._binned_grid.plan_grid`), and each
 candidate (kernel, width) costs one FFT convolution of those grid sums with
 its stencils (:func:`._binned.convolve`), interpolated to the held-out keys.
 The rows' cells and interpolation shares on that fixed grid, and the
@@ -40,12 +41,14 @@ from ._binned import (
     MIN_WEIGHT,
     BinnedEngine,
     binned_columns,
-    default_bins,
+    engine_sizes,
     estimates,
     powers,
     sum_pairs,
+    truncation_radius,
 )
-from ._binning import Cells, make_grid
+from ._binned_grid import plan_grid, warn_coarse_search
+from ._binning import Cells
 from ._chunking import row_batches
 from ._held_out_base import HeldOutPoints
 from ._held_out_fits import solve_moments
@@ -85,8 +88,20 @@ class BinnedHeldOut(HeldOutPoints):
         span = np.where(upper > lower, upper - lower, 1.0)
         # A margin of rounding, so that the last key lies inside the grid.
         lower, upper = lower - 1e-9 * span, upper + 1e-9 * span
-        bins = default_bins(upper - lower, self.bandwidths.min(), d)
-        self.grid = make_grid(lower, upper, bins)
+        p = Y.shape[1]
+        n_columns, n_stencils, n_sums = engine_sizes(d, p, degree, squares=False)
+        radius = max(truncation_radius(kernel) for kernel in self.kernels)
+        self.grid = plan_grid(
+            lower,
+            upper,
+            self.bandwidths.min(),
+            upper - lower,
+            None,
+            reach=np.full(d, radius * self.bandwidths.max()),
+            # The total grid sums and those of a fold or a training part.
+            sizes=(2 * n_columns, n_stencils, n_sums),
+        )
+        warn_coarse_search(self.grid, self.bandwidths)
         self.exponents = powers(d, degree)
         self.center = self.weights @ Y / self.weights.sum()
         self.columns = binned_columns(Y, self.weights, self.center, squares=False)

@@ -21,8 +21,9 @@ import numpy as np
 from . import _binned
 from ._algorithm import prefers_binned
 from ._bandwidth import resolve_bandwidth
+from ._binned_grid import plan_grid, warn_coarse_fit
 from ._binned_pool import check_binned_options, check_n_bins
-from ._binning import linear_bin, make_grid
+from ._binning import linear_bin
 from ._grid_pool import NO_ROWS, GridPool
 from ._pooling import resolve_kernel
 
@@ -237,25 +238,32 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
         )
     width = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (n_features,))
     if estimator.algorithm == "auto" and not prefers_binned(
-        n_samples, n_features, width, upper - lower, kernel
+        n_samples, n_features, width, upper - lower, kernel, n_bins
     ):
         _refuse_dask(
             estimator,
             "algorithm='auto' would not pick the binned path here (fewer than "
-            "100000 rows, a width the default grid resolves with fewer than 16 "
+            "100000 rows, a width the grid of n_bins resolves with fewer than 16 "
             "nodes, or the constant kernel); pass algorithm='binned' to bin "
             "anyway",
         )
     radius = _binned.truncation_radius(kernel)
     margin = _binned.CAUCHY_MARGIN if not np.isfinite(radius) else radius
+    key_span = upper - lower
     lower = lower - margin * width
     upper = upper + margin * width
-    bins = (
-        _binned.default_bins(upper - lower, width, n_features)
-        if n_bins is None
-        else n_bins
+    p = y2.shape[1]
+    grid = plan_grid(
+        lower,
+        upper,
+        width,
+        key_span,
+        n_bins,
+        reach=radius * width,
+        sizes=_binned.engine_sizes(n_features, p, degree, squares=True),
     )
-    grid = make_grid(lower, upper, bins)
+    if n_bins is None:
+        warn_coarse_fit(grid, kernel, bandwidth)
     center = weighted / total
     blocks = X.to_delayed().ravel()
     y_blocks = y.to_delayed().ravel()

@@ -24,6 +24,7 @@ import functools
 import numpy as np
 
 from . import _binned
+from ._binned_grid import warn_coarse_fit
 from ._persistence import check_pool_arguments
 
 ACCEPTED = (
@@ -138,6 +139,12 @@ class BinnedKernelPool:
         self.n_samples_fit = keys.shape[0]
         self.binned = self._fit_engine(squares=False)
         self.n_bins = np.asarray(self.binned.grid.shape)
+        if n_bins is None:
+            warn_coarse_fit(
+                self.binned.grid,
+                self._arguments["kernel"],
+                self._arguments["bandwidth"],
+            )
 
     def _fit_engine(self, squares):
         a = self._arguments

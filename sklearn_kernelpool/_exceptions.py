@@ -234,6 +234,70 @@ class BandwidthEdgeWarning(UserWarning):
     """
 
 
+class CoarseGridWarning(UserWarning):
+    """Warn that the default grid of the binned path resolves the width coarsely.
+
+    With ``algorithm="binned"`` and ``n_bins=None``, the grid puts 40 nodes
+    per bandwidth over the span of the keys, up to a cap (131072 nodes in
+    one dimension, 1024 per feature in two). Keys far apart, an outlier for
+    one, stretch the capped grid until it resolves the width with fewer
+    than 8 nodes (half the 16 below which ``algorithm="auto"`` takes an
+    exact path): the binned sums then blur the kernel over the grid's
+    spacing, and the predictions can be far from the exact ones, down to
+    the weighted mean of ``y`` everywhere. ``fit`` issues this warning, and
+    so do :class:`KernelAttentionRegressorCV` and
+    :class:`KernelAttentionClassifierCV` with ``algorithm="binned"`` for
+    the candidate widths that their grid resolves so coarsely, whose scores
+    then hardly tell the widths apart. Pass a larger ``n_bins``, take out
+    the outlying keys, or use ``algorithm="brute"``.
+
+    A given ``n_bins`` is used as it is, without this warning: the binning
+    error it buys, which falls as the square of the node spacing, is the
+    caller's choice.
+
+    Parameters
+    ----------
+    message : str
+        The text of the warning.
+
+    nodes_per_width : float, default=None
+        The fewest grid nodes per width over the features (the smallest
+        resolved width's, in a search).
+
+    n_bins : tuple of int, default=None
+        The nodes per feature of the grid.
+
+    Attributes
+    ----------
+    nodes_per_width : float
+        The fewest grid nodes per width over the features.
+
+    n_bins : tuple of int
+        The nodes per feature of the grid.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from sklearn_kernelpool import CoarseGridWarning
+    >>> from sklearn_kernelpool import KernelAttentionRegressor
+    >>> X = np.r_[np.linspace(0, 1, 200), 1e6][:, None]
+    >>> reg = KernelAttentionRegressor(bandwidth=0.05, algorithm="binned")
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     reg = reg.fit(X, X[:, 0])
+    >>> caught[0].category is CoarseGridWarning
+    True
+    >>> caught[0].message.n_bins, round(caught[0].message.nodes_per_width, 4)
+    ((131072,), 0.0066)
+    """
+
+    def __init__(self, message, nodes_per_width=None, n_bins=None):
+        super().__init__(message)
+        self.nodes_per_width = nodes_per_width
+        self.n_bins = n_bins
+
+
 def _ordinal(k):
     """``"1st"``, ``"2nd"``, ``"3rd"``, ``"4th"``, ``"11th"``, ``"21st"``..."""
     suffix = "th" if k % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}

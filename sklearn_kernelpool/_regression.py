@@ -119,8 +119,9 @@ class KernelAttentionRegressor(
           of features (the rule is measured in ``benchmarks/`` and given in
           the user guide), brute force otherwise, and always for SciPy
           sparse ``X`` (which the trees refuse). With one or two continuous
-          features, at least 100000 keys and a width the default grid
-          resolves with at least 16 nodes, ``"binned"``.
+          features, at least 100000 keys and a width the grid of ``n_bins``
+          (the default grid when None) resolves with at least 16 nodes,
+          ``"binned"``.
         - ``"binned"``: for one or two continuous features, the kernel sums
           are computed on a regular grid by linear binning and one FFT
           convolution, then interpolated linearly to the queries (R's
@@ -214,14 +215,23 @@ class KernelAttentionRegressor(
     n_bins : int, array-like of int or None, default=None
         Grid nodes per feature of ``algorithm="binned"`` (also when
         ``"auto"`` picks it): one int for every feature, or one per feature,
-        each at least 2. ``None`` puts 40 nodes per bandwidth over the
-        span of the keys plus the kernel's support (at least 64 nodes per
-        axis, and at most 131072 in one dimension, 1024 in two), which
-        keeps the binning error below 1e-3
-        of the scale of ``y`` on smooth data for widths of at least 1/25 of
-        each feature's range, with the smooth kernels (the boxcar kernel,
-        discontinuous, errs by about the node spacing over the width). The
-        error falls as the square of the spacing. Unused on the other paths.
+        each at least 2. ``None`` puts 40 nodes per bandwidth, and at
+        least 1000 over the extent of the keys (400 in two dimensions),
+        over the span of the keys
+        plus the kernel's support (at least 64 nodes per axis, and at most
+        131072 in one dimension, 1024 in two), which keeps the binning
+        error below 1e-3 of the scale of ``y`` on smooth data for widths of
+        at least 1/25 of each feature's range, with the smooth kernels (the
+        boxcar kernel, discontinuous, errs by about the node spacing over
+        the width; in two dimensions the cap leaves up to 2e-3 at the
+        corners of the data and at the widest widths). The error falls as
+        the square of the spacing. Where keys far apart
+        stretch the capped default grid below 8 nodes per width, ``fit``
+        issues a :class:`CoarseGridWarning`. A given ``n_bins`` whose
+        grid needs more than a quarter of the physical memory (or
+        scikit-learn's ``working_memory`` where larger) is refused with a
+        ``ValueError`` before anything is allocated. Unused on the other
+        paths.
 
     Attributes
     ----------
