@@ -3,10 +3,17 @@ conventions and the documentation promise."""
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from scipy.optimize import approx_fprime
+from sklearn.base import is_classifier
 
-from sklearn_kernelpool import KernelAttentionRegressor, KernelAttentionRegressorCV
+from sklearn_kernelpool import (
+    KernelAttentionClassifier,
+    KernelAttentionClassifierCV,
+    KernelAttentionRegressor,
+    KernelAttentionRegressorCV,
+    skops_trusted_types,
+)
 from sklearn_kernelpool.kernels import KERNELS
 
 
@@ -68,3 +75,75 @@ def test_categorical_per_feature_score_is_of_the_refitted_degree_gradient(kernel
 
     numeric = approx_fprime(theta, lambda t: objective(t)[0], 1e-7)
     assert_allclose(objective(theta)[1], numeric, rtol=1e-5, atol=1e-8)
+
+
+# -- skops: every kind of fitted model ----------------------------------------
+
+
+def _persistence_data(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    y = X[:, 0] - X[:, 1] ** 2 + 0.1 * rng.normal(size=n)
+    return X, y, rng.normal(size=(25, 2))
+
+
+def _fit_kind(kind):
+    """``kind`` fitted, and the queries it predicts."""
+    X, y, Q = _persistence_data()
+    labels = (y > 0).astype(int)
+    if kind == "dask_binned":
+        da = pytest.importorskip("dask.array")
+        # The default scheduler: no cluster needed for a binned fit.
+        model = KernelAttentionRegressor(bandwidth=0.5, algorithm="binned")
+        return model.fit(da.from_array(X, chunks=100), da.from_array(y, chunks=100)), Q
+    if kind == "categorical":
+        codes = np.arange(len(y)) % 3
+        X, Q = np.column_stack([X, codes]), np.column_stack([Q, np.arange(25) % 3])
+        return KernelAttentionRegressor(
+            bandwidth=0.5, categorical_features=[2], categorical_bandwidth=0.3
+        ).fit(X, y + codes), Q
+    estimators = {
+        "regressor": KernelAttentionRegressor(bandwidth=0.5),
+        "classifier": KernelAttentionClassifier(bandwidth=0.5),
+        "regressor_cv": KernelAttentionRegressorCV(bandwidths=3, degree=0),
+        "classifier_cv": KernelAttentionClassifierCV(bandwidths=3),
+        "binned": KernelAttentionRegressor(bandwidth=0.5, algorithm="binned"),
+        "adaptive": KernelAttentionRegressor(n_neighbors=10),
+        "per_feature": KernelAttentionRegressor(bandwidth=[0.3, 0.6]),
+        "degree1": KernelAttentionRegressor(bandwidth=0.5, degree=1),
+    }
+    model = estimators[kind]
+    return model.fit(X, labels if is_classifier(model) else y), Q
+
+
+KINDS = [
+    "regressor",
+    "classifier",
+    "regressor_cv",
+    "classifier_cv",
+    "binned",
+    "categorical",
+    "adaptive",
+    "per_feature",
+    "degree1",
+    "dask_binned",
+]
+
+
+def _predictions(model, Q):
+    methods = ["predict", "predict_proba"] if is_classifier(model) else ["predict"]
+    return [np.asarray(getattr(model, method)(Q)) for method in methods]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_skops_trusted_types_cover_every_fitted_kind(kind):
+    sio = pytest.importorskip("skops.io")
+    model, Q = _fit_kind(kind)
+    expected = _predictions(model, Q)
+    dumped = sio.dumps(model)
+    trusted = skops_trusted_types()
+    assert set(sio.get_untrusted_types(data=dumped)) <= set(trusted)
+    loaded = sio.loads(dumped, trusted=trusted)
+    assert type(loaded) is type(model)
+    for got, want in zip(_predictions(loaded, Q), expected, strict=True):
+        assert_array_equal(got, want)
