@@ -340,8 +340,12 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         The categories of each categorical feature, sorted.
 
     n_iter_ : int
-        With ``per_feature``, the L-BFGS-B iterations of the start that
-        gave the learned widths.
+        The L-BFGS-B iterations, at most ``max_iter``, of the start that gave
+        the learned per-feature widths (and lambdas, with categorical
+        features), whether they were kept or not; 1 where nothing was
+        learned (``per_feature=False``, an adaptive candidate selected, or
+        ``per_feature="auto"`` with categorical features), and at least 1,
+        as scikit-learn counts an estimator with ``max_iter``.
 
     n_features_in_ : int
         Number of features seen during ``fit``.

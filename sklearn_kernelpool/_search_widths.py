@@ -30,7 +30,7 @@ def learn_feature_widths(search, data, grid):
     widths, n_iter, loss, predictions = learn_widths(
         X64, Y, weights, kernel, search.bandwidth_, max_iter=search.max_iter, **options
     )
-    search.n_iter_ = n_iter
+    search.n_iter_ = max(n_iter, 1)
     isotropic = np.full(X64.shape[1], np.log(search.bandwidth_))
     isotropic_loss = width_loss(
         isotropic, X64, Y, weights, kernel, gradient=False, **options
@@ -111,7 +111,7 @@ def learn_categorical_widths(search, data, codes):
         max_iter=search.max_iter,
         **options,
     )
-    search.n_iter_ = n_iter
+    search.n_iter_ = max(n_iter, 1)
     if not loo_mse < search.cv_results_["loo_mse"][search.best_index_]:
         return
     search.bandwidth_ = widths[0] if search.placeholder else widths

@@ -6,6 +6,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.optimize import approx_fprime
 from sklearn.base import is_classifier
+from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
@@ -147,3 +148,83 @@ def test_skops_trusted_types_cover_every_fitted_kind(kind):
     assert type(loaded) is type(model)
     for got, want in zip(_predictions(loaded, Q), expected, strict=True):
         assert_array_equal(got, want)
+
+
+# -- n_iter_ ------------------------------------------------------------------
+
+
+def _n_iter_case(case, max_iter=200):
+    """A CV estimator that learns per-feature widths, and its data."""
+    X, y = _mixed_data(n=50, seed=3)
+    if case == "regressor":
+        model = KernelAttentionRegressorCV(
+            bandwidths=3, per_feature=True, degree=0, max_iter=max_iter
+        )
+        return model, X[:, :2], y
+    if case == "categorical":
+        model = KernelAttentionRegressorCV(
+            bandwidths=[0.3, 1.0],
+            categorical_features=[2, 3],
+            categorical_bandwidths=[0.1, 0.5],
+            per_feature=True,
+            degree=0,
+            max_iter=max_iter,
+        )
+        return model, X, y
+    model = KernelAttentionClassifierCV(bandwidths=3, per_feature=True)
+    return model.set_params(max_iter=max_iter), X[:, :2], (y > 1.5).astype(int)
+
+
+@pytest.mark.parametrize("case", ["regressor", "categorical", "classifier"])
+def test_cv_n_iter_is_the_iterations_of_the_width_learning(case, monkeypatch):
+    from sklearn_kernelpool import _categorical_widths, _widths
+
+    runs = []
+
+    def recorded(module):
+        minimize = module.minimize
+
+        def run(*args, **kwargs):
+            runs.append(minimize(*args, **kwargs))
+            return runs[-1]
+
+        monkeypatch.setattr(module, "minimize", run)
+
+    recorded(_widths)
+    recorded(_categorical_widths)
+    model, X, y = _n_iter_case(case)
+    model.fit(X, y)
+    # The start that gave the widths: the first of the smallest loss.
+    winner = runs[int(np.argmin([run.fun for run in runs]))]
+    assert 1 <= model.n_iter_ == winner.nit <= model.max_iter
+
+
+@pytest.mark.parametrize("case", ["regressor", "categorical", "classifier"])
+def test_cv_n_iter_is_the_iterations_of_the_width_learning_capped(case):
+    model, X, y = _n_iter_case(case, max_iter=1)
+    with pytest.warns(ConvergenceWarning, match="max_iter=1"):
+        model.fit(X, y)
+    assert model.n_iter_ == 1
+
+
+@pytest.mark.parametrize(
+    "model, columns",
+    [
+        (KernelAttentionRegressorCV(bandwidths=3), slice(0, 2)),
+        (KernelAttentionClassifierCV(bandwidths=3), slice(0, 2)),
+        # Nothing learned with categorical features under "auto".
+        (
+            KernelAttentionRegressorCV(
+                bandwidths=3, categorical_features=[2, 3], per_feature="auto"
+            ),
+            slice(0, 4),
+        ),
+    ],
+    ids=["regressor", "classifier", "categorical_auto"],
+)
+def test_cv_n_iter_is_the_iterations_of_the_width_learning_none(model, columns):
+    X, y = _mixed_data(n=50, seed=3)
+    if is_classifier(model):
+        y = (y > 1.5).astype(int)
+    assert model.fit(X[:, columns], y).n_iter_ == 1
+    assert not model.per_feature_
