@@ -53,17 +53,54 @@ _BLOCK_BYTES = 2**20
 _MAX_BLOCK_ROWS = 512
 
 
+class KernelShapeError(ValueError):
+    """A user kernel that did not return one weight per scaled distance.
+
+    Raised by :func:`check_kernel_output` on a chunk of queries, whose shape
+    means nothing to the user; :meth:`for_call` gives the error in the terms
+    of the call (its numbers of queries and keys).
+    """
+
+    def __init__(self, name, x, alpha):
+        self.name = name
+        if alpha.ndim != 2:
+            self.returned = f"a {alpha.ndim}-D array"
+        elif alpha.shape[1] != x.shape[1]:
+            self.returned = f"{alpha.shape[1]} weight(s) per query"
+        else:
+            self.returned = "another number of rows than of queries"
+        super().__init__(
+            self.message(f"for {x.shape[0]} queries and {x.shape[1]} keys")
+        )
+
+    def message(self, where):
+        """The error, ``where`` saying on which queries and keys."""
+        return (
+            f"The kernel {self.name!r} must return an array of the shape of its "
+            "input, the scaled distances of queries (rows) to keys (columns): "
+            f"{where}, one weight per query and key; it returned "
+            f"{self.returned}. Apply elementwise operations only (no "
+            "reduction, reshape or indexing)."
+        )
+
+    def for_call(self, n_queries, n_keys):
+        """This error for a call on ``n_queries`` queries and ``n_keys`` keys."""
+        return ValueError(self.message(f"for {n_queries} queries and {n_keys} keys"))
+
+
 def check_kernel_output(name, x, alpha):
-    """Check what a user kernel returned for the scaled distances ``x``."""
+    """Check what a user kernel returned for the scaled distances ``x``.
+
+    Raises
+    ------
+    KernelShapeError
+        If it is not of the shape of ``x``.
+    ValueError
+        If its weights are not real, finite and >= 0.
+    """
     alpha = np.asarray(alpha)
     if alpha.shape != x.shape:
-        raise ValueError(
-            f"The kernel {name!r} must return an array of the same shape as "
-            "its input, the ndarray of the scaled distances of queries to "
-            f"keys; it returned shape {alpha.shape} for an input of shape "
-            f"{x.shape}. Apply elementwise operations only (no reduction, "
-            "reshape or indexing)."
-        )
+        raise KernelShapeError(name, x, alpha)
     if not np.issubdtype(alpha.dtype, np.number) or np.iscomplexobj(alpha):
         raise ValueError(
             f"The kernel {name!r} returned values of dtype {alpha.dtype}; "
@@ -107,7 +144,10 @@ def check_kernel_callable(kernel, dtype):
             "np.vectorize."
         ) from exc
     if np.shape(alpha) != _PROBE.shape:
-        check_kernel_output(name, _PROBE, alpha)
+        n_queries, n_keys = _PROBE.shape
+        error = KernelShapeError(name, _PROBE, np.asarray(alpha))
+        where = f"fit tried it on {n_queries} queries and {n_keys} keys"
+        raise ValueError(error.message(where))
 
 
 def _rescale_rows(alpha):

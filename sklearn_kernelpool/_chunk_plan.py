@@ -13,6 +13,7 @@ chunk's work over them, each thread with its scorer's workspace.
 import numpy as np
 from joblib import Parallel, delayed
 
+from ._brute import KernelShapeError
 from ._progress import new_bar
 from ._sparse import dense_rows
 from ._threads import engine_threads, single_threaded_blas
@@ -101,6 +102,9 @@ class ChunkPlan:
                 # of the engine: the engine's own threads share the cores.
                 with single_threaded_blas():
                     run_all()
+        except KernelShapeError as exc:
+            # Said of the call, not of one of its chunks.
+            raise exc.for_call(n_queries, self.n_samples_fit) from None
         finally:
             bar.close()
         self._report_empty(int(empty.sum()), n_queries)

@@ -228,3 +228,42 @@ def test_cv_n_iter_is_the_iterations_of_the_width_learning_none(model, columns):
         y = (y > 1.5).astype(int)
     assert model.fit(X[:, columns], y).n_iter_ == 1
     assert not model.per_feature_
+
+
+# -- a user kernel that changes the shape -------------------------------------
+
+
+def _keeps_three_columns(u):
+    return np.exp(-u)[:, :3]
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["predict", "predict_std", "attention_weights", "degree1", "cross_val_score"],
+)
+def test_shape_changing_kernel_message_names_queries_and_keys(call):
+    from sklearn import config_context
+    from sklearn.model_selection import cross_val_score
+
+    rng = np.random.default_rng(0)
+    X, Q = rng.normal(size=(3000, 2)), rng.normal(size=(172, 2))
+    y = X[:, 0]
+    model = KernelAttentionRegressor(
+        kernel=_keeps_three_columns, bandwidth=0.5, degree=int(call == "degree1")
+    )
+    n_queries, n_keys = len(Q), len(X)
+    with config_context(working_memory=1):  # several chunks of queries
+        with pytest.raises(ValueError) as error:
+            if call == "cross_val_score":
+                n_queries, n_keys = 1000, 2000
+                cross_val_score(model, X, y, cv=3, error_score="raise")
+            else:
+                model.fit(X, y)
+                if call == "attention_weights":
+                    model.attention_weights(Q)
+                else:
+                    model.predict(Q, return_std=call == "predict_std")
+    message = str(error.value)
+    assert f"for {n_queries} queries and {n_keys} keys" in message
+    assert "it returned 3 weight(s) per query" in message
+    assert "shape (" not in message
