@@ -1,13 +1,23 @@
 """Scores, attributes, messages and persistence that scikit-learn's
 conventions and the documentation promise."""
 
+import ast
+import inspect
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.optimize import approx_fprime
 from sklearn.base import is_classifier
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import (
+    InvalidParameterError,
+    validate_parameter_constraints,
+)
 
+import sklearn_kernelpool
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionClassifierCV,
@@ -267,3 +277,87 @@ def test_shape_changing_kernel_message_names_queries_and_keys(call):
     assert f"for {n_queries} queries and {n_keys} keys" in message
     assert "it returned 3 weight(s) per query" in message
     assert "shape (" not in message
+
+
+# -- docs/coming_from.rst against the API -------------------------------------
+
+COMING_FROM = Path(__file__).resolve().parents[1] / "docs" / "coming_from.rst"
+ESTIMATORS = [
+    KernelAttentionRegressor,
+    KernelAttentionClassifier,
+    KernelAttentionRegressorCV,
+    KernelAttentionClassifierCV,
+]
+
+
+def _table_rows(text):
+    """(their cell, our cell) of every row of the page's list-tables."""
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("   * - "):
+            rows.append([line[7:]])
+        elif line.startswith("     - ") and rows and len(rows[-1]) == 1:
+            rows[-1].append(line[7:])
+        elif line.startswith("       ") and rows and rows[-1] and line.strip():
+            rows[-1][-1] += " " + line.strip()
+        elif not line.startswith(" "):
+            rows.append(None)  # the end of a table, or text between them
+    return [tuple(row) for row in rows if row is not None and len(row) == 2]
+
+
+def _accepted(name, value):
+    """Whether some estimator takes ``name=value``."""
+    for estimator in ESTIMATORS:
+        constraints = estimator._parameter_constraints.get(name)
+        if constraints is None:
+            continue
+        try:
+            validate_parameter_constraints(
+                {name: constraints}, {name: value}, estimator.__name__
+            )
+        except InvalidParameterError:
+            continue
+        return True
+    return False
+
+
+def test_coming_from_names_our_parameters_and_options():
+    rows = _table_rows(COMING_FROM.read_text(encoding="utf-8"))
+    pair = r"\b(\w+) ?= ?((?:\"[^\"]*\")|[^,)\s]+)"
+    # The other packages' parameters, which our column names in comparisons.
+    theirs = {name for cell, _ in rows for name, _ in re.findall(pair, cell)}
+    literals = re.findall(r"``(.+?)``", " ".join(cell for _, cell in rows))
+    assert literals
+    parameters = {
+        name
+        for estimator in ESTIMATORS
+        for name in inspect.signature(estimator).parameters
+    }
+    checked = 0
+    for literal in literals:
+        for name, value in re.findall(r"\b(\w+)=((?:\"[^\"]*\")|[^,)\s]+)", literal):
+            if name in theirs and name not in parameters:
+                continue
+            assert name in parameters, literal
+            try:
+                value = ast.literal_eval(value)
+            except (ValueError, SyntaxError):
+                continue  # a symbol of the page: h, k, r
+            assert _accepted(name, value), literal
+            checked += 1
+        call = re.match(r"(\w+)\(", literal)
+        if call is not None:
+            # A method of an estimator, or a public class.
+            assert any(hasattr(e, call[1]) for e in ESTIMATORS) or hasattr(
+                sklearn_kernelpool, call[1]
+            ), literal
+    assert checked >= 20
+
+
+def test_coming_from_names_our_parameters_and_options_aic():
+    rows = _table_rows(COMING_FROM.read_text(encoding="utf-8"))
+    aic = [ours for theirs, ours in rows if "aic" in theirs]
+    assert len(aic) == 2  # statsmodels' bw="aic", np's bwmethod="cv.aic"
+    for ours in aic:
+        assert ':class:`KernelAttentionRegressorCV` with ``scoring="aicc"``' in ours
+        assert "no counterpart" not in ours
