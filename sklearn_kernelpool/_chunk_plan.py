@@ -13,10 +13,10 @@ chunk's work over them, each thread with its scorer's workspace.
 import numpy as np
 from joblib import Parallel, delayed
 
-from ._brute import KernelShapeError
 from ._progress import new_bar
 from ._sparse import dense_rows
 from ._threads import engine_threads, single_threaded_blas
+from ._user_kernel import KernelShapeError
 
 # The brute buffer of a chunk is kept near this size, so that the passes over
 # it run from cache; benchmarks/bench_predict.py --chunks measures the choice.
