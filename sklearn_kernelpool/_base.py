@@ -17,7 +17,6 @@ from . import _categorical
 from ._algorithm import ALGORITHMS, key_span, prefers_binned
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._binned_pool import BinnedKernelPool
-from ._brute import check_kernel_callable
 from ._pooling import KernelPool, resolve_kernel
 from ._sparse import (
     FIT_FORMATS,
@@ -26,6 +25,7 @@ from ._sparse import (
     dense_keys,
     fitted_algorithm,
 )
+from ._user_kernel import check_kernel_callable
 from ._validation import check_no_dates, check_no_strings, first_string
 from .kernels import KERNELS
 

@@ -4,6 +4,7 @@ import numpy as np
 
 from . import _adaptive
 from ._exact import pairwise_squared, squared_slack
+from ._user_kernel import check_kernel_output
 
 # float32 products lose about eps * (|q|^2 + |k|^2) of a squared distance to
 # cancellation; past this share of a unit logit (about 34 eps, which keeps
@@ -51,63 +52,6 @@ _EXACT_BYTES = 2**20
 # size, never on the chunk it is in, the number of queries or n_jobs.
 _BLOCK_BYTES = 2**20
 _MAX_BLOCK_ROWS = 512
-
-
-def check_kernel_output(name, x, alpha):
-    """Check what a user kernel returned for the scaled distances ``x``."""
-    alpha = np.asarray(alpha)
-    if alpha.shape != x.shape:
-        raise ValueError(
-            f"The kernel {name!r} must return an array of the same shape as "
-            "its input, the ndarray of the scaled distances of queries to "
-            f"keys; it returned shape {alpha.shape} for an input of shape "
-            f"{x.shape}. Apply elementwise operations only (no reduction, "
-            "reshape or indexing)."
-        )
-    if not np.issubdtype(alpha.dtype, np.number) or np.iscomplexobj(alpha):
-        raise ValueError(
-            f"The kernel {name!r} returned values of dtype {alpha.dtype}; "
-            "it must return real weights."
-        )
-    if not np.all(np.isfinite(alpha)):
-        raise ValueError(
-            f"The kernel {name!r} returned NaN or infinite weights; it must "
-            "return finite weights >= 0."
-        )
-    if np.any(alpha < 0):
-        raise ValueError(
-            f"The kernel {name!r} returned negative weights; it must return "
-            "finite weights >= 0."
-        )
-    return alpha
-
-
-# The scaled distances a user kernel is tried on in fit: a (2, 3) array, so
-# that a kernel that reduces, transposes or flattens its input shows it.
-_PROBE = np.array([[0.0, 0.5, 1.0], [1.5, 2.0, 3.0]])
-
-
-def check_kernel_callable(kernel, dtype):
-    """Try a user kernel on a small array of scaled distances in ``dtype``.
-
-    Refuses a kernel written for scalars (``math.exp``, ``if u < 1``) and one
-    that does not keep the shape of its input, before any prediction.
-    """
-    name = getattr(kernel, "__name__", repr(kernel))
-    try:
-        alpha = kernel(_PROBE.astype(dtype))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"kernel={name!r} failed on an ndarray of scaled distances "
-            f"({type(exc).__name__}: {exc}). A kernel callable receives a 2-D "
-            "ndarray of scaled distances and must return the weights "
-            "elementwise, as an array of the same shape: write it with NumPy "
-            "functions (np.exp(-u) rather than math.exp(-u), np.where(u < 1, "
-            "...) rather than if u < 1), or wrap a scalar function with "
-            "np.vectorize."
-        ) from exc
-    if np.shape(alpha) != _PROBE.shape:
-        check_kernel_output(name, _PROBE, alpha)
 
 
 def _rescale_rows(alpha):

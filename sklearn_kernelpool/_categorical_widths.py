@@ -2,30 +2,45 @@
 
 With categorical features, ``KernelAttentionRegressorCV(per_feature=True)``
 learns one width per continuous feature and one ``lambda_j`` per categorical
-feature by minimising the leave-one-out squared error of local-constant
-pooling with L-BFGS-B, from the selected grid candidate. The log weight of
-key ``k`` for held-out point ``i`` is::
+feature by minimising the leave-one-out squared error of the selected degree
+(local-constant or local-linear held-out fits) with L-BFGS-B, from the
+selected grid candidate. The log weight of key ``k`` for held-out point ``i``
+is::
 
     log w_k + log alpha(u_ik) + sum_j [c_ij != c_kj] log lambda_j,
     u_ik^2 = sum_f (x_if - x_kf)^2 / h_f^2
 
 so that ``d log weight / d log lambda_j = [c_ij != c_kj]`` and
 ``d log weight / d log h_f = -2 (d log alpha / d u^2) (x_if - x_kf)^2 / h_f^2``,
-and with ``p_ik`` the normalised weights and ``e_i`` the held-out error,
-``d yhat_i / d theta = sum_k p_ik g_ik (y_k - yhat_i)``. The pass goes over
-batches of held-out rows within ``working_memory``. ``lambda_j`` is bounded
-to [1e-3, 1], the log width of feature ``f`` to ``log(s_f) +- log(1e3)``
-with ``s_f`` its weighted standard deviation, as :mod:`._widths` does.
+and with ``l_ik`` the smoother weights of the held-out fit and ``e_i`` its
+error, ``d yhat_i / d theta = sum_k l_ik g_ik r_ik``, ``g_ik`` the derivative
+of the log weight and ``r_ik`` the residual of key ``k`` under the fit of
+``i``: ``y_k - yhat_i`` for local-constant fits (``l_ik`` the normalised
+weights ``p_ik``), ``y_k - yhat_i - beta_i . (z_k - z_i)`` for local-linear
+ones (``beta_i`` the local slope in the scaled coordinates ``z = x / h``,
+``l_ik = p_ik (1 + (z_i - m_i)^T C_i^+ (z_k - m_i))`` with ``m_i`` and
+``C_i`` the local mean and covariance of the keys). A local design whose
+covariance is rank-deficient, by a threshold like that of the fitted
+estimator, gets its minimum-norm slope
+(:func:`._widths_linear._solve_local`). The pass goes over batches of
+held-out rows within ``working_memory``. ``lambda_j`` is bounded to [1e-3,
+1], the log width of feature ``f`` to ``log(s_f) +- log(1e3)`` with ``s_f``
+its weighted standard deviation, as :mod:`._widths` does.
 """
+
+import warnings
 
 import numpy as np
 from scipy.optimize import minimize
+from sklearn.exceptions import ConvergenceWarning
 
 from ._chunking import row_batches
+from ._widths_linear import _solve_local
 
 LAMBDA_BOUNDS = (1e-3, 1.0)
 WIDTH_RANGE = 1e3
-MAX_ITER = 100
+MAX_ITER = 200
+_EPS = float(np.finfo(np.float64).eps)
 
 
 def _dlog_alpha(kernel, u2):
@@ -58,45 +73,91 @@ def _softmax_rows(theta, X, codes, weights, kernel, rows):
     return p, D2, u2, M
 
 
+def _held_out_fits(p, Z, Y, rows, n_keys, degree):
+    """Held-out fits of ``rows`` from their normalised weights ``p``.
+
+    Returns the predictions, the smoother weights ``l_ik`` and the slopes
+    ``beta_i`` in the coordinates ``Z`` (None for degree 0).
+    """
+    fitted = p @ Y
+    if degree == 0:
+        return fitted, p, None
+    m = p @ Z
+    centred = Z[None, :, :] - m[:, None, :]
+    weighted = centred * p[:, :, None]
+    cov = np.einsum("cnf,cng->cfg", weighted, centred)
+    cross = np.einsum("cnf,nk->cfk", weighted, Y - Y.mean(axis=0))
+    offset = Z[rows] - m
+    # The rank threshold of the fitted estimator (:mod:`._local_linear`), on
+    # the moments about the origin of the scaled coordinates.
+    second = np.trace(cov, axis1=1, axis2=2) + np.einsum("cf,cf->c", m, m)
+    tol = 10.0 * Z.shape[1] * np.sqrt(n_keys) * _EPS * second
+    solved = _solve_local(cov, np.concatenate([cross, offset[:, :, None]], 2), tol)
+    beta, lever = solved[:, :, :-1], solved[:, :, -1]
+    fitted = fitted + np.einsum("cfk,cf->ck", beta, offset)
+    smoother = p * (1.0 + np.einsum("cf,cnf->cn", lever, centred))
+    return fitted, smoother, beta
+
+
 def _row_bytes(X, codes):
-    return 8 * X.shape[0] * (2 * X.shape[1] + codes.shape[1] + 8)
+    return 8 * X.shape[0] * (4 * X.shape[1] + codes.shape[1] + 8)
 
 
-def loo_predictions(X, codes, Y, weights, kernel, widths, lambdas):
-    """Leave-one-out predictions of local-constant pooling."""
+def _n_keys(weights, rows):
+    """The keys of positive weight of each held-out fit of ``rows``."""
+    return np.count_nonzero(weights > 0) - (weights[rows] > 0)
+
+
+def loo_predictions(X, codes, Y, weights, kernel, widths, lambdas, degree=0):
+    """Leave-one-out predictions of local-constant (``degree=0``) or
+    local-linear (``degree=1``) held-out fits."""
     theta = np.concatenate([np.log(widths), np.log(lambdas)])
+    Z = X / widths
     points = np.arange(X.shape[0])
     out = np.empty_like(Y)
     for batch in row_batches(len(points), _row_bytes(X, codes)):
-        p = _softmax_rows(theta, X, codes, weights, kernel, points[batch])[0]
-        out[batch] = p @ Y
+        rows = points[batch]
+        p = _softmax_rows(theta, X, codes, weights, kernel, rows)[0]
+        out[batch] = _held_out_fits(p, Z, Y, rows, _n_keys(weights, rows), degree)[0]
     return out
 
 
-def loo_objective(theta, X, codes, Y, weights, kernel):
-    """Weighted leave-one-out mean squared error and its gradient in
-    ``theta = [log h_1..h_d, log lambda_1..lambda_c]``."""
+def loo_objective(theta, X, codes, Y, weights, kernel, degree=0):
+    """Weighted leave-one-out mean squared error of the held-out fits of
+    ``degree`` and its gradient in ``theta = [log h_1..h_d, log
+    lambda_1..lambda_c]``."""
     n, d = X.shape
     total = weights.sum()
     value, grad = 0.0, np.zeros_like(theta)
+    Z = X / np.exp(theta[:d])
     points = np.arange(n)
     for batch in row_batches(n, _row_bytes(X, codes)):
         rows = points[batch]
         p, D2, u2, M = _softmax_rows(theta, X, codes, weights, kernel, rows)
-        fitted = p @ Y
+        fitted, smoother, beta = _held_out_fits(
+            p, Z, Y, rows, _n_keys(weights, rows), degree
+        )
         error = fitted - Y[rows]
         value += float(weights[rows] @ np.sum(error * error, axis=1))
-        # A_ik = p_ik e_i . (y_k - yhat_i), weighted by w_i.
-        A = p * (error @ Y.T - np.sum(error * fitted, axis=1, keepdims=True))
+        # A_ik = l_ik e_i . r_ik, weighted by w_i.
+        A = error @ Y.T - np.sum(error * fitted, axis=1, keepdims=True)
+        if beta is not None:
+            tilt = np.einsum("cfk,ck->cf", beta, error)
+            A -= tilt @ Z.T - np.einsum("cf,cf->c", tilt, Z[rows])[:, None]
+        A *= smoother
         A *= weights[rows, None]
         grad[d:] += 2.0 * np.einsum("ik,ikj->j", A, M)
         grad[:d] += 2.0 * np.einsum("ik,ikf->f", A * -2.0 * _dlog_alpha(kernel, u2), D2)
     return value / total, grad / total
 
 
-def learn(X, codes, Y, weights, kernel, bandwidth, lambdas):
-    """Widths and lambdas minimising the leave-one-out error, from the
-    isotropic ``bandwidth`` and the shared ``lambdas``.
+def learn(
+    X, codes, Y, weights, kernel, bandwidth, lambdas, *, degree=0, max_iter=MAX_ITER
+):
+    """Widths and lambdas minimising the leave-one-out error of the held-out
+    fits of ``degree``, from the isotropic ``bandwidth`` and the shared
+    ``lambdas``, with at most ``max_iter`` iterations of L-BFGS-B (a
+    :class:`~sklearn.exceptions.ConvergenceWarning` when it stops there).
 
     Returns the widths, the lambdas, the number of iterations and the
     leave-one-out mean squared error (averaged over the outputs).
@@ -115,15 +176,23 @@ def learn(X, codes, Y, weights, kernel, bandwidth, lambdas):
     )
     bounds = list(zip(low, high, strict=True))
     bounds += [tuple(np.log(LAMBDA_BOUNDS))] * codes.shape[1]
+    args = (X, codes, Y, weights, kernel, degree)
     result = minimize(
         loo_objective,
         start,
-        args=(X, codes, Y, weights, kernel),
+        args=args,
         jac=True,
         method="L-BFGS-B",
         bounds=bounds,
-        options={"maxiter": MAX_ITER},
+        options={"maxiter": max_iter},
     )
+    if result.nit >= max_iter:
+        warnings.warn(
+            f"The per-feature widths and lambdas stopped at max_iter={max_iter} "
+            "iterations of L-BFGS-B before converging; increase max_iter.",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
     theta = result.x
-    mse = loo_objective(theta, X, codes, Y, weights, kernel)[0] / Y.shape[1]
+    mse = loo_objective(theta, *args)[0] / Y.shape[1]
     return np.exp(theta[:d]), np.exp(theta[d:]), int(result.nit), mse

@@ -16,6 +16,7 @@ from joblib import Parallel, delayed
 from ._progress import new_bar
 from ._sparse import dense_rows
 from ._threads import engine_threads, single_threaded_blas
+from ._user_kernel import KernelShapeError
 
 # The brute buffer of a chunk is kept near this size, so that the passes over
 # it run from cache; benchmarks/bench_predict.py --chunks measures the choice.
@@ -101,6 +102,9 @@ class ChunkPlan:
                 # of the engine: the engine's own threads share the cores.
                 with single_threaded_blas():
                     run_all()
+        except KernelShapeError as exc:
+            # Said of the call, not of one of its chunks.
+            raise exc.for_call(n_queries, self.n_samples_fit) from None
         finally:
             bar.close()
         self._report_empty(int(empty.sum()), n_queries)

@@ -203,8 +203,11 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         run.
 
     n_iter_ : int
-        With ``per_feature=True``, the L-BFGS-B iterations of the start that
-        gave the learned widths.
+        The L-BFGS-B iterations, at most ``max_iter``, of the start that gave
+        the learned per-feature widths, whether they were kept or not; 1
+        where nothing was learned (``per_feature=False``, or an adaptive
+        candidate selected), and at least 1, as scikit-learn counts an
+        estimator with ``max_iter``.
 
     n_features_in_ : int
         Number of features seen during ``fit``.
@@ -361,7 +364,7 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
                 continue
             if name in selected:
                 setattr(self, name, selected[name])
-            else:  # n_iter_ of an earlier fit with per_feature=True
+            else:  # one the search did not set, left by an earlier fit
                 self.__dict__.pop(name, None)
         search.say(f"Refitting the selected candidate on all {X.shape[0]} samples")
         self.best_estimator_ = KernelAttentionClassifier(

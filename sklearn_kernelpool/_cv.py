@@ -121,8 +121,9 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     max_iter : int, default=200
         The iteration cap of L-BFGS-B per start when learning per-feature
-        widths. A :class:`~sklearn.exceptions.ConvergenceWarning` is issued
-        when the winning start stops there.
+        widths (and lambdas, with categorical features). A
+        :class:`~sklearn.exceptions.ConvergenceWarning` is issued when the
+        winning start stops there.
 
     degree : {0, 1} or "auto", default="auto"
         The degree of the local polynomial of every candidate and of
@@ -217,7 +218,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         features. With ``per_feature=True``, one ``lambda_j`` in [1e-3, 1]
         per categorical feature is then learned together with one width per
         continuous feature, by L-BFGS-B on the leave-one-out squared error
-        with its analytic gradient, from the selected candidate; they
+        of the selected degree with its analytic gradient (at most
+        ``max_iter`` iterations), from the selected candidate; they
         replace it only where they lower its leave-one-out error, and
         ``categorical_bandwidth_`` is then an array.
 
@@ -338,8 +340,12 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         The categories of each categorical feature, sorted.
 
     n_iter_ : int
-        With ``per_feature``, the L-BFGS-B iterations of the start that
-        gave the learned widths.
+        The L-BFGS-B iterations, at most ``max_iter``, of the start that gave
+        the learned per-feature widths (and lambdas, with categorical
+        features), whether they were kept or not; 1 where nothing was
+        learned (``per_feature=False``, an adaptive candidate selected, or
+        ``per_feature="auto"`` with categorical features), and at least 1,
+        as scikit-learn counts an estimator with ``max_iter``.
 
     n_features_in_ : int
         Number of features seen during ``fit``.

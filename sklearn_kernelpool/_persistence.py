@@ -10,17 +10,35 @@ from sklearn.utils.validation import check_is_fitted
 from ._algorithm import ALGORITHMS
 from .kernels import _REGISTRY, KERNELS, Kernel
 
-# The classes a fitted estimator of the package holds, by qualified name. Its
-# engine saves only what rebuilds it (see KernelPool.__getstate__): no tree,
-# and no type of another package.
-_PACKAGE_TYPES = (
-    "sklearn_kernelpool._binned_pool.BinnedKernelPool",
-    "sklearn_kernelpool._classification.KernelAttentionClassifier",
-    "sklearn_kernelpool._cv.KernelAttentionRegressorCV",
-    "sklearn_kernelpool._pooling.KernelPool",
-    "sklearn_kernelpool._regression.KernelAttentionRegressor",
-    "sklearn_kernelpool.kernels.Kernel",
-)
+# Types of other packages that a fitted estimator of the package holds: the
+# dtype of the predictions of a model fitted on dask arrays
+# (:class:`._grid_pool.GridPool`).
+_OTHER_TYPES = ("numpy.dtype",)
+
+
+def _package_classes():
+    """The classes a fitted estimator of the package may hold: the public
+    estimators, their engines and :class:`.kernels.Kernel`.
+
+    Each engine saves only what rebuilds it (see ``KernelPool.__getstate__``):
+    no tree, and no type of another package but :data:`_OTHER_TYPES`.
+    """
+    # Imported here: the estimators and engines import this module.
+    from sklearn.base import BaseEstimator
+
+    import sklearn_kernelpool
+
+    from ._binned_pool import BinnedKernelPool
+    from ._grid_pool import GridPool
+    from ._pooling import KernelPool
+
+    public = (getattr(sklearn_kernelpool, name) for name in sklearn_kernelpool.__all__)
+    estimators = [
+        obj
+        for obj in public
+        if isinstance(obj, type) and issubclass(obj, BaseEstimator)
+    ]
+    return [*estimators, KernelPool, BinnedKernelPool, GridPool, Kernel]
 
 
 def _kernel_functions():
@@ -43,7 +61,10 @@ def skops_trusted_types():
     :func:`skops.io.load` refuses any type it does not know to be safe unless
     it is listed in ``trusted``. This list names every type a fitted
     estimator of the package may hold, whatever its kernel, path or degree:
-    the estimators, the engine, the registered kernels and their functions.
+    the estimators (the cross-validated ones included), the engines (that of
+    a model fitted on dask arrays with ``algorithm="binned"`` included, with
+    the NumPy dtype of its predictions), the registered kernels and their
+    functions.
     The engine saves only its training data and parameters, which loading
     checks (shapes, dtypes, finiteness, the kernel) before it rebuilds the
     engine, trees included, as ``fit`` built it. A user-defined kernel is
@@ -81,7 +102,8 @@ def skops_trusted_types():
             "estimator.skops", trusted=skops_trusted_types()
         )
     """
-    return sorted({*_PACKAGE_TYPES, *_kernel_functions()})
+    classes = (f"{cls.__module__}.{cls.__qualname__}" for cls in _package_classes())
+    return sorted({*classes, *_OTHER_TYPES, *_kernel_functions()})
 
 
 def check_picklable_kernel(estimator):

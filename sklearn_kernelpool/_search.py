@@ -255,6 +255,9 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
             warn_edge(self.bandwidth_, fixed_grid, automatic)
         self.per_feature_ = False
         self.per_feature_scores_ = None
+        # Nothing iterates unless widths are learned: one iteration, as
+        # scikit-learn counts an estimator with max_iter.
+        self.n_iter_ = 1
         mode = self.per_feature_mode()
         if mode is True and codes is not None:
             self.say("Learning per-feature widths and lambdas by leave-one-out")

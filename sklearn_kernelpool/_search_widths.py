@@ -30,7 +30,7 @@ def learn_feature_widths(search, data, grid):
     widths, n_iter, loss, predictions = learn_widths(
         X64, Y, weights, kernel, search.bandwidth_, max_iter=search.max_iter, **options
     )
-    search.n_iter_ = n_iter
+    search.n_iter_ = max(n_iter, 1)
     isotropic = np.full(X64.shape[1], np.log(search.bandwidth_))
     isotropic_loss = width_loss(
         isotropic, X64, Y, weights, kernel, gradient=False, **options
@@ -93,15 +93,25 @@ def learn_feature_widths(search, data, grid):
 
 
 def learn_categorical_widths(search, data, codes):
-    """Per-feature widths and lambdas (:mod:`._categorical_widths`), kept
-    where they lower the leave-one-out error of the selected candidate."""
+    """Per-feature widths and lambdas (:mod:`._categorical_widths`), learned
+    on the leave-one-out error of the selected degree and kept where they
+    lower that of the selected candidate."""
     X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
     kernel = KERNELS[search.kernel_]
     lambdas = np.full(codes.shape[1], search.categorical_bandwidth_)
+    options = {"degree": search.degree_}
     widths, learned, n_iter, loo_mse = _categorical_widths.learn(
-        X64, codes, Y, weights, kernel, search.bandwidth_, lambdas
+        X64,
+        codes,
+        Y,
+        weights,
+        kernel,
+        search.bandwidth_,
+        lambdas,
+        max_iter=search.max_iter,
+        **options,
     )
-    search.n_iter_ = n_iter
+    search.n_iter_ = max(n_iter, 1)
     if not loo_mse < search.cv_results_["loo_mse"][search.best_index_]:
         return
     search.bandwidth_ = widths[0] if search.placeholder else widths
@@ -111,7 +121,7 @@ def learn_categorical_widths(search, data, codes):
         search.best_score_ = -float(loo_mse)
         return
     predictions = _categorical_widths.loo_predictions(
-        X64, codes, Y, weights, kernel, widths, learned
+        X64, codes, Y, weights, kernel, widths, learned, **options
     )
     search.best_score_ = search.policy.learned_loo_score(
         predictions, X, y, weights, scorer, weighted

@@ -566,16 +566,15 @@ def test_per_feature_learns_a_lambda_per_categorical_feature():
     lam = cv.categorical_bandwidth_
     assert lam.shape == (2,) and lam[0] < 0.05 < 0.5 < lam[1]
     assert cv.best_score_ > np.max(cv.cv_results_["mean_test_score"])
-    # The learned score is the leave-one-out error of refitting without
-    # each point at the learned widths and lambdas.
+    # The learned score is the leave-one-out error of refitting the selected
+    # model (of the selected degree) without each point.
+    params = cv.best_estimator_.get_params()
+    assert_allclose(params["bandwidth"], cv.bandwidth_)
+    assert_allclose(params["categorical_bandwidth"], lam)
     pred = np.empty(n)
     for i in range(n):
         keep = np.arange(n) != i
-        reg = KernelAttentionRegressor(
-            bandwidth=cv.bandwidth_,
-            categorical_features=[1, 2],
-            categorical_bandwidth=lam,
-        ).fit(X[keep], y[keep])
+        reg = KernelAttentionRegressor(**params).fit(X[keep], y[keep])
         pred[i] = reg.predict(X[i : i + 1])[0]
     assert_allclose(cv.best_score_, -np.mean((pred - y) ** 2), rtol=1e-8)
     assert_allclose(cv.best_estimator_.categorical_bandwidth_, lam)

@@ -150,11 +150,6 @@ def expected_failed_checks(estimator):
             failed.update(dict.fromkeys(WEIGHT_CHECKS, LOO_WEIGHT_REASON))
         elif estimator.n_neighbors is not None:
             failed.update(dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON))
-        if estimator.per_feature is False:
-            failed["check_non_transformer_estimators_n_iter"] = (
-                "max_iter caps the optimiser of per-feature widths, which may "
-                "not run: n_iter_ exists only where widths are learned"
-            )
         return failed
     if getattr(estimator, "n_neighbors", None) is not None:
         return dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON)
@@ -239,11 +234,6 @@ def expected_failed_classifier_checks(estimator):
         failed = {}
         if estimator.cv is None:
             failed.update(dict.fromkeys(WEIGHT_CHECKS, LOO_WEIGHT_REASON))
-        if estimator.per_feature is False:
-            failed["check_non_transformer_estimators_n_iter"] = (
-                "max_iter caps the optimiser of per-feature widths, which may "
-                "not run: n_iter_ exists only where widths are learned"
-            )
         return failed
     if getattr(estimator, "n_neighbors", None) is not None:
         return dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON)
