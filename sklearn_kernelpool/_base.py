@@ -13,7 +13,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from . import _categorical
+from . import _categorical, _categorical_input
 from ._algorithm import ALGORITHMS, key_span, prefers_binned
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._binned_pool import BinnedKernelPool
@@ -91,7 +91,7 @@ def validate_fit_data(estimator, X, y, **options):
         check_numeric_target(estimator, y)
     if hasattr(estimator, "categorical_features"):
         check_dense_features(X, strings=False)
-        X_split = _categorical.fit_columns(estimator, X)
+        X_split = _categorical_input.fit_columns(estimator, X)
         if X_split is not None:
             y = _check_y(
                 y,
@@ -123,7 +123,7 @@ def validate_queries(estimator, X):
     strings refused; SciPy sparse queries become CSR."""
     if getattr(estimator, "is_categorical_", None) is not None:
         check_dense_features(X, strings=False)
-        return _categorical.query_columns(estimator, X, None)
+        return _categorical_input.query_columns(estimator, X, None)
     check_dense_features(X)
     with np.errstate(invalid="ignore", over="ignore"):
         return validate_data(
