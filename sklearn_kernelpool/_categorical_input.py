@@ -112,6 +112,26 @@ def categorical_mask(categorical_features, X):
     return mask if mask.any() else None
 
 
+def declares_array_features(categorical_features):
+    """Whether ``categorical_features`` declares categorical features of an
+    array, whatever its values.
+
+    Only None, ``"from_dtype"`` (which reads the dtypes of a DataFrame), an
+    empty array-like and a boolean mask of False declare none; every other
+    value declares some, or is refused by ``fit``. SciPy sparse ``X`` holds
+    no categories: an estimator takes it only when this is False.
+    """
+    if categorical_features is None or isinstance(categorical_features, str):
+        return False
+    try:
+        features = np.asarray(categorical_features)
+    except (TypeError, ValueError):  # ragged: fit refuses it
+        return True
+    if features.dtype.kind == "b":
+        return bool(features.any())
+    return features.size > 0
+
+
 # -- the columns ---------------------------------------------------------------
 def _columns(X, mask):
     """The categorical columns (object, one per feature) and the continuous
@@ -238,12 +258,13 @@ def fit_columns(estimator, X):
     selects no feature (``is_categorical_`` None): the caller validates
     ``X`` as usual.
     """
+    if declares_array_features(estimator.categorical_features):
+        _refuse_sparse(X)
     mask = categorical_mask(estimator.categorical_features, X)
     estimator.is_categorical_ = mask
     if mask is None:
         estimator.categories_ = []
         return None
-    _refuse_sparse(X)
     _check_feature_names(estimator, X, reset=True)
     _check_n_features(estimator, X, reset=True)
     categorical, continuous = _columns(X, mask)

@@ -12,7 +12,7 @@ from ._pooling import ON_EMPTY
 from ._regression_inspection import InspectionMethods
 from ._regression_intervals import IntervalMethods
 from ._regression_paths import PredictionMethods, fit_regressor
-from ._sparse import DENSE_ONLY
+from ._sparse import takes_sparse
 
 
 class KernelAttentionRegressor(
@@ -402,8 +402,8 @@ class KernelAttentionRegressor(
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.regressor_tags.poor_score = self.kernel == "constant"
-        # SciPy sparse X, on the brute-force path.
-        tags.input_tags.sparse = self.algorithm not in DENSE_ONLY
+        # SciPy sparse X, on the brute-force path, without categorical features.
+        tags.input_tags.sparse = takes_sparse(self.algorithm, self.categorical_features)
         # The array API path: degree 0, a named kernel, brute force.
         tags.array_api_support = (
             self.degree == 0
