@@ -404,11 +404,13 @@ class KernelAttentionRegressor(
         tags.regressor_tags.poor_score = self.kernel == "constant"
         # SciPy sparse X, on the brute-force path, without categorical features.
         tags.input_tags.sparse = takes_sparse(self.algorithm, self.categorical_features)
-        # The array API path: degree 0, a named kernel, brute force.
+        # The array API path: degree 0, a named kernel, brute force, no
+        # categorical features.
         tags.array_api_support = (
             self.degree == 0
             and not callable(self.kernel)
             and self.algorithm in ("auto", "brute")
             and self.n_neighbors is None
+            and self.categorical_features is None
         )
         return tags

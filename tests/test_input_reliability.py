@@ -4,6 +4,8 @@ scikit-learn does."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _array_api import strict_namespace
+from sklearn import config_context
 from sklearn.base import clone
 from sklearn.utils import get_tags
 from sklearn.utils.estimator_checks import check_estimator_sparse_tag
@@ -72,3 +74,24 @@ def test_sparse_tag_follows_the_parameters(estimator, takes_sparse):
         fitted = False
     assert fitted is tag
     check_estimator_sparse_tag(type(estimator).__name__, estimator)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"categorical_features": [0]}, {"categorical_features": "from_dtype"}],
+    ids=["plain", "categorical_index", "categorical_from_dtype"],
+)
+def test_array_api_tag_follows_the_parameters(options):
+    xp = strict_namespace()
+    rng = np.random.RandomState(0)
+    X, y = rng.uniform(size=(20, 3)), rng.uniform(size=20)
+    estimator = KernelAttentionRegressor(**options)
+    tag = get_tags(estimator).array_api_support
+    with config_context(array_api_dispatch=True):
+        try:
+            estimator.fit(xp.asarray(X), xp.asarray(y))
+            fitted = True
+        except ValueError as exc:
+            assert "array API" in str(exc)
+            fitted = False
+    assert fitted is tag
