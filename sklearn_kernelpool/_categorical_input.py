@@ -1,21 +1,24 @@
 """The input side of categorical features: which features are categorical, and
-the validated engine array of the keys and the queries.
+the engine array of the keys and the queries.
 
 The estimators hand the engine one float array per call: the continuous
 columns first, then one column per categorical feature holding the category's
 integer code (-1 for an unknown category). :mod:`._categorical` holds the
 kernel that uses the codes.
+
+The input goes through ``validate_data`` first, in
+:func:`._base.validate_fit_data` and :func:`._base.validate_queries`, with
+the checks of the dense path but those of the values: its shape, samples,
+features, feature names and target. The values are checked here, column by
+column: the categories must not be missing, the continuous columns are
+validated as the dense path validates ``X``.
 """
 
 import sys
 
 import numpy as np
 from scipy.sparse import issparse
-from sklearn.utils.validation import (
-    _check_feature_names,
-    _check_n_features,
-    check_array,
-)
+from sklearn.utils.validation import _num_features, check_array
 
 # Codes are stored in the float columns of the keys: float32 holds every
 # integer up to 2**24 exactly.
@@ -48,9 +51,12 @@ def categorical_mask(categorical_features, X):
     """
     if categorical_features is None:
         return None
-    n_features = np.shape(X)[1] if np.ndim(X) == 2 or _is_dataframe(X) else None
-    if n_features is None:
-        return None  # validate_data explains the shape
+    try:
+        n_features = _num_features(X)
+    except (TypeError, IndexError):
+        return None  # not 2-D: validate_data explains the shape
+    if n_features == 0:
+        return None  # validate_data explains the missing features
     names = list(X.columns) if _is_dataframe(X) else None
     if isinstance(categorical_features, str):
         if categorical_features != "from_dtype":
@@ -135,18 +141,13 @@ def declares_array_features(categorical_features):
 # -- the columns ---------------------------------------------------------------
 def _columns(X, mask):
     """The categorical columns (object, one per feature) and the continuous
-    part of ``X``, as they are."""
+    part of ``X`` (2-D, validated by ``validate_data``), as they are."""
     if _is_dataframe(X):
         where = np.flatnonzero(mask)
         categorical = [X.iloc[:, j].to_numpy(dtype=object) for j in where]
         continuous = X.iloc[:, np.flatnonzero(~mask)]
         return categorical, continuous
     values = X if isinstance(X, np.ndarray) else np.asarray(X, dtype=object)
-    if values.ndim != 2:
-        raise ValueError(
-            f"Expected a 2-D array for X; got {values.ndim} dimension(s). "
-            "Reshape it, for example with X.reshape(-1, 1) for one feature."
-        )
     categorical = [values[:, j].astype(object) for j in np.flatnonzero(mask)]
     return categorical, values[:, ~mask]
 
@@ -178,9 +179,25 @@ def _check_column(column, j):
     if missing.any():
         raise ValueError(
             f"Categorical feature {j} holds missing values ({column[missing][0]!r} "
-            f"in {int(missing.sum())} row(s)); categories must not be missing. "
-            "Fill them with a category of their own first, for example with "
+            f"in {int(missing.sum())} row(s)); categories must not be missing "
+            "(NaN, None, pandas.NA or NaT). Fill them with a category of their "
+            "own first, for example with "
             "SimpleImputer(strategy='constant', fill_value='missing')."
+        )
+
+
+def _check_finite(values, j):
+    """Refuse infinite numbers among ``values`` of categorical feature ``j``,
+    as the dense path refuses them in ``X``."""
+    found = next(
+        (v for v in values if isinstance(v, (float, np.floating)) and np.isinf(v)),
+        None,
+    )
+    if found is not None:
+        raise ValueError(
+            f"Categorical feature {j} holds an infinite value ({found!r}); "
+            "categories must be finite. Replace it with a category of its own "
+            "first, for example with a string."
         )
 
 
@@ -191,11 +208,14 @@ def learn_categories(column, j):
         categories = np.unique(column)
     except TypeError as exc:
         kinds = sorted({type(v).__name__ for v in column})
-        raise ValueError(
-            f"Categorical feature {j} mixes values of types {kinds}, which "
-            "cannot be sorted into categories; convert them to one type, for "
-            "example with astype(str)."
+        # A TypeError, as scikit-learn's encoders raise for such values.
+        raise TypeError(
+            f"Categorical feature {j} holds values of types {kinds}, which "
+            "cannot be sorted into categories: its argument must be uniformly "
+            "strings or numbers (or of one other sortable type). Convert them "
+            "to one type, for example with astype(str)."
         ) from exc
+    _check_finite(categories, j)
     if len(categories) > MAX_CATEGORIES:
         raise ValueError(
             f"Categorical feature {j} has {len(categories)} categories; at most "
@@ -208,23 +228,23 @@ def encode(column, categories, j):
     """Integer codes of the values of a column; -1 for unknown categories."""
     _check_column(column, j)
     index = {value: code for code, value in enumerate(categories)}
-    return np.fromiter((index.get(v, -1) for v in column), np.intp, len(column))
+    codes = np.fromiter((index.get(v, -1) for v in column), np.intp, len(column))
+    _check_finite(column[codes < 0], j)
+    return codes
 
 
-def _continuous(estimator, X_cont, dtype, n_samples):
-    """The continuous columns, validated as ``validate_data`` would."""
+def _continuous(estimator, X_cont, n_samples):
+    """The continuous columns, validated as ``validate_data`` validates ``X``
+    on the dense path."""
     from ._validation import check_no_dates, check_no_strings
 
     check_no_dates(X_cont)
     check_no_strings(X_cont)
     if np.shape(X_cont)[1] == 0:
-        return np.empty((n_samples, 0), dtype=dtype or np.float64)
+        return np.empty((n_samples, 0), dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         return check_array(
-            X_cont,
-            dtype=[np.float64, np.float32] if dtype is None else dtype,
-            ensure_min_samples=1,
-            estimator=estimator,
+            X_cont, dtype=[np.float64, np.float32], input_name="X", estimator=estimator
         )
 
 
@@ -238,7 +258,8 @@ def _combine(continuous, codes):
     return out
 
 
-def _refuse_sparse(X):
+def refuse_sparse(X):
+    """Refuse SciPy sparse ``X`` to categorical features."""
     if issparse(X):
         raise ValueError(
             "categorical_features cannot be used with sparse X (a "
@@ -249,45 +270,44 @@ def _refuse_sparse(X):
         )
 
 
-def fit_columns(estimator, X):
+def fit_mask(estimator, X):
+    """The mask of the categorical features of the training ``X``, or None.
+
+    Sets ``is_categorical_`` to it, and ``categories_`` to an empty list
+    (:func:`fit_columns` learns them). SciPy sparse ``X`` is refused when
+    ``categorical_features`` declares features of an array.
+    """
+    if declares_array_features(estimator.categorical_features):
+        refuse_sparse(X)
+    mask = categorical_mask(estimator.categorical_features, X)
+    estimator.is_categorical_ = mask
+    estimator.categories_ = []
+    return mask
+
+
+def fit_columns(estimator, X, mask):
     """Split ``X`` for ``fit``: the continuous columns then the codes, as one
     float array.
 
-    Sets ``is_categorical_``, ``categories_``, ``n_features_in_`` and
-    ``feature_names_in_``. Returns None when ``categorical_features``
-    selects no feature (``is_categorical_`` None): the caller validates
-    ``X`` as usual.
+    ``X`` has passed ``validate_data`` (:func:`._base.validate_fit_data`);
+    ``mask`` is :func:`fit_mask` of it. Sets ``categories_``.
     """
-    if declares_array_features(estimator.categorical_features):
-        _refuse_sparse(X)
-    mask = categorical_mask(estimator.categorical_features, X)
-    estimator.is_categorical_ = mask
-    if mask is None:
-        estimator.categories_ = []
-        return None
-    _check_feature_names(estimator, X, reset=True)
-    _check_n_features(estimator, X, reset=True)
     categorical, continuous = _columns(X, mask)
-    n = len(categorical[0])
-    if n == 0:
-        raise ValueError(
-            "Found array with 0 sample(s) while a minimum of 1 is required."
-        )
     learned = [
         learn_categories(c, j)
         for c, j in zip(categorical, np.flatnonzero(mask), strict=True)
     ]
     estimator.categories_ = [c for c, _ in learned]
-    continuous = _continuous(estimator, continuous, None, n)
+    continuous = _continuous(estimator, continuous, len(categorical[0]))
     return _combine(continuous, [codes for _, codes in learned])
 
 
-def query_columns(estimator, X, dtype):
-    """Split the queries ``X`` of a fitted estimator like :func:`fit_columns`."""
+def query_columns(estimator, X):
+    """Split the queries ``X`` of a fitted estimator like :func:`fit_columns`.
+
+    ``X`` has passed ``validate_data`` (:func:`._base.validate_queries`).
+    """
     mask = estimator.is_categorical_
-    _refuse_sparse(X)
-    _check_feature_names(estimator, X, reset=False)
-    _check_n_features(estimator, X, reset=False)
     categorical, continuous = _columns(X, mask)
     codes = [
         encode(c, categories, j)
@@ -295,5 +315,5 @@ def query_columns(estimator, X, dtype):
             categorical, estimator.categories_, np.flatnonzero(mask), strict=True
         )
     ]
-    continuous = _continuous(estimator, continuous, dtype, len(categorical[0]))
+    continuous = _continuous(estimator, continuous, len(categorical[0]))
     return _combine(continuous, codes)

@@ -5,10 +5,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from _array_api import strict_namespace
+from numpy.testing import assert_allclose
 from sklearn import config_context
-from sklearn.base import clone
+from sklearn.base import clone, is_regressor
 from sklearn.utils import get_tags
-from sklearn.utils.estimator_checks import check_estimator_sparse_tag
+from sklearn.utils.estimator_checks import (
+    _NotAnArray,
+    check_classifier_data_not_an_array,
+    check_estimator_sparse_tag,
+    check_regressor_data_not_an_array,
+)
 
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
@@ -95,3 +101,110 @@ def test_array_api_tag_follows_the_parameters(options):
             assert "array API" in str(exc)
             fitted = False
     assert fitted is tag
+
+
+# The estimators with categorical features, and data of three numeric
+# features: the categorical configuration reads the first one as categories.
+CATEGORICAL_ESTIMATORS = (
+    KernelAttentionRegressor,
+    KernelAttentionClassifier,
+    KernelAttentionRegressorCV,
+)
+
+
+def _data():
+    rng = np.random.RandomState(0)
+    X = rng.uniform(size=(30, 3))
+    return X, (X[:, 1] > 0.5).astype(float)
+
+
+def _with_nan(X):
+    X = X.copy()
+    X[3, 1] = np.nan  # a continuous feature
+    return X
+
+
+def _with_inf(X):
+    X = X.copy()
+    X[3, 2] = np.inf  # a continuous feature
+    return X
+
+
+def _frame(X, names):
+    pd = pytest.importorskip("pandas")
+    return pd.DataFrame(X, columns=names)
+
+
+# Each bad input as (fit X, fit y, predict X): predict X None for an error
+# of fit.
+BAD_INPUTS = {
+    "fit_y_none": lambda X, y: (X, None, None),
+    "fit_1d_X": lambda X, y: (X[:, 0], y, None),
+    "fit_3d_X": lambda X, y: (X[:, :, None], y, None),
+    "fit_no_feature": lambda X, y: (X[:, :0], y, None),
+    "fit_no_sample": lambda X, y: (X[:0], y[:0], None),
+    "fit_y_length": lambda X, y: (X, y[:-1], None),
+    "fit_nan": lambda X, y: (_with_nan(X), y, None),
+    "fit_inf": lambda X, y: (_with_inf(X), y, None),
+    "fit_complex": lambda X, y: (X + 1j, y, None),
+    "predict_1d_row": lambda X, y: (X, y, X[0]),
+    "predict_feature_count": lambda X, y: (X, y, X[:, :2]),
+    "predict_no_sample": lambda X, y: (X, y, X[:0]),
+    "predict_nan": lambda X, y: (X, y, _with_nan(X)),
+    "predict_inf": lambda X, y: (X, y, _with_inf(X)),
+    "predict_feature_names": lambda X, y: (
+        _frame(X, ["a", "b", "c"]),
+        y,
+        _frame(X, ["a", "c", "b"]),
+    ),
+}
+
+
+def _error(estimator, make_input):
+    X, y = _data()
+    X_fit, y_fit, X_predict = make_input(X, y)
+    with pytest.raises(Exception) as info:
+        estimator.fit(X_fit, y_fit)
+        if X_predict is None:
+            pytest.fail("fit took the bad input")
+        estimator.predict(X_predict)
+    return info.type, str(info.value)
+
+
+@pytest.mark.parametrize("bad_input", BAD_INPUTS)
+@pytest.mark.parametrize(
+    "estimator", CATEGORICAL_ESTIMATORS, ids=lambda cls: cls.__name__
+)
+def test_categorical_path_validates_as_the_dense_path(estimator, bad_input):
+    make_input = BAD_INPUTS[bad_input]
+    expected_type, expected = _error(estimator(), make_input)
+    error_type, message = _error(estimator(categorical_features=[0]), make_input)
+    assert error_type is expected_type
+    assert message == expected
+
+
+@pytest.mark.parametrize(
+    "estimator", CATEGORICAL_ESTIMATORS, ids=lambda cls: cls.__name__
+)
+def test_categorical_path_takes_data_not_an_array(estimator):
+    X, y = _data()
+    reference = estimator(categorical_features=[0]).fit(X, y)
+    fitted = estimator(categorical_features=[0]).fit(_NotAnArray(X), _NotAnArray(y))
+    assert_allclose(fitted.predict(_NotAnArray(X)), reference.predict(X))
+    if is_regressor(reference):
+        check_regressor_data_not_an_array(estimator.__name__, reference)
+    else:
+        check_classifier_data_not_an_array(estimator.__name__, reference)
+
+
+@pytest.mark.parametrize(
+    "estimator", CATEGORICAL_ESTIMATORS, ids=lambda cls: cls.__name__
+)
+def test_categorical_path_refuses_infinite_categories(estimator):
+    X, y = _data()
+    X[3, 0] = np.inf
+    with pytest.raises(ValueError, match="Categorical feature 0 holds an infinite"):
+        estimator(categorical_features=[0]).fit(X, y)
+    fitted = estimator(categorical_features=[0]).fit(X[4:], y[4:])
+    with pytest.raises(ValueError, match="Categorical feature 0 holds an infinite"):
+        fitted.predict(X[:4])
