@@ -7,13 +7,11 @@ from scipy.sparse import issparse
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
     _check_sample_weight,
-    _check_y,
-    check_consistent_length,
     check_is_fitted,
     validate_data,
 )
 
-from . import _categorical
+from . import _categorical, _categorical_input
 from ._algorithm import ALGORITHMS, key_span, prefers_binned
 from ._bandwidth import RULES_OF_THUMB, resolve_bandwidth
 from ._binned_pool import BinnedKernelPool
@@ -75,6 +73,15 @@ def check_numeric_target(estimator, y):
         )
 
 
+def _value_checks(mask):
+    """The checks of the values of ``X`` by ``validate_data``: all of them
+    without categorical features (``mask`` None); with them, none, as the
+    values are checked column by column (:mod:`._categorical_input`)."""
+    if mask is None:
+        return {"dtype": [np.float64, np.float32]}
+    return {"dtype": None, "ensure_all_finite": False}
+
+
 def validate_fit_data(estimator, X, y, **options):
     """``validate_data`` of the training data, dates and strings refused.
 
@@ -83,56 +90,53 @@ def validate_fit_data(estimator, X, y, **options):
 
     ``options`` go to :func:`~sklearn.utils.validation.validate_data`; the
     keys are float64 or float32. With ``y_numeric=True``, string targets are
-    refused. For an estimator with categorical features
+    refused. Every ``X`` passes ``validate_data``, which checks its shape,
+    samples, features and feature names, and ``y``, with scikit-learn's
+    errors. For an estimator with categorical features
     (``categorical_features``), the keys are its continuous columns followed
-    by the integer codes of its categories (:mod:`._categorical`).
+    by the integer codes of its categories (:mod:`._categorical_input`).
     """
     if options.get("y_numeric"):
         check_numeric_target(estimator, y)
+    mask = None
     if hasattr(estimator, "categorical_features"):
-        check_dense_features(X, strings=False)
-        X_split = _categorical.fit_columns(estimator, X)
-        if X_split is not None:
-            y = _check_y(
-                y,
-                multi_output=options.get("multi_output", False),
-                y_numeric=options.get("y_numeric", False),
-                estimator=estimator,
-            )
-            check_consistent_length(X_split, y)
-            return X_split, y
-    check_dense_features(X)
+        mask = _categorical_input.fit_mask(estimator, X)
+    check_dense_features(X, strings=mask is None)
     # scikit-learn spots non-finite input by a sum, which warns before its
     # clear error when +inf and -inf meet.
     with np.errstate(invalid="ignore", over="ignore"):
-        X, y = validate_data(
-            estimator,
-            X,
-            y,
-            dtype=[np.float64, np.float32],
-            accept_sparse=FIT_FORMATS,
-            **options,
+        X_valid, y = validate_data(
+            estimator, X, y, accept_sparse=FIT_FORMATS, **_value_checks(mask), **options
         )
+    if mask is not None:
+        return _categorical_input.fit_columns(estimator, X, mask), y
     # After the validation, which makes frames of sparse columns sparse.
-    check_sparse_algorithm(estimator.algorithm, X)
-    return X, y
+    check_sparse_algorithm(estimator.algorithm, X_valid)
+    return X_valid, y
 
 
 def validate_queries(estimator, X):
     """``validate_data`` of the queries of a fitted estimator, dates and
-    strings refused; SciPy sparse queries become CSR."""
-    if getattr(estimator, "is_categorical_", None) is not None:
-        check_dense_features(X, strings=False)
-        return _categorical.query_columns(estimator, X, None)
-    check_dense_features(X)
+    strings refused; SciPy sparse queries become CSR.
+
+    With categorical features, the queries as the engine takes them: their
+    continuous columns followed by the codes of their categories.
+    """
+    mask = getattr(estimator, "is_categorical_", None)
+    if mask is not None:
+        _categorical_input.refuse_sparse(X)
+    check_dense_features(X, strings=mask is None)
     with np.errstate(invalid="ignore", over="ignore"):
-        return validate_data(
+        X_valid = validate_data(
             estimator,
             X,
             reset=False,
-            dtype=[np.float64, np.float32],
             accept_sparse=QUERY_FORMATS,
+            **_value_checks(mask),
         )
+    if mask is None:
+        return X_valid
+    return _categorical_input.query_columns(estimator, X)
 
 
 def validate_sample_weight(sample_weight, X):

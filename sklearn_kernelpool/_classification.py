@@ -17,7 +17,7 @@ from ._base import (
 from ._binned_dask import fit_dask_classifier, is_dask_array
 from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._pool_estimator import PoolEstimatorMixin
-from ._sparse import DENSE_ONLY
+from ._sparse import takes_sparse
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
 ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")
@@ -389,6 +389,6 @@ class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimat
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.poor_score = self.kernel == "constant"
-        # SciPy sparse X, on the brute-force path.
-        tags.input_tags.sparse = self.algorithm not in DENSE_ONLY
+        # SciPy sparse X, on the brute-force path, without categorical features.
+        tags.input_tags.sparse = takes_sparse(self.algorithm, self.categorical_features)
         return tags

@@ -25,7 +25,7 @@ from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
 from ._search import SELECTED, CandidateSearch
 from ._search_params import SEARCH_CONSTRAINTS, relative_sample_weight
 from ._search_proba import ProbabilityScoring
-from ._sparse import TREES, dense_keys
+from ._sparse import dense_keys, takes_sparse
 from ._validation import check_squares
 
 
@@ -429,5 +429,5 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # SciPy sparse X, on the brute-force path.
-        tags.input_tags.sparse = self.algorithm not in TREES
+        tags.input_tags.sparse = takes_sparse(self.algorithm)
         return tags

@@ -12,7 +12,7 @@ from ._cv_fit import candidate_search, refit_selected
 from ._diagnostics import SMOOTHER_CRITERIA
 from ._pooling import ON_EMPTY
 from ._search_params import SEARCH_CONSTRAINTS
-from ._sparse import DENSE_ONLY
+from ._sparse import takes_sparse
 
 
 class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstimator):
@@ -488,8 +488,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
-        # SciPy sparse X, on the brute-force path.
-        tags.input_tags.sparse = self.algorithm not in DENSE_ONLY
+        # SciPy sparse X, on the brute-force path, without categorical features.
+        tags.input_tags.sparse = takes_sparse(self.algorithm, self.categorical_features)
         # One isotropic width over ten features, one of them informative (the
         # common checks' data), smooths the training fit to R^2 < 0.5 at a
         # cross-validated bandwidth; learned per-feature widths do better.

@@ -67,10 +67,13 @@ class BestEstimatorMethods:
         return self._effective_df
 
     def _best_queries(self, X):
-        """``X`` validated as this search's queries, for ``best_estimator_``."""
+        """``X`` validated as this search's queries, for ``best_estimator_``
+        (which reads the categories of categorical features from ``X`` as
+        given)."""
         check_is_fitted(self)
+        X_valid = validate_queries(self, X)
         if getattr(self, "is_categorical_", None) is None:
-            X = validate_queries(self, X)
+            return X_valid
         return X
 
     predict = _delegate(

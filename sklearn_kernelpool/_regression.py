@@ -12,7 +12,7 @@ from ._pooling import ON_EMPTY
 from ._regression_inspection import InspectionMethods
 from ._regression_intervals import IntervalMethods
 from ._regression_paths import PredictionMethods, fit_regressor
-from ._sparse import DENSE_ONLY
+from ._sparse import takes_sparse
 
 
 class KernelAttentionRegressor(
@@ -412,13 +412,15 @@ class KernelAttentionRegressor(
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.regressor_tags.poor_score = self.kernel == "constant"
-        # SciPy sparse X, on the brute-force path.
-        tags.input_tags.sparse = self.algorithm not in DENSE_ONLY
-        # The array API path: degree 0, a named kernel, brute force.
+        # SciPy sparse X, on the brute-force path, without categorical features.
+        tags.input_tags.sparse = takes_sparse(self.algorithm, self.categorical_features)
+        # The array API path: degree 0, a named kernel, brute force, no
+        # categorical features.
         tags.array_api_support = (
             self.degree == 0
             and not callable(self.kernel)
             and self.algorithm in ("auto", "brute")
             and self.n_neighbors is None
+            and self.categorical_features is None
         )
         return tags

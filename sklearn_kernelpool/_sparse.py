@@ -12,11 +12,15 @@ of dense input. Queries are made dense one chunk at a time, within
 queries. The arithmetic after that is the dense one: sparse input gives the
 predictions of its dense copy, to the last bit.
 
-The trees index dense points only: ``algorithm="auto"`` picks brute force for
-sparse keys, and an explicit tree is refused.
+The trees and the grid of the binned path index dense points only:
+``algorithm="auto"`` picks brute force for sparse keys, and an explicit tree
+or ``"binned"`` is refused; so are categorical features, which are columns of
+category values (:mod:`._categorical_input`).
 """
 
 from scipy.sparse import issparse
+
+from ._categorical_input import declares_array_features
 
 # What ``validate_data`` keeps of sparse input; other formats become CSR.
 # Queries are sliced by rows, so CSC queries become CSR as well.
@@ -26,6 +30,14 @@ QUERY_FORMATS = ("csr",)
 TREES = ("kd_tree", "ball_tree")
 # The paths that need dense keys.
 DENSE_ONLY = (*TREES, "binned")
+
+
+def takes_sparse(algorithm, categorical_features=None):
+    """Whether an estimator of this ``algorithm`` and ``categorical_features``
+    takes SciPy sparse ``X``: the value of its ``input_tags.sparse``."""
+    return algorithm not in DENSE_ONLY and not declares_array_features(
+        categorical_features
+    )
 
 
 def check_sparse_algorithm(algorithm, X):

@@ -57,6 +57,9 @@ def _configurations():
     yield KernelAttentionRegressor(
         kernel="epanechnikov", bandwidth=2.0, degree=1, n_neighbors=6
     )
+    # A categorical feature: the first column of the checks' data, whose
+    # values are its categories. Its input takes the path of every input.
+    yield KernelAttentionRegressor(categorical_features=[0])
 
 
 PER_FEATURE_BANDWIDTH = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0]
@@ -120,6 +123,11 @@ def _cv_configurations():
     # Learned widths behind the guard (of degree 0: the checks refit it
     # hundreds of times; degree 1 behind the guard is in test_cv_widths.py).
     yield KernelAttentionRegressorCV(bandwidths=5, degree=0, per_feature="auto")
+    # A categorical feature; few candidates, as the held-out sums of
+    # categorical features compare every pair of points per candidate.
+    yield KernelAttentionRegressorCV(
+        bandwidths=3, categorical_features=[0], categorical_bandwidths=[0.1, 1.0], cv=3
+    )
 
 
 # Leave-one-out removes a point's whole weight: a weight of 2 is not two rows,
@@ -216,6 +224,7 @@ def _classifier_configurations():
     yield KernelAttentionClassifier(bandwidth="scott")
     yield KernelAttentionClassifier(kernel="epanechnikov", bandwidth="silverman")
     yield KernelAttentionClassifier(kernel="tricube", bandwidth=1.5, n_neighbors=5)
+    yield KernelAttentionClassifier(bandwidth=1.0, categorical_features=[0])
 
 
 def _classifier_cv_configurations():
