@@ -99,7 +99,7 @@ def warn_coarse_search(grid, bandwidths):
     coarse = [
         float(h)
         for h, n in zip(bandwidths, per_width, strict=True)
-        if n < MIN_NODES_PER_WIDTH
+        if n < COARSE_NODES_PER_WIDTH
     ]
     if not coarse:
         return

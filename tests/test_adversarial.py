@@ -611,7 +611,9 @@ ROWS = {
         params={"kernel": kernel_nan},
     ),
     "kernel of the wrong shape": Row(
-        Raises(ValueError, "'kernel_flat' must return an array of the same shape"),
+        Raises(
+            ValueError, "'kernel_flat' must return an array of the shape of its input"
+        ),
         params={"kernel": kernel_flat},
     ),
     "kernel of weights 1e308": Row(
