@@ -262,8 +262,7 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
         reach=radius * width,
         sizes=_binned.engine_sizes(n_features, p, degree, squares=True),
     )
-    if n_bins is None:
-        warn_coarse_fit(grid, kernel, bandwidth)
+    warn_coarse_fit(grid, kernel, bandwidth, given=n_bins is not None)
     center = weighted / total
     blocks = X.to_delayed().ravel()
     y_blocks = y.to_delayed().ravel()

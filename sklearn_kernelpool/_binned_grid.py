@@ -11,7 +11,7 @@ before any of them is allocated, a grid larger than :func:`memory_limit`.
 :func:`nodes_per_width` says how finely a grid resolves a width: below
 ``MIN_NODES_PER_WIDTH`` nodes, ``algorithm="auto"`` takes an exact path
 (:func:`._algorithm.prefers_binned`); below ``COARSE_NODES_PER_WIDTH``, a
-default grid is warned of (:func:`warn_coarse_fit`,
+grid is warned of (:func:`warn_coarse_fit`,
 :func:`warn_coarse_search`).
 """
 
@@ -63,27 +63,38 @@ def nodes_per_width(span, bins, bandwidth):
     return float(np.min(np.asarray(bandwidth, dtype=np.float64) / step))
 
 
-def warn_coarse_fit(grid, kernel, bandwidth):
-    """Warn (:class:`CoarseGridWarning`) where the default ``grid`` of a
-    fit resolves ``bandwidth`` with fewer than ``COARSE_NODES_PER_WIDTH``
-    nodes."""
+def warn_coarse_fit(grid, kernel, bandwidth, given):
+    """Warn (:class:`CoarseGridWarning`) where the ``grid`` of a fit
+    resolves ``bandwidth`` with fewer than ``COARSE_NODES_PER_WIDTH``
+    nodes; ``given``: whether its nodes are the caller's ``n_bins`` rather
+    than the default grid's."""
     span = grid.upper - grid.lower
     per_width = nodes_per_width(span, grid.shape, bandwidth)
     if per_width >= COARSE_NODES_PER_WIDTH:
         return
     width = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), span.shape)
     needed = np.ceil(MIN_NODES_PER_WIDTH * span / width).astype(np.int64) + 1
+    if given:
+        grid_text = f"n_bins={_plain(grid.shape)} spaces its nodes over {_spans(grid)}"
+        remedies = "or use algorithm='brute' or 'auto'."
+    else:
+        grid_text = (
+            f"the default grid (n_bins=None) is capped at {_cap(grid)} nodes "
+            f"per feature, and it spans {_spans(grid)}"
+        )
+        remedies = (
+            "take out the outlying keys, or use algorithm='brute' ('auto' "
+            "takes an exact path here)."
+        )
     warn(
         CoarseGridWarning(
             f"algorithm='binned' resolves {describe(kernel, bandwidth)} with "
             f"{per_width:.3g} nodes per width, fewer than {COARSE_NODES_PER_WIDTH}: "
-            f"the default grid (n_bins=None) is capped at {_cap(grid)} nodes "
-            f"per feature, and it spans {_spans(grid)}. The predictions carry "
-            "a large binning error, up to the mean of y everywhere. Pass a "
-            f"larger n_bins (n_bins={_plain(needed)} gives "
-            f"{MIN_NODES_PER_WIDTH} nodes per width, memory permitting), take "
-            "out the outlying "
-            "keys, or use algorithm='brute' ('auto' takes an exact path here).",
+            f"{grid_text}. The binned sums blur the kernel over the spacing "
+            "of the grid, and the predictions can be far from the exact ones "
+            "(the mean of y everywhere, at worst). Pass a larger n_bins "
+            f"(n_bins={_plain(needed)} gives {MIN_NODES_PER_WIDTH} nodes per "
+            f"width, memory permitting), {remedies}",
             nodes_per_width=per_width,
             n_bins=tuple(int(m) for m in grid.shape),
         )

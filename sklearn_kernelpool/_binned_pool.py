@@ -20,11 +20,13 @@ rows, standard errors, diagnostics) and the per-key state of the gradients
 """
 
 import functools
+import warnings
 
 import numpy as np
 
 from . import _binned
 from ._binned_grid import warn_coarse_fit
+from ._exceptions import CoarseGridWarning
 from ._persistence import check_pool_arguments
 
 ACCEPTED = (
@@ -139,12 +141,12 @@ class BinnedKernelPool:
         self.n_samples_fit = keys.shape[0]
         self.binned = self._fit_engine(squares=False)
         self.n_bins = np.asarray(self.binned.grid.shape)
-        if n_bins is None:
-            warn_coarse_fit(
-                self.binned.grid,
-                self._arguments["kernel"],
-                self._arguments["bandwidth"],
-            )
+        warn_coarse_fit(
+            self.binned.grid,
+            self._arguments["kernel"],
+            self._arguments["bandwidth"],
+            given=n_bins is not None,
+        )
 
     def _fit_engine(self, squares):
         a = self._arguments
@@ -181,7 +183,10 @@ class BinnedKernelPool:
 
         checked = check_pool_arguments({**arguments, "algorithm": "auto"}, ON_EMPTY)
         checked = {**checked, "algorithm": "binned", "n_bins": n_bins}
-        self.__init__(**checked)
+        # The fit warned of a coarse grid already; loading it is no news.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CoarseGridWarning)
+            self.__init__(**checked)
 
     @functools.cached_property
     def exact_pool(self):

@@ -235,7 +235,7 @@ class BandwidthEdgeWarning(UserWarning):
 
 
 class CoarseGridWarning(UserWarning):
-    """Warn that the default grid of the binned path resolves the width coarsely.
+    """Warn that the grid of the binned path resolves the width coarsely.
 
     With ``algorithm="binned"`` and ``n_bins=None``, the grid puts 40 nodes
     per bandwidth over the span of the keys, up to a cap (131072 nodes in
@@ -251,9 +251,12 @@ class CoarseGridWarning(UserWarning):
     then hardly tell the widths apart. Pass a larger ``n_bins``, take out
     the outlying keys, or use ``algorithm="brute"``.
 
-    A given ``n_bins`` is used as it is, without this warning: the binning
-    error it buys, which falls as the square of the node spacing, is the
-    caller's choice.
+    A given ``n_bins`` is used as it is, and warned of the same way where it
+    resolves the width with fewer than 8 nodes; the binning error falls as
+    the square of the node spacing. A grid that coarse on purpose (to
+    measure its error, say) silences the warning with
+    :func:`warnings.catch_warnings`. Loading a saved model does not warn
+    again.
 
     Parameters
     ----------

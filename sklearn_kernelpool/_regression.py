@@ -225,8 +225,9 @@ class KernelAttentionRegressor(
         boxcar kernel, discontinuous, errs by about the node spacing over
         the width; in two dimensions the cap leaves up to 2e-3 at the
         corners of the data and at the widest widths). The error falls as
-        the square of the spacing. Where keys far apart
-        stretch the capped default grid below 8 nodes per width, ``fit``
+        the square of the spacing. Where the grid resolves the width
+        with fewer than 8 nodes (keys far apart stretch the capped
+        default grid; a given ``n_bins`` may be too coarse), ``fit``
         issues a :class:`CoarseGridWarning`. A given ``n_bins`` whose
         grid needs more than a quarter of the physical memory (or
         scikit-learn's ``working_memory`` where larger) is refused with a

@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from sklearn_kernelpool import KernelAttentionClassifier, KernelAttentionRegressor
+from sklearn_kernelpool import (
+    CoarseGridWarning,
+    KernelAttentionClassifier,
+    KernelAttentionRegressor,
+)
 from sklearn_kernelpool._binned import fit_engine, truncation_radius
 from sklearn_kernelpool._binning import linear_bin, make_grid
 from sklearn_kernelpool.kernels import KERNELS
@@ -74,6 +78,8 @@ def test_weights_and_multi_output():
     assert np.max(np.abs(mb - me) / y.std(axis=0)) < TOLERANCE
 
 
+# Coarse grids on purpose: the error of each is measured.
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.CoarseGridWarning")
 @pytest.mark.parametrize("degree", [0, 1])
 @pytest.mark.parametrize("d", [1, 2])
 def test_error_falls_with_the_grid(degree, d):
@@ -220,7 +226,9 @@ def test_refuses_sparse_and_bad_n_bins():
 def test_pickle_round_trip():
     X, y, Q = smooth_data(500, 2)
     est = KernelAttentionRegressor(algorithm="binned", bandwidth=0.1, n_bins=50)
-    est.fit(X, y)
+    with pytest.warns(CoarseGridWarning, match="n_bins=50"):
+        est.fit(X, y)
+    # Loading rebuilds the grid without warning of it again.
     loaded = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(loaded.predict(Q), est.predict(Q))
     assert loaded.algorithm_ == "binned"

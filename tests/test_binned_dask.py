@@ -88,6 +88,8 @@ def test_ten_million_rows_equal_the_in_memory_fit(client):
     assert len(pickle.dumps(lazy)) < 1e-3 * X.nbytes
 
 
+# A coarse 2-D grid, the same for dask and NumPy keys.
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.CoarseGridWarning")
 @pytest.mark.parametrize("degree", [0, 1])
 @pytest.mark.parametrize("d", [1, 2])
 def test_weights_outputs_degree_and_spread(client, degree, d):

@@ -88,7 +88,7 @@ def test_default_and_small_grids_pass_under_a_small_memory(monkeypatch):
         # The largest 1-D default grid (capped) and a small given 2-D one.
         for params in [
             {"n_bins": None, "kernel": "cauchy", "bandwidth": 1e-4, "degree": 1},
-            {"n_bins": [64, 80], "bandwidth": [0.3, 0.6], "degree": 1},
+            {"n_bins": [160, 200], "bandwidth": [0.3, 0.6], "degree": 1},
         ]:
             keys = X[:, :1] if params["n_bins"] is None else X
             est = KernelAttentionRegressor(algorithm="binned", **params)
@@ -164,11 +164,25 @@ def test_outlier_stretching_the_default_grid_warns_on_dask_arrays():
         est.fit(da.from_array(X, chunks=1000), da.from_array(y, chunks=1000))
 
 
-def test_a_given_n_bins_is_not_warned_of():
-    X, y, _ = outlier_keys()
+def test_a_given_n_bins_too_coarse_for_the_width_warns_naming_it():
+    # Half a node per width: off by 0.026 against the exact path, silently.
+    X, y, Q = wide_keys(n=20_000)
+    est = KernelAttentionRegressor(
+        kernel="epanechnikov", bandwidth=0.005, algorithm="binned", n_bins=1000
+    )
+    with pytest.warns(CoarseGridWarning, match=r"n_bins=1000 spaces") as info:
+        est.fit(X, y)
+    (record,) = info
+    assert record.message.n_bins == (1000,)
+    assert record.message.nodes_per_width < 1
+    assert "Pass a larger n_bins" in str(record.message)
+
+
+def test_a_given_n_bins_fine_enough_is_not_warned_of():
+    X, y, _ = wide_keys(n=20_000)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        est = KernelAttentionRegressor(bandwidth=0.05, algorithm="binned", n_bins=64)
+        est = KernelAttentionRegressor(bandwidth=0.05, algorithm="binned", n_bins=2000)
         est.fit(X, y)
 
 

@@ -88,7 +88,7 @@ def _configurations():
     yield (
         "binned",
         KernelAttentionRegressor(
-            bandwidth=[0.3, 0.6], algorithm="binned", degree=1, n_bins=[64, 80]
+            bandwidth=[0.3, 0.6], algorithm="binned", degree=1, n_bins=[400, 300]
         ),
         2,
         None,
