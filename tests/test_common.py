@@ -151,7 +151,27 @@ WEIGHT_CHECKS = (
 )
 
 
+# scikit-learn < 1.7 runs the sparse weight check whatever the tags say.
+OLD_SPARSE_CHECK = parse_version(sklearn.__version__) < parse_version("1.7")
+
+
+def _refuses_sparse_weight_check(estimator):
+    """The sparse weight check, on scikit-learn < 1.7, of an estimator with
+    categorical features (which refuse sparse X)."""
+    if OLD_SPARSE_CHECK and getattr(estimator, "categorical_features", None):
+        return {
+            "check_sample_weight_equivalence_on_sparse_data": (
+                "categorical features refuse sparse X"
+            )
+        }
+    return {}
+
+
 def expected_failed_checks(estimator):
+    if getattr(estimator, "categorical_features", None) and not isinstance(
+        estimator, KernelAttentionRegressorCV
+    ):
+        return _refuses_sparse_weight_check(estimator)
     if isinstance(estimator, KernelAttentionRegressorCV):
         failed = {}
         if estimator.cv is None:
@@ -246,7 +266,7 @@ def expected_failed_classifier_checks(estimator):
         return failed
     if getattr(estimator, "n_neighbors", None) is not None:
         return dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON)
-    return {}
+    return _refuses_sparse_weight_check(estimator)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
