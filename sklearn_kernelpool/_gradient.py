@@ -177,7 +177,8 @@ def _gradient_factors(pool, p, diff, r2, layout, centers):
     weighted = local * p[:, None, :]
     cov = np.matmul(weighted, local.transpose(0, 2, 1))
     scale = _centred_scale(m, cov, centers)
-    vectors, inverse, _ = _pseudo_inverse(cov, scale, layout)
+    # The query sits at the origin of the frame: m - q is m.
+    vectors, inverse, _, _ = _pseudo_inverse(cov, scale, layout, m)
     projected = np.matmul(vectors.transpose(0, 2, 1), weighted, out=weighted)
     projected *= inverse[:, :, None]
     factors = np.matmul(vectors, projected, out=local)

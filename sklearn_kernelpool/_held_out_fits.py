@@ -288,14 +288,14 @@ class HeldOutFits:
                 # :func:`._local_linear.equivalent_kernel`).
                 with np.errstate(invalid="ignore", divide="ignore"):
                     means = full[:, :-1] / total[:, None]
-                local, vectors, inverse, _ = _local_linear._local_geometry(
+                local, vectors, inverse, _, s = _local_linear._local_geometry(
                     means, self.X, layout
                 )
                 ybar = means[:, layout.values]
                 cross = means[:, layout.cross].reshape(n, d, p)
                 cross -= local[:, :, None] * ybar[:, None]
                 fitted[k, m], _ = _local_linear._fit(
-                    local, vectors, inverse, ybar, cross, None, self.X
+                    local, vectors, inverse, ybar, cross, None, self.X, s
                 )
                 offset = (local - self.X)[:, :, None]
                 g = _local_linear._apply_inverse(vectors, inverse, offset)
@@ -368,10 +368,11 @@ class HeldOutFits:
         centred = X[None, :, :] - m[:, None, :]
         cov = (centred * p[:, :, None]).transpose(0, 2, 1) @ centred
         scale = _local_linear._centred_scale(m, cov, None)
-        vectors, inverse, _ = _local_linear._pseudo_inverse(cov, scale, layout)
-        g = _local_linear._apply_inverse(
-            vectors, inverse, (m - self.X[points])[:, :, None]
+        offset = m - self.X[points]
+        vectors, inverse, _, _ = _local_linear._pseudo_inverse(
+            cov, scale, layout, offset
         )
+        g = _local_linear._apply_inverse(vectors, inverse, offset[:, :, None])
         weights = p * (1.0 - (centred @ g)[:, :, 0])
         ybar = p @ values
         spread = values[None, :, :] - ybar[:, None, :]

@@ -269,7 +269,9 @@ class _LeaveOut(SparseLeaveOut):
                 rows = slice(None)
             if len(P[rows]):
                 means = sums[rows, :-1] / sums[rows, -1:]
-                m, V, inv, _ = _local_linear._local_geometry(means, Q[rows], layout)
+                m, V, inv, _, _ = _local_linear._local_geometry(
+                    means, Q[rows], layout, shrunk=False
+                )
                 ybar = means[:, layout.values]
                 cross = means[:, layout.cross].reshape(-1, d, k)
                 cross -= m[:, :, None] * ybar[:, None, :]
@@ -286,7 +288,7 @@ class _LeaveOut(SparseLeaveOut):
         if len(rows):
             Pr = P[rows]
             m, cov, scale = _local_linear.centred_geometry(Pr, self.keys, layout)
-            V, inv, _ = _local_linear._pseudo_inverse(cov, scale, layout)
+            V, inv, _, _ = _local_linear._pseudo_inverse(cov, scale, layout, None)
             ybar = _dot(Pr, self.Y)
             cross = np.empty((len(rows), d, k))
             for j in range(len(rows)):

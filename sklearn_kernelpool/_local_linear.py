@@ -28,10 +28,38 @@ centred on their weighted mean, so the covariances are differences of
 moments as large as the squared extent of the data (in bandwidths), never
 of its squared offset from the origin.
 
+**The safeguard.** Where the query lies far from the local centre ``m`` in
+units of the local spread of the keys, the slope is extrapolated from few
+keys or keys of tiny weight, and the plain fit can move arbitrarily far from
+the values (a slope resting on two close keys). The fit is therefore a
+blend of the local-linear and the local-constant fits: the slope is shrunk
+to ``s beta``, the local line still passing through ``(m, ybar)``, with
+``s`` a function of the query's Mahalanobis distance from the local centre,
+``D**2 = (q - m)^T C^+ (q - m)``, against the radius
+``tau = 2 sqrt(r + 1)`` (``r`` the rank of ``C``; ``D**2`` of a key about
+its local mean averages ``r``)::
+
+    s = 1                          if D <= tau,
+    s = exp(-(D / tau - 1)**2 / 2)  otherwise.
+
+``s`` is continuous, and differentiable, in the query and the widths (no
+cliff between "slope" and "fallback"); a design whose queries lie within
+``tau`` keeps the plain local-linear answer exactly. Since
+``|beta . (q - m)| <= D sd_p(y)`` (Cauchy--Schwarz, ``sd_p`` the weighted
+spread of the values), the correction of the local mean is at most
+``1.34 tau`` local standard deviations of the values, and vanishes far from
+the keys, where the fit is the local mean. This is a blend towards the
+local-constant fit in the spirit of the ridged local-linear estimators of
+Seifert & Gasser (1996, JASA 91) and Cheng, Hall & Titterington (1997),
+driven by the distance of the query from the local weighted centre. As the
+factor multiplies ``C^+`` it applies to everything built on it: the
+shrunk inverse ``s C^+`` is returned by :func:`_pseudo_inverse` and
+:func:`_local_geometry`, whose callers need not know of it.
+
 The prediction is also a weighted sum of the values,
 ``b = sum_i l_i y_i`` with the equivalent-kernel weights
-``l_i = p_i (1 - g . (k_i - m))``, ``g = C^+ (m - q)``: they sum to one and
-may be negative.
+``l_i = p_i (1 - g . (k_i - m))``, ``g = s C^+ (m - q)``: they sum to one
+and may be negative.
 """
 
 import numpy as np
@@ -119,8 +147,61 @@ def rank_counts(rank, n_features, rows=None):
     return singular, int(np.count_nonzero(rank < n_features)) - singular
 
 
-def _pseudo_inverse(cov, scale, layout):
-    """Eigendecomposition and pseudo-inverse of local covariances.
+#: The radius of the safeguard, per ``sqrt(rank + 1)``, in local standard
+#: deviations of the keys (see the module docstring).
+SLOPE_RADIUS = 2.0
+
+
+def slope_shrinkage(distance_sq, rank):
+    """The factor ``s`` of the local slope (see the module docstring).
+
+    Parameters
+    ----------
+    distance_sq : ndarray of shape (n,)
+        The squared Mahalanobis distances ``D**2`` of the queries from their
+        local centres, under the pseudo-inverse of the local covariance.
+    rank : ndarray of shape (n,)
+        The ranks of the local covariances.
+
+    Returns
+    -------
+    shrinkage : ndarray of shape (n,)
+        ``s`` in ``[0, 1]``: 1 within the radius (and where ``D`` is NaN,
+        on rows without weight), 0 at an infinite distance.
+    """
+    radius_sq = SLOPE_RADIUS**2 * (np.asarray(rank) + 1.0)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        u = np.sqrt(distance_sq / radius_sq)
+        s = np.exp(-0.5 * (u - 1.0) ** 2)
+    return np.where(u > 1.0, s, 1.0)
+
+
+def slope_shrinkage_derivative(distance_sq, rank):
+    """``ds / d(D**2)`` of :func:`slope_shrinkage` (0 within the radius)."""
+    radius_sq = SLOPE_RADIUS**2 * (np.asarray(rank) + 1.0)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        u = np.sqrt(distance_sq / radius_sq)
+        ds = -np.exp(-0.5 * (u - 1.0) ** 2) * (u - 1.0) / (2.0 * u * radius_sq)
+    return np.where((u > 1.0) & np.isfinite(ds), ds, 0.0)
+
+
+def shrink(vectors, inverse, rank, offset):
+    """Apply the safeguard to a pseudo-inverse, in place.
+
+    ``offset`` (n, d) holds ``m - q`` in the frame of ``vectors``; the
+    inverted eigenvalues ``inverse`` are multiplied by each row's factor
+    ``s`` (:func:`slope_shrinkage`), which is returned.
+    """
+    projected = np.einsum("nfe,nf->ne", vectors, offset)
+    with np.errstate(invalid="ignore", over="ignore"):
+        distance_sq = np.einsum("ne,ne,ne->n", inverse, projected, projected)
+    s = slope_shrinkage(distance_sq, rank)
+    inverse *= s[:, None]
+    return s
+
+
+def _pseudo_inverse(cov, scale, layout, offset):
+    """Eigendecomposition and shrunk pseudo-inverse of local covariances.
 
     ``cov`` (n, d, d) is overwritten. The numerical rank of a row is the
     number of eigenvalues of ``cov`` above the rounding error of its
@@ -128,9 +209,13 @@ def _pseudo_inverse(cov, scale, layout):
     inverts those and sets the others to zero (the Moore--Penrose inverse of
     the matrix with its rounding-level eigenvalues set to zero). Rows whose
     ``scale`` is not finite (no weight) get the identity, and rank ``d``.
+    ``offset`` (n, d), ``m - q``, sets the safeguard's factor ``s`` of each
+    row, by which the inverse is multiplied (:func:`shrink`); None leaves
+    the inverse unshrunk (a covariance used for no query).
 
-    Returns ``(vectors, inverse, rank)``: the eigenvectors, the inverted
-    eigenvalues (zero off the rank) and the rank of each row.
+    Returns ``(vectors, inverse, rank, s)``: the eigenvectors, the inverted
+    eigenvalues times ``s`` (zero off the rank), the rank of each row and
+    ``s`` (ones when ``offset`` is None).
     """
     cov[~np.isfinite(scale)] = np.eye(layout.n_features)
     eigenvalues, vectors = np.linalg.eigh(cov)
@@ -138,10 +223,14 @@ def _pseudo_inverse(cov, scale, layout):
     kept = eigenvalues > tol[:, None]  # NaN eigenvalues are not kept
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         inverse = np.where(kept, 1.0 / eigenvalues, 0.0)
-    return vectors, inverse, np.count_nonzero(kept, axis=1)
+    rank = np.count_nonzero(kept, axis=1)
+    if offset is None:
+        return vectors, inverse, rank, np.ones(len(rank))
+    s = shrink(vectors, inverse, rank, offset)
+    return vectors, inverse, rank, s
 
 
-def _local_geometry(means, queries, layout, centers=None, scale=None):
+def _local_geometry(means, queries, layout, centers=None, scale=None, shrunk=True):
     """Local key means, the pseudo-inverse of the covariances, and ranks.
 
     ``means`` holds the normalised moments (the sums divided by the total).
@@ -156,6 +245,11 @@ def _local_geometry(means, queries, layout, centers=None, scale=None):
     (:func:`solve`). ``centers`` holds ``c`` per row when it is not the
     origin of the moments (None: it is). ``scale``, if given, replaces the
     trace (see :func:`centred_fit`).
+
+    Returns ``(m, vectors, inverse, rank, s)``: the pseudo-inverse is shrunk
+    by the safeguard's factor ``s`` of each query (:func:`_pseudo_inverse`),
+    unless ``shrunk`` is False (``s`` then ones), for callers that apply the
+    safeguard themselves (the case-deletion formulas of jackknife+).
     """
     n = len(queries)
     m = means[:, layout.keys]
@@ -167,8 +261,7 @@ def _local_geometry(means, queries, layout, centers=None, scale=None):
             scale = scale - 2.0 * np.einsum("nf,nf->n", centers, m)
             scale += np.einsum("nf,nf->n", centers, centers)
     cov -= m[:, :, None] * m[:, None, :]
-    vectors, inverse, rank = _pseudo_inverse(cov, scale, layout)
-    return m, vectors, inverse, rank
+    return (m, *_pseudo_inverse(cov, scale, layout, m - queries if shrunk else None))
 
 
 def _apply_inverse(vectors, inverse, rhs):
@@ -177,22 +270,26 @@ def _apply_inverse(vectors, inverse, rhs):
     return np.einsum("nfe,nek->nfk", vectors, inverse[:, :, None] * projected)
 
 
-def _fit(m, vectors, inverse, ybar, cross, variance, queries):
+def _fit(m, vectors, inverse, ybar, cross, variance, queries, s):
     """The minimum-norm local-linear fit from the local moments.
 
-    ``beta = C^+ c`` and ``b = ybar - beta . (m - q)``, and the residual
-    variance ``variance - beta . c`` (None: not asked).
+    ``beta = s C^+ c`` (``inverse`` already holds ``s C^+``) and
+    ``b = ybar - beta . (m - q)``, and the residual variance of the local
+    line of slope ``beta``, ``variance - (2 - s) beta . c`` (None: not
+    asked).
     """
     beta = _apply_inverse(vectors, inverse, cross)  # zero where rank 0
     mean = ybar - np.einsum("nfk,nf->nk", beta, m - queries)
     std = None
     if variance is not None:
-        variance = variance - np.einsum("nfk,nfk->nk", beta, cross)
-        std = np.sqrt(np.maximum(variance, 0.0))
+        explained = np.einsum("nfk,nfk->nk", beta, cross) * (2.0 - s)[:, None]
+        std = np.sqrt(np.maximum(variance - explained, 0.0))
     return mean, std
 
 
-def solve(sums, queries, layout, return_std, centers=None, scale=None):
+def solve(
+    sums, queries, layout, return_std, centers=None, scale=None, return_shrinkage=False
+):
     """Local-linear predictions from a chunk's weighted moments.
 
     The slope is the minimum-norm solution ``beta = C^+ c`` of the local
@@ -224,6 +321,8 @@ def solve(sums, queries, layout, return_std, centers=None, scale=None):
     scale : ndarray of shape (n_queries,) or None
         The scale of the rank threshold, when it is not the trace of
         the second moments about ``centers`` (see :func:`centred_fit`).
+    return_shrinkage : bool, default=False
+        Whether to return the safeguard's factors ``s`` as well.
 
     Returns
     -------
@@ -237,23 +336,29 @@ def solve(sums, queries, layout, return_std, centers=None, scale=None):
         The numerical rank of each row's local covariance: 0 for the rows
         that fell back to the local mean, below ``n_features`` for
         rank-deficient ones, ``n_features`` on rows without weight.
+    shrinkage : ndarray of shape (n_queries,)
+        The factors ``s`` of the slopes (only with ``return_shrinkage``).
     """
     total = sums[:, -1]
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums[:, :-1] / total[:, None]
-    m, vectors, inverse, rank = _local_geometry(means, queries, layout, centers, scale)
+    m, vectors, inverse, rank, s = _local_geometry(
+        means, queries, layout, centers, scale
+    )
     d, p = layout.n_features, layout.n_outputs
     ybar = means[:, layout.values]
     cross = means[:, layout.cross].reshape(-1, d, p) - m[:, :, None] * ybar[:, None]
     variance = None
     if return_std:
         variance = means[:, layout.values_sq] - ybar * ybar
-    mean, std = _fit(m, vectors, inverse, ybar, cross, variance, queries)
+    mean, std = _fit(m, vectors, inverse, ybar, cross, variance, queries, s)
     rank[~(total > 0)] = d
+    if return_shrinkage:
+        return mean, std, rank, s
     return mean, std, rank
 
 
-def equivalent_kernel(means, queries, layout, scale=None):
+def equivalent_kernel(means, queries, layout, scale=None, return_shrinkage=False):
     """The factors of the equivalent-kernel weights of a chunk.
 
     Parameters
@@ -266,21 +371,29 @@ def equivalent_kernel(means, queries, layout, scale=None):
         The column positions.
     scale : ndarray of shape (n_queries,) or None
         The scale of the rank threshold, as in :func:`solve`.
+    return_shrinkage : bool, default=False
+        Whether to return the safeguard's factors ``s`` as well.
 
     Returns
     -------
     offset : ndarray of shape (n_queries,)
         ``1 + g . m``.
     g : ndarray of shape (n_queries, n_features)
-        ``C^+ (m - q)``, so that ``l_i = p_i (offset - g . k_i)``; zero on
+        ``s C^+ (m - q)``, so that ``l_i = p_i (offset - g . k_i)``; zero on
         rows of rank 0, whose weights stay the local-constant ones.
     rank : ndarray of shape (n_queries,) of int
         The ranks, as in :func:`solve`.
+    shrinkage : ndarray of shape (n_queries,)
+        The factors ``s`` (only with ``return_shrinkage``).
     """
-    m, vectors, inverse, rank = _local_geometry(means, queries, layout, scale=scale)
+    m, vectors, inverse, rank, s = _local_geometry(
+        means, queries, layout, scale=scale
+    )
     g = _apply_inverse(vectors, inverse, (m - queries)[:, :, None])[:, :, 0]
     g[~np.isfinite(g)] = 0.0
     offset = 1.0 + np.einsum("nf,nf->n", g, np.nan_to_num(m))
+    if return_shrinkage:
+        return offset, g, rank, s
     return offset, g, rank
 
 
@@ -362,24 +475,32 @@ def centred_geometry(p, keys, layout, centers=None):
 
 
 def _centred_scale(m, cov, centers):
+    """The rank scale of a two-pass row: ``E|k - c|^2 = trace(C) + |m - c|^2``,
+    the trace of the second moments about ``c`` that :func:`solve` uses."""
     trace = np.trace(cov, axis1=1, axis2=2)
     offset = m if centers is None else m - centers
-    return np.sqrt((trace + np.einsum("rf,rf->r", offset, offset)) * trace)
+    return trace + np.einsum("rf,rf->r", offset, offset)
 
 
-def centred_kernel(p, keys, queries, layout, centers=None):
+def centred_kernel(p, keys, queries, layout, centers=None, return_shrinkage=False):
     """:func:`equivalent_kernel` of rows of normalised weights, two-pass.
 
     Returns ``(offset, g, rank)`` as :func:`equivalent_kernel`, in the
-    frame of ``keys`` and ``queries``, from :func:`centred_geometry`.
+    frame of ``keys`` and ``queries``, from :func:`centred_geometry`, and
+    the factors ``s`` with ``return_shrinkage``.
     """
     m, cov, scale = centred_geometry(p, keys, layout, centers)
-    vectors, inverse, rank = _pseudo_inverse(cov, scale, layout)
+    vectors, inverse, rank, s = _pseudo_inverse(cov, scale, layout, m - queries)
     g = _apply_inverse(vectors, inverse, (m - queries)[:, :, None])[:, :, 0]
-    return 1.0 + np.einsum("rf,rf->r", g, m), g, rank
+    offset = 1.0 + np.einsum("rf,rf->r", g, m)
+    if return_shrinkage:
+        return offset, g, rank, s
+    return offset, g, rank
 
 
-def centred_fit(p, keys, values, queries, layout, return_std, centers=None):
+def centred_fit(
+    p, keys, values, queries, layout, return_std, centers=None, return_shrinkage=False
+):
     """Fits of rows of normalised weights about their own local means.
 
     The two-pass counterpart of :func:`solve`: the keys and values are
@@ -406,23 +527,29 @@ def centred_fit(p, keys, values, queries, layout, return_std, centers=None):
         Whether to compute the spread.
     centers : ndarray of shape (n_rows, n_features) or None
         The mean of the keys of each row's fit (None: the origin).
+    return_shrinkage : bool, default=False
+        Whether to return the safeguard's factors ``s`` as well (ones for
+        degree 0).
 
-    The rank threshold is that of :func:`solve` with the rounding of
-    this computation: the centred keys ``k - m`` round by an ulp of
-    ``|k - c|`` (``c`` the mean of the keys), so the covariance by about
-    ``eps sqrt(E|k - c|^2 trace(C))``, which takes the place of the trace
-    ``E|k - c|^2 = trace(C) + |m - c|^2`` of the moments about ``c``.
+    The rank threshold is that of :func:`solve`, relative to the trace
+    ``E|k - c|^2 = trace(C) + |m - c|^2`` of the moments about ``c`` (the
+    mean of the keys): this computation rounds less, but a direction that
+    the moments could not tell from rounding is not used here either, so
+    that the two passes agree on the rank of every row.
 
     Returns
     -------
     mean, std, rank
         As :func:`solve` (std: the two-pass spread of the values around the
-        local mean for degree 0; rank: None for degree 0).
+        local mean for degree 0; rank: None for degree 0), followed by the
+        factors ``s`` with ``return_shrinkage``.
     """
     if layout is None:
         ybar = np.einsum("rn,nk->rk", p, values)
         E = values[None] - ybar[:, None]
         variance = np.einsum("rn,rnk,rnk->rk", p, E, E)
+        if return_shrinkage:
+            return ybar, np.sqrt(variance), None, np.ones(len(p))
         return ybar, np.sqrt(variance), None
     n_rows, d, k = len(p), layout.n_features, layout.n_outputs
     m, ybar = np.empty((n_rows, d)), np.empty((n_rows, k))
@@ -431,8 +558,9 @@ def centred_fit(p, keys, values, queries, layout, return_std, centers=None):
     for r in range(n_rows):
         m[r], cov[r], ybar[r], cross[r], variance[r] = _centred_row(p[r], keys, values)
     scale = _centred_scale(m, cov, centers)
-    vectors, inverse, rank = _pseudo_inverse(cov, scale, layout)
-    mean, std = _fit(
-        m, vectors, inverse, ybar, cross, variance if return_std else None, queries
-    )
+    vectors, inverse, rank, s = _pseudo_inverse(cov, scale, layout, m - queries)
+    variance = variance if return_std else None
+    mean, std = _fit(m, vectors, inverse, ybar, cross, variance, queries, s)
+    if return_shrinkage:
+        return mean, std, rank, s
     return mean, std, rank

@@ -88,7 +88,9 @@ class SparseLeaveOut:
         rows = np.flatnonzero(~redo)
         if len(rows):
             means = sums[rows, :-1] / sums[rows, -1:]
-            m, V, inv, _ = _local_linear._local_geometry(means, Q[rows], layout)
+            m, V, inv, _, _ = _local_linear._local_geometry(
+                means, Q[rows], layout, shrunk=False
+            )
             ybar = means[:, layout.values]
             cross = means[:, layout.cross].reshape(-1, m.shape[1], k)
             cross -= m[:, :, None] * ybar[:, None, :]
