@@ -475,11 +475,10 @@ def centred_geometry(p, keys, layout, centers=None):
 
 
 def _centred_scale(m, cov, centers):
-    """The rank scale of a two-pass row: ``E|k - c|^2 = trace(C) + |m - c|^2``,
-    the trace of the second moments about ``c`` that :func:`solve` uses."""
+    """The rank scale of a two-pass row (see :func:`centred_fit`)."""
     trace = np.trace(cov, axis1=1, axis2=2)
     offset = m if centers is None else m - centers
-    return trace + np.einsum("rf,rf->r", offset, offset)
+    return np.sqrt((trace + np.einsum("rf,rf->r", offset, offset)) * trace)
 
 
 def centred_kernel(p, keys, queries, layout, centers=None, return_shrinkage=False):
@@ -531,11 +530,15 @@ def centred_fit(
         Whether to return the safeguard's factors ``s`` as well (ones for
         degree 0).
 
-    The rank threshold is that of :func:`solve`, relative to the trace
-    ``E|k - c|^2 = trace(C) + |m - c|^2`` of the moments about ``c`` (the
-    mean of the keys): this computation rounds less, but a direction that
-    the moments could not tell from rounding is not used here either, so
-    that the two passes agree on the rank of every row.
+    The rank threshold is that of :func:`solve` with the rounding of
+    this computation: the centred keys ``k - m`` round by an ulp of
+    ``|k - c|`` (``c`` the mean of the keys), so the covariance by about
+    ``eps sqrt(E|k - c|^2 trace(C))``, which takes the place of the trace
+    ``E|k - c|^2 = trace(C) + |m - c|^2`` of the moments about ``c``. A
+    slope that this pass keeps and the moments could not tell from rounding
+    (weights of 1e-10 far from every key) is made harmless by the safeguard:
+    such a query lies far from its local centre, and its slope is shrunk
+    away continuously, before either threshold is reached.
 
     Returns
     -------

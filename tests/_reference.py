@@ -53,6 +53,27 @@ def _scores(X, q, alpha, h, w):
     return scores
 
 
+def _shrunk_hat(p, K, hat):
+    """The hat rows ``[intercept; slope]`` of the safeguarded local-linear fit.
+
+    ``K`` holds the keys about the query, in bandwidths. The slope rows of
+    the plain fit are multiplied by the safeguard's factor ``s`` of the
+    Mahalanobis distance ``D`` of the query from the local mean ``m`` of the
+    keys, ``s = exp(-(D / tau - 1)**2 / 2)`` beyond ``tau = 3 sqrt(r + 1)``
+    (``r`` the rank of the local covariance), and the intercept row is that
+    of the line of the shrunk slope through ``(m, ybar)``:
+    ``p - m^T (s slope rows)``.
+    """
+    m = p @ K
+    C = (K - m).T @ ((K - m) * p[:, None])
+    C_pinv = np.linalg.pinv(C)
+    rank = np.linalg.matrix_rank(C)
+    u = np.sqrt(m @ C_pinv @ m) / (3.0 * np.sqrt(rank + 1.0))
+    s = 1.0 if u <= 1.0 else np.exp(-0.5 * (u - 1.0) ** 2)
+    slope = s * hat[1:]
+    return np.vstack([p - m @ slope, slope])
+
+
 def local_fit(X, y, Q, alpha, bandwidth, sample_weight=None, degree=0):
     """Local polynomial fits by a loop over the queries.
 
@@ -80,6 +101,8 @@ def local_fit(X, y, Q, alpha, bandwidth, sample_weight=None, degree=0):
         root = np.sqrt(p)[:, None]
         # The rows of pinv(sqrt(p) Z) times sqrt(p): the hat row of the intercept.
         hat = np.linalg.pinv(root * design) * root.T
+        if degree == 1:
+            hat = _shrunk_hat(p, design[:, 1:], hat)
         weights[j] = hat[0]
         coef = hat @ Y
         residuals = Y - design @ coef

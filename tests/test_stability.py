@@ -102,16 +102,19 @@ def slow_fit(X, y, Q, kernel, h, sample_weight=None, degree=0):
             # of the keys, over the directions whose eigenvalue of the local
             # covariance C exceeds the rounding of its two-pass computation,
             # 10 d sqrt(n) eps sqrt(E_p|k - c|^2 trace(C)) (keys centred on
-            # their mean c, in bandwidths).
+            # their mean c, in bandwidths), shrunk by the safeguard's factor
+            # s of the Mahalanobis distance of the query from the local mean.
             local = p @ diff
             design = (diff - local) * root
-            singular_values = np.linalg.svd(design, compute_uv=False)
+            _, singular_values, vt = np.linalg.svd(design, full_matrices=False)
             spread = (X[w > 0] - X[w > 0].mean(axis=0)) / h
             scale = p[w > 0] @ np.sum(spread * spread, axis=1)
             scale = np.sqrt(scale * np.sum(singular_values**2))
             tol = 10.0 * X.shape[1] * np.sqrt(np.sum(w > 0)) * EPS * scale
+            kept = singular_values**2 > tol
             rcond = np.sqrt(tol) / max(singular_values[0], 1e-300)
             beta = np.linalg.lstsq(design, (Y - ybar) * root, rcond=rcond)[0]
+            beta *= shrinkage(local, singular_values[kept], vt[kept])
             fit = ybar + (diff - local) @ beta
             ybar = ybar - local @ beta
         residuals = Y - fit
@@ -120,6 +123,16 @@ def slow_fit(X, y, Q, kernel, h, sample_weight=None, degree=0):
     if np.ndim(y) == 1:
         return mean[:, 0], std[:, 0]
     return mean, std
+
+
+def shrinkage(offset, singular_values, directions):
+    """The safeguard's factor of the local slope, from its definition: the
+    Mahalanobis distance ``D`` of the query from the local mean of the keys
+    (``offset``, the mean minus the query) against ``3 sqrt(rank + 1)``."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        distance = np.sqrt(np.sum((directions @ offset / singular_values) ** 2))
+    u = distance / (3.0 * np.sqrt(len(singular_values) + 1.0))
+    return 1.0 if u <= 1.0 else float(np.exp(-0.5 * (u - 1.0) ** 2))
 
 
 def quietly(func, *args, **kwargs):
