@@ -17,6 +17,11 @@ refit:
   of the keys, ``C^+`` the pseudo-inverse of the fit). Deleting a key that
   leaves the column space of the design unchanged (``1 - h_ii > 0``) is a
   rank-preserving update, for which Sherman-Morrison holds with ``C^+``.
+  The slope of that fit is then shrunk by the safeguard of
+  :mod:`._local_linear` at the Mahalanobis distance of ``q`` from the local
+  mean without the key, which follows from the same terms
+  (:mod:`._case_deletion`): the fit of the estimator refitted without
+  ``i``.
 
 The pairs ``(q, i)`` where the formula is undefined (``i`` holds all the
 weight of ``q``, ``1 - h_ii`` below 1e-6, or the fallback of an empty

@@ -4,9 +4,11 @@
 model without each training row ``i`` (jackknife+) or without each fold
 (CV+), by the closed forms of :mod:`._conformal` (the deleted weight for
 degree 0, the case-deletion formula of the local weighted least squares for
-degree 1), and by the definition (an engine built without the row) where
-they are undefined; on dense weights or on the sparse weights of the
-neighbours.
+degree 1, its slope shrunk by the safeguard of the fit without the row:
+:mod:`._case_deletion`), and by the definition (an engine built without the
+row) where they are undefined; on dense weights or on the sparse weights of
+the neighbours. The fits without a fold are those of the local fits over
+the kept keys, safeguard included (:func:`._local_linear.solve`).
 """
 
 import warnings
@@ -15,15 +17,13 @@ import numpy as np
 from scipy.sparse import csr_array
 
 from . import _local_linear
+from ._case_deletion import CaseDeletion
 from ._chunking import working_memory_bytes
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
-from ._sparse_leave_out import _TINY_REST, SparseLeaveOut, _padded
-
-# Leverages this close to one drop the rank of the local design.
-_LEVERAGE_MARGIN = 1e-6
+from ._sparse_leave_out import _TINY_REST, SparseLeaveOut
 
 
-class _LeaveOut(SparseLeaveOut):
+class _LeaveOut(SparseLeaveOut, CaseDeletion):
     """The engine of a fitted estimator and its fits without some rows."""
 
     def __init__(self, estimator):
@@ -248,7 +248,8 @@ class _LeaveOut(SparseLeaveOut):
         return self._cache["moments"]
 
     def _linear(self, P, Q, cols):
-        """Degree 1: ``f - l_i r_i / (1 - h_ii)``.
+        """Degree 1: ``f - l_i r_i / (1 - h_ii)``, then the safeguard of
+        each fit without a key (:mod:`._case_deletion`).
 
         The local fit from the pooled moments, and the per-key terms
         expanded about the local mean of the keys (their cancellation is
@@ -269,7 +270,7 @@ class _LeaveOut(SparseLeaveOut):
                 rows = slice(None)
             if len(P[rows]):
                 means = sums[rows, :-1] / sums[rows, -1:]
-                m, V, inv, _, _ = _local_linear._local_geometry(
+                m, V, inv, rank, _ = _local_linear._local_geometry(
                     means, Q[rows], layout, shrunk=False
                 )
                 ybar = means[:, layout.values]
@@ -277,7 +278,7 @@ class _LeaveOut(SparseLeaveOut):
                 cross -= m[:, :, None] * ybar[:, None, :]
                 sub = None if cols is None else cols[rows]
                 fit = self._deleted(
-                    P[rows], Q[rows], sub, m, V, inv, ybar, cross, expanded=True
+                    P[rows], Q[rows], sub, m, V, inv, rank, ybar, cross, True
                 )
                 if not np.any(redo):
                     return fit
@@ -288,7 +289,7 @@ class _LeaveOut(SparseLeaveOut):
         if len(rows):
             Pr = P[rows]
             m, cov, scale = _local_linear.centred_geometry(Pr, self.keys, layout)
-            V, inv, _, _ = _local_linear._pseudo_inverse(cov, scale, layout, None)
+            V, inv, rank, _ = _local_linear._pseudo_inverse(cov, scale, layout, None)
             ybar = _dot(Pr, self.Y)
             cross = np.empty((len(rows), d, k))
             for j in range(len(rows)):
@@ -297,145 +298,13 @@ class _LeaveOut(SparseLeaveOut):
                 cross[j] = wK.T @ (self.Y[nz] - ybar[j])
             sub = None if cols is None else cols[rows]
             fit = self._deleted(
-                Pr, Q[rows], sub, m, V, inv, ybar, cross, expanded=False
+                Pr, Q[rows], sub, m, V, inv, rank, ybar, cross, expanded=False
             )
             if mu is None:
                 mu = np.empty((r,) + fit[0].shape[1:])
                 hard = np.zeros((r, fit[0].shape[1]), dtype=bool)
             mu[rows], hard[rows] = fit
         return mu, hard
-
-    def _deleted(self, P, Q, cols, m, V, inv, ybar, cross, expanded, slots=None):
-        """The case-deletion formula from the local fit of each row.
-
-        ``slots``: normalised weights and support indices ``(W, at)`` of the
-        keys to delete, per row (index ``n``: padding); the fits ``f`` are
-        returned too.
-        """
-        r = len(m)
-        A = np.einsum("rfe,re,rge->rfg", V, inv, V)  # C^+
-        g = np.einsum("rfg,rg->rf", A, m - Q)
-        beta = np.einsum("rfg,rgk->rfk", A, cross)
-        f = ybar - np.einsum("rfk,rf->rk", beta, m - Q)
-        if expanded and cols is None and slots is None:
-            return self._deleted_every_key(P, m, A, g, beta, f, ybar)
-        if slots is not None:
-            Psel, at = slots
-            Ysel = _padded(self.Y)[at]
-        elif cols is None:
-            Psel, Ysel = P, self.Y[None]
-        else:
-            Psel, Ysel = P[np.arange(r), cols][:, None], self.Y[cols][:, None, :]
-        if slots is not None:
-            K = _padded(self.keys)[at]
-            Kc = K - m[:, None, :]
-            kg = np.einsum("rcf,rf->rc", Kc, g)
-            quad = np.einsum("rcf,rfg,rcg->rc", Kc, A, Kc)
-            kb = np.einsum("rcf,rfk->rck", Kc, beta)
-        else:
-            K = self.keys[None] if cols is None else self.keys[cols][:, None, :]
-            Kc = K - m[:, None, :]
-            kg = np.einsum("rcf,rf->rc", Kc, g)
-            quad = np.einsum("rcf,rfg,rcg->rc", Kc, A, Kc)
-            kb = np.einsum("rcf,rfk->rck", Kc, beta)
-        # In place, in the order of the formula: leverage = Psel (1 + quad),
-        # ell = Psel (1 - kg), factor = ell / (1 - leverage).
-        quad += 1.0
-        quad *= Psel
-        rest = np.subtract(1.0, quad, out=quad)  # 1 - leverage
-        ell = np.subtract(1.0, kg, out=kg)
-        ell *= Psel
-        kb -= Ysel
-        kb += ybar[:, None, :]  # minus the residuals of the keys
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            factor = np.divide(ell, rest, out=ell)
-            kb *= factor[:, :, None]
-            kb += f[:, None, :]
-        hard = rest > _LEVERAGE_MARGIN
-        np.logical_not(hard, out=hard)
-        if hard.any():
-            hard &= Psel > 0
-        if slots is not None:
-            return f, kb, hard
-        return kb, hard
-
-    def _deleted_every_key(self, P, m, A, g, beta, f, ybar):
-        """The case-deletion fits of every key, expanded in the monomials of
-        the keys and values (:meth:`_monomials`).
-
-        With ``a(k) = 1 - (k - m) . g``, the residual ``e(k, y) = y - ybar -
-        beta . (k - m)`` and ``s(k) = 1 + (k - m)^T A (k - m)``, a key's fit
-        is ``f - p a e / (1 - p s)``; ``a e`` and ``s`` are polynomials of
-        degree two in ``(k, y)`` whose coefficients depend on the row only,
-        so they come from one product of the rows' coefficients with the
-        keys' monomials (their cancellation is that of the expanded moments,
-        bounded by :func:`._local_linear.cancelled`).
-        """
-        r, d = m.shape
-        k = ybar.shape[1]
-        n = len(self.keys)
-        i, j = np.triu_indices(d)
-        twice = np.where(i == j, 1.0, 2.0)
-        # a(k) = a0 + a . k, e(k, y) = y + b0 + b . k (per output).
-        a0 = 1.0 + np.einsum("rf,rf->r", m, g)
-        a = -g
-        b0 = np.einsum("rfk,rf->rk", beta, m) - ybar
-        b = -beta
-        Am = np.einsum("rfg,rg->rf", A, m)
-        # s: 1 + m^T A m - 2 (A m) . k + k^T A k.
-        lev = np.hstack(
-            [
-                (1.0 + np.einsum("rf,rf->r", Am, m))[:, None],
-                -2.0 * Am,
-                A[:, i, j] * twice,
-                np.zeros((r, 1 + d)),
-            ]
-        )
-        # 1 - leverage, the same for every output (its y terms are zero).
-        rest = _dot(lev, self._monomials(0))
-        rest *= P
-        np.subtract(1.0, rest, out=rest)
-        hard = rest > _LEVERAGE_MARGIN  # False where NaN
-        if hard.all():
-            hard = np.zeros_like(hard)
-        else:
-            np.logical_not(hard, out=hard)
-            hard &= P > 0
-        mu = np.empty((r, n, k)) if k > 1 else None
-        for o in range(k):
-            ab = a[:, i] * b[:, j, o] + np.where(i == j, 0.0, a[:, j] * b[:, i, o])
-            coef = np.hstack(
-                [
-                    (a0 * b0[:, o])[:, None],
-                    a0[:, None] * b[:, :, o] + b0[:, o, None] * a,
-                    ab,
-                    a0[:, None],
-                    a,
-                ]
-            )
-            # num = f - p a e / rest, in place.
-            num = _dot(coef, self._monomials(o))
-            num *= P
-            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-                num /= rest
-            np.subtract(f[:, o, None], num, out=num)
-            if k == 1:
-                mu = num[:, :, None]
-            else:
-                mu[:, :, o] = num
-        return mu, hard
-
-    def _monomials(self, output):
-        """The monomials of degree at most two in the keys, and the value of
-        ``output`` times one and the keys, as rows: ``1, k, k_a k_b (a <=
-        b), y, y k``."""
-        key = ("monomials", output)
-        if key not in self._cache:
-            K, y = self.keys, self.Y[:, output, None]
-            i, j = np.triu_indices(K.shape[1])
-            terms = np.hstack([np.ones((len(K), 1)), K, K[:, i] * K[:, j], y, y * K])
-            self._cache[key] = np.ascontiguousarray(terms.T)
-        return self._cache[key]
 
     # -- leave-fold-out --------------------------------------------------------
     def leave_folds_out(self, X_chunk, P, Q, empty, fold, n_folds):

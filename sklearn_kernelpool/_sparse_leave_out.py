@@ -88,7 +88,7 @@ class SparseLeaveOut:
         rows = np.flatnonzero(~redo)
         if len(rows):
             means = sums[rows, :-1] / sums[rows, -1:]
-            m, V, inv, _, _ = _local_linear._local_geometry(
+            m, V, inv, rank, _ = _local_linear._local_geometry(
                 means, Q[rows], layout, shrunk=False
             )
             ybar = means[:, layout.values]
@@ -96,7 +96,7 @@ class SparseLeaveOut:
             cross -= m[:, :, None] * ybar[:, None, :]
             slots = (own[rows] / total[rows, None], at[rows])
             fit[rows], mu[rows], hard[rows] = self._deleted(
-                None, Q[rows], None, m, V, inv, ybar, cross, True, slots=slots
+                None, Q[rows], None, m, V, inv, rank, ybar, cross, True, slots=slots
             )
         rows = np.flatnonzero(redo)
         if len(rows):

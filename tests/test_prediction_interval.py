@@ -601,7 +601,8 @@ def test_binned_estimator_takes_the_exact_engines_intervals(degree):
 def test_local_linear_fits_without_each_key_equal_weighted_least_squares():
     # The dense case-deletion fits of degree 1 (every key, from the keys'
     # monomials) against the local weighted least squares refitted without
-    # each key, two outputs, sample weights, queries inside and outside.
+    # each key, its slope shrunk by the safeguard of the documented rule,
+    # two outputs, sample weights, queries inside and outside.
     from sklearn_kernelpool._leave_out import _LeaveOut
 
     rng = np.random.default_rng(21)
@@ -614,10 +615,22 @@ def test_local_linear_fits_without_each_key_equal_weighted_least_squares():
     P, Q_centred, empty = state.weights(Q, state.pool.scorer.workspace(len(Q)))
     mu = state.leave_one_out(Q, P, Q_centred, empty) + state.center
     assert mu.shape == (len(Q), len(X), 2)
+    shrunk_fits = 0
     for r, q in enumerate(Q):
         for i in range(len(X)):
             weights = P[r].copy()
             weights[i] = 0.0
             design = np.c_[np.ones(len(X)), X - q] * np.sqrt(weights)[:, None]
             coef = np.linalg.lstsq(design, Y * np.sqrt(weights)[:, None], rcond=None)
-            assert_allclose(mu[r, i], coef[0][0], rtol=1e-9, atol=1e-9)
+            # The line passes through the local means (m, ybar); its slope
+            # is shrunk by s(D) of the distance of q from m (rank 2).
+            p = weights / weights.sum()
+            m, ybar = p @ X, p @ Y
+            C = (X - m).T @ ((X - m) * p[:, None])
+            distance = np.sqrt((q - m) @ np.linalg.solve(C, q - m))
+            u = distance / (2.0 * np.sqrt(3.0))
+            s = math.exp(-((u - 1.0) ** 2) / 2.0) if u > 1.0 else 1.0
+            shrunk_fits += s < 1.0
+            want = ybar + s * (coef[0][0] - ybar)
+            assert_allclose(mu[r, i], want, rtol=1e-9, atol=1e-9)
+    assert shrunk_fits > 0
