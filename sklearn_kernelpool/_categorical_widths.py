@@ -12,16 +12,17 @@ is::
 
 so that ``d log weight / d log lambda_j = [c_ij != c_kj]`` and
 ``d log weight / d log h_f = -2 (d log alpha / d u^2) (x_if - x_kf)^2 / h_f^2``,
-and with ``l_ik`` the smoother weights of the held-out fit and ``e_i`` its
-error, ``d yhat_i / d theta = sum_k l_ik g_ik r_ik``, ``g_ik`` the derivative
-of the log weight and ``r_ik`` the residual of key ``k`` under the fit of
-``i``: ``y_k - yhat_i`` for local-constant fits (``l_ik`` the normalised
-weights ``p_ik``), ``y_k - yhat_i - beta_i . (z_k - z_i)`` for local-linear
-ones (``beta_i`` the local slope in the scaled coordinates ``z = x / h``,
-``l_ik = p_ik (1 + (z_i - m_i)^T C_i^+ (z_k - m_i))`` with ``m_i`` and
-``C_i`` the local mean and covariance of the keys). A local design whose
-covariance is rank-deficient, by a threshold like that of the fitted
-estimator, gets its minimum-norm slope
+and with ``p_ik`` the normalised weights of the held-out fit of ``i``,
+``d yhat_i / d theta = sum_k p_ik g_ik v_ik``, ``g_ik``
+the derivative of the log weight and ``v_ik = T_i d yhat_i / d a_ik`` the
+sensitivity of the fit to the score ``a_ik`` of key ``k`` (``T_i`` the sum
+of the scores): ``y_k - yhat_i`` for local-constant fits; for local-linear
+ones, the fits of the fitted estimator, whose slope the safeguard of
+:mod:`._local_linear` shrinks, that of
+:func:`._widths_linear.key_sensitivities` (in the scaled coordinates ``z =
+x / h``, in which the fit and the safeguard's distance are the same). A
+local design whose covariance is rank-deficient, by a threshold like that of
+the fitted estimator, gets its minimum-norm slope
 (:func:`._widths_linear._solve_local`). The pass goes over batches of
 held-out rows within ``working_memory``. ``lambda_j`` is bounded to [1e-3,
 1], the log width of feature ``f`` to ``log(s_f) +- log(1e3)`` with ``s_f``
@@ -35,7 +36,7 @@ from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
 from ._chunking import row_batches
-from ._widths_linear import _solve_local
+from ._widths_linear import key_sensitivities, shrunk_fits
 
 LAMBDA_BOUNDS = (1e-3, 1.0)
 WIDTH_RANGE = 1e3
@@ -76,27 +77,26 @@ def _softmax_rows(theta, X, codes, weights, kernel, rows):
 def _held_out_fits(p, Z, Y, rows, n_keys, degree):
     """Held-out fits of ``rows`` from their normalised weights ``p``.
 
-    Returns the predictions, the smoother weights ``l_ik`` and the slopes
-    ``beta_i`` in the coordinates ``Z`` (None for degree 0).
+    Returns the predictions and, for degree 1, the local means of the keys
+    and values and :func:`._widths_linear.shrunk_fits` of the rows in the
+    coordinates ``Z`` (None for degree 0): the fits of the fitted
+    estimator, safeguard included.
     """
     fitted = p @ Y
     if degree == 0:
-        return fitted, p, None
+        return fitted, None
     m = p @ Z
     centred = Z[None, :, :] - m[:, None, :]
     weighted = centred * p[:, :, None]
     cov = np.einsum("cnf,cng->cfg", weighted, centred)
     cross = np.einsum("cnf,nk->cfk", weighted, Y - Y.mean(axis=0))
-    offset = Z[rows] - m
     # The rank threshold of the fitted estimator (:mod:`._local_linear`), on
-    # the moments about the origin of the scaled coordinates.
+    # the moments about the mean of the keys.
     second = np.trace(cov, axis1=1, axis2=2) + np.einsum("cf,cf->c", m, m)
     tol = 10.0 * Z.shape[1] * np.sqrt(n_keys) * _EPS * second
-    solved = _solve_local(cov, np.concatenate([cross, offset[:, :, None]], 2), tol)
-    beta, lever = solved[:, :, :-1], solved[:, :, -1]
-    fitted = fitted + np.einsum("cfk,cf->ck", beta, offset)
-    smoother = p * (1.0 + np.einsum("cf,cnf->cn", lever, centred))
-    return fitted, smoother, beta
+    fits = shrunk_fits(cov, cross, Z[rows] - m, tol)
+    _, _, t, _, s, _ = fits
+    return fitted + s[:, None] * t, (m, fitted, fits)
 
 
 def _row_bytes(X, codes):
@@ -108,11 +108,20 @@ def _n_keys(weights, rows):
     return np.count_nonzero(weights > 0) - (weights[rows] > 0)
 
 
+def _scaled(X, widths, weights):
+    """The points in units of the widths, centred on the mean of those of
+    positive weight as the fitted estimator centres its keys (the origin of
+    the rank threshold)."""
+    Z = X / widths
+    Z -= Z[weights > 0].mean(axis=0)
+    return Z
+
+
 def loo_predictions(X, codes, Y, weights, kernel, widths, lambdas, degree=0):
     """Leave-one-out predictions of local-constant (``degree=0``) or
     local-linear (``degree=1``) held-out fits."""
     theta = np.concatenate([np.log(widths), np.log(lambdas)])
-    Z = X / widths
+    Z = _scaled(X, widths, weights)
     points = np.arange(X.shape[0])
     out = np.empty_like(Y)
     for batch in row_batches(len(points), _row_bytes(X, codes)):
@@ -129,22 +138,20 @@ def loo_objective(theta, X, codes, Y, weights, kernel, degree=0):
     n, d = X.shape
     total = weights.sum()
     value, grad = 0.0, np.zeros_like(theta)
-    Z = X / np.exp(theta[:d])
+    Z = _scaled(X, np.exp(theta[:d]), weights)
     points = np.arange(n)
     for batch in row_batches(n, _row_bytes(X, codes)):
         rows = points[batch]
         p, D2, u2, M = _softmax_rows(theta, X, codes, weights, kernel, rows)
-        fitted, smoother, beta = _held_out_fits(
-            p, Z, Y, rows, _n_keys(weights, rows), degree
-        )
+        fitted, local = _held_out_fits(p, Z, Y, rows, _n_keys(weights, rows), degree)
         error = fitted - Y[rows]
         value += float(weights[rows] @ np.sum(error * error, axis=1))
-        # A_ik = l_ik e_i . r_ik, weighted by w_i.
-        A = error @ Y.T - np.sum(error * fitted, axis=1, keepdims=True)
-        if beta is not None:
-            tilt = np.einsum("cfk,ck->cf", beta, error)
-            A -= tilt @ Z.T - np.einsum("cf,cf->c", tilt, Z[rows])[:, None]
-        A *= smoother
+        # A_ik = p_ik e_i . (T dyhat_i / da_ik), weighted by w_i.
+        if local is None:
+            A = error @ Y.T - np.sum(error * fitted, axis=1, keepdims=True)
+        else:
+            A = key_sensitivities(error, Y, Z, *local)[0]
+        A *= p
         A *= weights[rows, None]
         grad[d:] += 2.0 * np.einsum("ik,ikj->j", A, M)
         grad[:d] += 2.0 * np.einsum("ik,ikf->f", A * -2.0 * _dlog_alpha(kernel, u2), D2)

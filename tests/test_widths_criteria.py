@@ -27,7 +27,11 @@ def data():
 
 def slow_criteria(X, Y, w, kernel, widths, degree):
     """GCV and AICc from the dense smoother matrix, one weighted least-squares
-    problem per training point (the definitions, not the library's pass)."""
+    problem per training point (the definitions, not the library's pass).
+
+    The local-linear rows are those of the safeguard of
+    :mod:`sklearn_kernelpool._local_linear`: the slope shrunk by ``s``, so
+    the row is ``(1 - s) p + s`` times the plain one (both sum to one)."""
     alpha = KERNELS[kernel]
     Z = X / widths
     keep = np.flatnonzero(w > 0)
@@ -38,6 +42,14 @@ def slow_criteria(X, Y, w, kernel, widths, degree):
         a = w * alpha(np.linalg.norm(Z - Z[i], axis=1))
         U = np.ones((len(X), 1)) if degree == 0 else np.c_[np.ones(len(X)), X - X[i]]
         row = np.linalg.pinv(U.T @ (a[:, None] * U))[0] @ (U * a[:, None]).T
+        if degree == 1:
+            p = a / a.sum()
+            m = p @ X
+            C = (X - m).T @ (p[:, None] * (X - m))
+            D2 = (X[i] - m) @ np.linalg.pinv(C) @ (X[i] - m)
+            u = np.sqrt(D2 / (4.0 * (np.linalg.matrix_rank(C) + 1)))
+            s = np.exp(-((u - 1) ** 2) / 2) if u > 1 else 1.0
+            row = (1 - s) * p + s * row
         fits[r] = row @ Y
         trace += row[i]
     v = w[keep] / w[keep].sum()
