@@ -248,7 +248,8 @@ def test_guard_equals_its_definition(data):
         (result.per_feature_loss, learned),
     ):
         assert_allclose(loss, np.average((pred - Y)[:, 0] ** 2, weights=w))
-    assert result.keep == (result.per_feature_loss < result.isotropic_loss)
+    gain = result.isotropic_loss - result.per_feature_loss
+    assert result.keep == (gain > result.standard_error)  # one standard error
 
 
 def test_guard_with_the_log_loss(data):
