@@ -110,10 +110,16 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         - ``"auto"``: they are kept only where, in addition, the procedure
           that learns them beats the isotropic selection out of fold: five
           shuffled folds (a fixed seed) or, with a K-fold ``cv``, its
-          splits; on each training part the isotropic bandwidth is selected
-          by exact leave-one-out (by the criterion) and the widths learned
-          from it, and the out-of-fold mean squared errors of both are
-          compared.
+          splits; on each training part only, the isotropic bandwidth is
+          selected by exact leave-one-out (by the criterion) and the widths
+          learned from it, and both predict the held-out part. The
+          *one-standard-error rule* decides: the learned widths are kept
+          where their out-of-fold mean squared error (log-loss for the
+          classifier) is below the isotropic one by more than one standard
+          error of the paired differences of the held-out points' errors,
+          a gain within the noise of the folds keeping the isotropic
+          bandwidth. The training parts are learned over ``n_jobs``
+          threads.
         - False: one isotropic bandwidth.
 
         See :ref:`bandwidth-selection` for the bounds, the starts and the
@@ -255,9 +261,11 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     per_feature_scores_ : dict or None
         With ``per_feature="auto"``, the out-of-fold mean squared errors of
-        the guard, ``{"isotropic": ..., "per_feature": ...}``; None when the
-        guard did not run (``per_feature`` not ``"auto"``, or learned widths
-        that did not lower the leave-one-out error).
+        the guard, ``{"isotropic": ..., "per_feature": ...}`` (the learned
+        widths are kept where the second is lower by more than one standard
+        error of the paired differences); None when the guard did not run
+        (``per_feature`` not ``"auto"``, or learned widths that did not
+        lower the leave-one-out error).
 
     best_score_ : float
         The score of the selected model: ``mean_test_score`` of the selected

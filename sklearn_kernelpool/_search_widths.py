@@ -18,8 +18,9 @@ def learn_feature_widths(search, data, grid):
     criterion of ``scoring="gcv"`` or ``"aicc"``, and kept only where they
     lower that of the isotropic choice and, with
     ``per_feature="auto"``, where the guard (:func:`._guard.guard_widths`)
-    finds them better out of fold. ``grid`` holds the fixed bandwidths
-    scored.
+    finds the procedure that learns them better out of fold by more than
+    one standard error (the one-standard-error rule). ``grid`` holds the
+    fixed bandwidths scored.
     """
     X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
     policy = search.policy
@@ -40,7 +41,8 @@ def learn_feature_widths(search, data, grid):
     if search.per_feature_mode() == "auto":
         search.say(
             "Comparing the learned widths with the isotropic bandwidth out "
-            "of fold, each selected or learned on the training parts"
+            "of fold, each selected or learned on the training parts; the "
+            "widths are kept where they win by more than one standard error"
         )
         guard = guard_widths(
             X64,
@@ -50,6 +52,7 @@ def learn_feature_widths(search, data, grid):
             grid,
             splits=splits,
             max_iter=search.max_iter,
+            n_jobs=search.n_jobs,
             **options,
         )
         search.per_feature_scores_ = {
@@ -59,7 +62,8 @@ def learn_feature_widths(search, data, grid):
         if policy.loss_name is not None:
             search.say(
                 f"Out-of-fold {policy.loss_name}: isotropic "
-                f"{guard.isotropic_loss:.6g}, per-feature {guard.per_feature_loss:.6g}"
+                f"{guard.isotropic_loss:.6g}, per-feature {guard.per_feature_loss:.6g} "
+                f"(standard error of the difference {guard.standard_error:.3g})"
             )
         if not guard.keep:
             return

@@ -248,7 +248,8 @@ def test_guard_equals_its_definition(data):
         (result.per_feature_loss, learned),
     ):
         assert_allclose(loss, np.average((pred - Y)[:, 0] ** 2, weights=w))
-    assert result.keep == (result.per_feature_loss < result.isotropic_loss)
+    gain = result.isotropic_loss - result.per_feature_loss
+    assert result.keep == (gain > result.standard_error)  # one standard error
 
 
 def test_guard_with_the_log_loss(data):
@@ -269,9 +270,10 @@ def test_guard_with_the_log_loss(data):
 
 def test_guard_keeps_isotropic_on_pure_noise():
     # A target independent of eight features, 50 rows: learned widths fit
-    # the leave-one-out noise. The guard keeps the isotropic width in most
-    # draws, and its choice is at least as good on fresh data as forcing
-    # the learned widths.
+    # the leave-one-out noise, and may beat the isotropic width out of fold
+    # by chance, but not by more than one standard error. The guard keeps
+    # the isotropic width in every draw, and its choice is better on fresh
+    # data than forcing the learned widths.
     kept, auto_mse, forced_mse = 0, 0.0, 0.0
     for seed in range(5):
         rng = np.random.default_rng(seed)
@@ -283,10 +285,10 @@ def test_guard_keeps_isotropic_on_pure_noise():
         kept += not auto.per_feature_
         if auto.per_feature_scores_ is not None:
             scores = auto.per_feature_scores_
-            assert auto.per_feature_ == (scores["per_feature"] < scores["isotropic"])
+            assert not auto.per_feature_ or scores["per_feature"] < scores["isotropic"]
         auto_mse += np.mean((auto.predict(X_new) - y_new) ** 2)
         forced_mse += np.mean((forced.predict(X_new) - y_new) ** 2)
-    assert kept >= 3
+    assert kept == 5
     assert auto_mse < forced_mse
 
 
