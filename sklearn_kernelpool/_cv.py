@@ -324,7 +324,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         ``cv_results_["shrunk_fraction"]`` of the selected candidate (at
         ``best_index_``): the fraction of its held-out predictions whose
         local-linear slope was shrunk towards the local mean; 0 when it is
-        of degree 0.
+        of degree 0. With learned per-feature widths, that of the isotropic
+        candidate they start from.
 
     effective_df_ : float
         The effective degrees of freedom of ``best_estimator_``: the trace

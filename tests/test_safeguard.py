@@ -15,6 +15,7 @@ import pytest
 from _dask import local_client
 from _reference import FORMULAS, safeguarded_fit
 from numpy.testing import assert_allclose
+from sklearn import config_context
 from sklearn.metrics import r2_score
 from sklearn.model_selection import KFold
 
@@ -22,6 +23,7 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
+    _moment_pooling,
 )
 
 LOG_FORMULAS = {"gaussian": lambda u: -(u**2) / 2}
@@ -178,6 +180,31 @@ def test_standard_errors_use_the_shrunk_equivalent_kernel(kernel):
     reg = KernelAttentionRegressor(kernel, WIDTH, degree=1).fit(X, Y, sample_weight=w)
     _, se = _quietly(reg.predict, Q, return_se=True)
     assert_allclose(se, _standard_errors(X, Y, Q, kernel, w), rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_per_query_equations_follow_the_rule(kernel, monkeypatch):
+    # Without the moment matrix (many features: each query's equations are
+    # summed from its weighted keys), the same rule and the same counts.
+    X, Y, w = _isolated_pair()
+    Q = _queries(kernel)
+    expected = _reference(X, Y, Q, kernel, WIDTH, w)
+    s = expected["shrinkage"]
+    reg = KernelAttentionRegressor(kernel, WIDTH, degree=1).fit(X, Y, sample_weight=w)
+    monkeypatch.setattr(_moment_pooling, "MOMENT_MATRIX_FLOOR", 0)
+    # 8 KiB: less than four times the moment matrix, more than one query's
+    # equations.
+    with config_context(working_memory=8 / 1024):
+        assert not reg._pool._uses_moments()
+        mean, std = _quietly(reg.predict, Q, return_std=True)
+        weights = _quietly(reg.attention_weights, Q)
+        for method in (reg.predict, reg.attention_weights):
+            (warning,) = _caught(method, Q)
+            assert warning.n_shrunk == np.count_nonzero(s < 1.0)
+            assert warning.mean_shrinkage == pytest.approx(np.mean(1.0 - s))
+    assert_allclose(mean, expected["mean"], rtol=1e-10, atol=1e-11)
+    assert_allclose(std**2, expected["std"] ** 2, rtol=1e-9, atol=1e-13)
+    assert_allclose(weights, expected["weights"], rtol=1e-9, atol=1e-12)
 
 
 def _grid_reference(pool, X, Y, w, kernel, width, nodes):
