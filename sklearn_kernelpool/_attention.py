@@ -9,19 +9,22 @@ local-linear fit. :class:`AttentionWeights` is the part of
 import numpy as np
 from scipy.sparse import csr_array
 
-from . import _local_linear, _weights
+from . import _weights
 from ._engine import normalise_rows
+from ._moment_pooling import fit_counts
 
 
 class AttentionWeights:
     """Attention weights (a part of :class:`._pooling.KernelPool`)."""
 
-    def attention_weights(self, X, n_jobs=None, sparse=False):
+    def attention_weights(self, X, n_jobs=None, sparse=False, counts=None):
         """Normalised weights over all training rows, shape (n_queries, n_fit).
 
         Dense, or a :class:`scipy.sparse.csr_array` of the non-zero weights
         for ``sparse=True``. For degree 1 the rows are the equivalent-kernel
-        weights of the local-linear fit.
+        weights of the local-linear fit, and the
+        :func:`._moment_pooling.fit_counts` of its chunks are appended to
+        ``counts`` when it is a list (they are reported as well).
         """
         n_queries = X.shape[0]
         if sparse:
@@ -30,7 +33,7 @@ class AttentionWeights:
             _weights.check_dense_size(
                 n_queries, self.n_samples_fit, self.dtype, self.kernel, self.on_empty
             )
-        counts = []
+        counts = [] if counts is None else counts
         moments = self.degree == 1 and self._uses_moments()
         if self.degree == 1 and not moments:
             self._check_fit_memory(n_jobs)
@@ -39,11 +42,10 @@ class AttentionWeights:
             queries = self._queries(X_chunk)
             weights, empty = self._normalized_scores(queries, workspace, sparse)
             if self.degree == 1:
-                weights, rank = self._equivalent_kernel(
+                weights, rank, s = self._equivalent_kernel(
                     weights, queries[1], empty, moments
                 )
-                d = self.keys.shape[1]
-                counts.append(_local_linear.rank_counts(rank, d, ~empty))
+                counts.append(fit_counts(rank, s, self.keys.shape[1], ~empty))
             if sparse:
                 weights = _weights.compact_indices(weights)
             return weights, empty

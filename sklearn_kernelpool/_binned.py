@@ -19,10 +19,10 @@ binned sums computed elsewhere (summed over partitions, for instance).
 import numpy as np
 from scipy import fft
 
+from ._binned_estimates import estimates
 from ._binned_grid import plan_grid
 from ._binning import Cells, linear_bin
-from ._engine import moment_spread, normalise
-from ._local_linear import MomentLayout, solve
+from ._local_linear import MomentLayout
 
 # Unbounded kernels are sampled up to the scaled distance where they fall
 # below this fraction of their peak: 7.43 bandwidths for the gaussian, 27.6
@@ -289,7 +289,7 @@ class BinnedEngine:
             sums = sums[:, self.plain]
         return sums, inside
 
-    def predict(self, Q, return_std=False):
+    def predict(self, Q, return_std=False, return_shrinkage=False):
         """Estimates at the queries, and the mask of those left undecided.
 
         Returns ``(mean, std, doubtful)``: ``std`` None unless asked;
@@ -297,19 +297,28 @@ class BinnedEngine:
         interpolated weight sum at most ``MIN_WEIGHT`` of the total, or
         (degree 1) a nearly singular local covariance: their estimates are
         NaN, for the caller to compute exactly or to apply the
-        empty-neighbourhood policy to.
+        empty-neighbourhood policy to. With ``return_shrinkage`` also the
+        safeguard's factors ``s`` of the local-linear slopes (ones for
+        degree 0 and on the doubtful queries).
         """
         n = len(Q)
         p = self.n_outputs
         mean = np.empty((n, p))
         std = np.empty((n, p)) if return_std else None
         doubtful = np.empty(n, dtype=bool)
+        shrinkage = np.ones(n)
         for start in range(0, n, CHUNK_ROWS):
             rows = slice(start, min(n, start + CHUNK_ROWS))
             sums, inside = self.kernel_sums(Q[rows], return_std)
             bad = ~inside | ~(sums[:, -1] > MIN_WEIGHT * self.total)
-            m, s, bad = estimates(
-                sums, bad, self.layout, self.degree, self.min_variance, return_std
+            m, s, bad, shrinkage[rows] = estimates(
+                sums,
+                bad,
+                self.layout,
+                self.degree,
+                self.min_variance,
+                return_std,
+                return_shrinkage=True,
             )
             mean[rows] = m + self.center
             mean[rows][bad] = np.nan
@@ -317,75 +326,9 @@ class BinnedEngine:
                 std[rows] = s
                 std[rows][bad] = np.nan
             doubtful[rows] = bad
+        if return_shrinkage:
+            return mean, std, doubtful, shrinkage
         return mean, std, doubtful
-
-
-def estimates(
-    sums, bad, layout, degree, min_variance, return_std=False, max_extrapolation=np.inf
-):
-    """The local-constant or local-linear estimates from kernel sums.
-
-    ``sums`` (n, c) in the layout of :func:`sum_pairs`, moments about each
-    query; ``bad`` (n,) the queries left undecided. The normalisation and
-    spread are :func:`._engine.normalise` and :func:`._engine.moment_spread`,
-    the local-linear fit :func:`._local_linear.solve`, as on every engine.
-    Returns ``(mean, std, bad)``, centred values (the caller adds the centre
-    back), ``std`` None unless asked, and ``bad`` with (degree 1) the
-    queries whose local covariance of the scaled keys has an eigenvalue at
-    most ``min_variance`` or whose query lies at a squared Mahalanobis
-    distance ``m' C^-1 m`` above ``max_extrapolation`` from the local mean
-    ``m`` of the scaled keys (covariance ``C``). The values of the ``bad``
-    rows are arbitrary.
-    """
-    p = layout.n_outputs
-    if degree == 0:
-        with np.errstate(invalid="ignore", over="ignore"):
-            means, _ = normalise(sums)
-        std = moment_spread(means, p)[1] if return_std else None
-        return means[:, :p], std, bad
-    bad = bad | doubtful_designs(sums, bad, layout, min_variance, max_extrapolation)
-    n, d = len(sums), layout.n_features
-    if not bad.any():
-        mean, std, _ = solve(sums, np.zeros((n, d)), layout, return_std)
-        return mean, std, bad
-    mean = np.full((n, p), np.nan)
-    std = np.full((n, p), np.nan) if return_std else None
-    good = np.flatnonzero(~bad)
-    m, s, _ = solve(sums[good], np.zeros((len(good), d)), layout, return_std)
-    mean[good] = m
-    if return_std:
-        std[good] = s
-    return mean, std, bad
-
-
-def doubtful_designs(sums, bad, layout, min_variance, max_extrapolation=np.inf):
-    """The rows of local-linear kernel sums left to the exact engine.
-
-    Those whose local covariance ``C`` of the scaled keys has an eigenvalue
-    at most ``min_variance`` (linear binning spreads each key over a
-    variance of up to ``(step / h)**2 / 4``), or whose query lies at
-    ``m' C^-1 m`` above ``max_extrapolation`` from the local mean ``m``.
-    """
-    d = layout.n_features
-    total = np.where(bad, 1.0, sums[:, -1])
-    means = sums[:, :-1] / total[:, None]
-    m = means[:, layout.keys]
-    cov = np.empty((len(sums), d, d))
-    i, j = layout.upper
-    cov[:, i, j] = cov[:, j, i] = means[:, layout.squares]
-    cov -= m[:, :, None] * m[:, None, :]
-    if d == 1:
-        variance = cov[:, 0, 0]
-        out = ~(variance > min_variance)
-        if np.isfinite(max_extrapolation):
-            out |= m[:, 0] ** 2 > max_extrapolation * np.where(out, 1.0, variance)
-        return out
-    out = ~(np.linalg.eigvalsh(cov)[:, 0] > min_variance)
-    if np.isfinite(max_extrapolation):
-        cov[out | bad] = np.eye(d)
-        distance = np.einsum("nf,nf->n", m, np.linalg.solve(cov, m[..., None])[..., 0])
-        out |= distance > max_extrapolation
-    return out
 
 
 def binned_columns(values, weights, center, squares=True):

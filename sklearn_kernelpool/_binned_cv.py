@@ -42,11 +42,11 @@ from ._binned import (
     BinnedEngine,
     binned_columns,
     engine_sizes,
-    estimates,
     powers,
     sum_pairs,
     truncation_radius,
 )
+from ._binned_estimates import estimates
 from ._binned_grid import plan_grid, warn_coarse_search
 from ._binning import Cells
 from ._chunking import row_batches
@@ -121,12 +121,13 @@ class BinnedHeldOut(HeldOutPoints):
         return _Pending(rows=rows, train=train)
 
     def predictions(self, sums, rows, groups=None, train=None, degree=None):
-        """``(predictions, empty, singular, deficient)`` as
+        """``(predictions, empty, singular, deficient, shrunk)`` as
         :meth:`._loo.HeldOut.predictions` returns them, of shape
         (n_kernels, n_bandwidths, n_rows, ...); ``singular`` marks the
         degree-1 fits whose local covariance of the scaled keys is nearly
         singular (see :data:`._binned.MIN_VARIANCE`), which get the local
-        mean; ``deficient`` is all False."""
+        mean; ``deficient`` is all False; ``shrunk`` marks the slopes that
+        the safeguard of :mod:`._local_linear` shrank."""
         degree = self.degree if degree is None else degree
         if sums.cache is None:
             sums.cache = self._compute(sums)
@@ -170,9 +171,7 @@ class BinnedHeldOut(HeldOutPoints):
         for d in range(self.degree + 1):
             out[d] = (
                 np.empty(shape + (p,)),
-                np.zeros(shape, dtype=bool),
-                np.zeros(shape, dtype=bool),
-                np.zeros(shape, dtype=bool),
+                *(np.zeros(shape, dtype=bool) for _ in range(4)),
             )
         for k, kernel in enumerate(self.kernels):
             for m, h in enumerate(self.bandwidths):
@@ -212,26 +211,28 @@ class BinnedHeldOut(HeldOutPoints):
         local_mean, empty = solve_moments(sums[:, np.r_[start : start + p, -1]])
         local_mean += self.center
         k, m = index
-        predictions, flag, _, _ = out[0]
+        predictions, flag, *_ = out[0]
         predictions[k, m][rows] = local_mean
         flag[k, m][rows] = empty
         if self.degree == 1:
             ratio = float(((self.grid.step / h) ** 2).max())
-            mean, _, bad = estimates(
+            mean, _, bad, s = estimates(
                 sums,
                 empty,
                 engine.layout,
                 1,
                 MIN_VARIANCE + 4 * ratio,
                 max_extrapolation=MAX_EXTRAPOLATION,
+                return_shrinkage=True,
             )
             singular = bad & ~empty
             mean = mean + self.center
             mean[singular] = local_mean[singular]
-            predictions, flag, single, _ = out[1]
+            predictions, flag, single, _, shrunk = out[1]
             predictions[k, m][rows] = mean
             flag[k, m][rows] = empty
             single[k, m][rows] = singular
+            shrunk[k, m][rows] = ~bad & (s < 1.0)
 
     def _self_terms(self, kernel, bandwidth):
         """:func:`self_terms` of every key, from its shares computed once."""

@@ -5,7 +5,7 @@
 the queries (the convolved grids interpolated to them), and the estimates
 (predictions, ``return_std``, ``degree`` 0 and 1, the classifier's
 probabilities) come from the shared normalisation, spread and local-linear
-solve (:func:`._binned.estimates`). The queries that the binned sums leave
+solve (:func:`._binned_estimates.estimates`). The queries that the binned sums leave
 undecided (outside the grid, with a binned weight sum at most
 ``MIN_WEIGHT`` of the total, or a nearly singular local-linear design) are
 pooled by the exact engine, which applies the shared ``on_empty``
@@ -26,7 +26,8 @@ import numpy as np
 
 from . import _binned
 from ._binned_grid import warn_coarse_fit
-from ._exceptions import CoarseGridWarning
+from ._exceptions import CoarseGridWarning, describe
+from ._moment_pooling import fit_counts, report_fits
 from ._persistence import check_pool_arguments
 
 ACCEPTED = (
@@ -196,11 +197,13 @@ class BinnedKernelPool:
         arguments = {k: v for k, v in self._arguments.items() if k not in ("n_bins",)}
         return KernelPool(**{**arguments, "algorithm": "auto"})
 
-    def attention_weights(self, X, n_jobs=None, sparse=False):
+    def attention_weights(self, X, n_jobs=None, sparse=False, counts=None):
         """The exact engine's attention weights of the queries ``X``, as
         :meth:`._attention.AttentionWeights.attention_weights`: the weight
         of each key, which the binned sums do not hold."""
-        return self.exact_pool.attention_weights(X, n_jobs=n_jobs, sparse=sparse)
+        return self.exact_pool.attention_weights(
+            X, n_jobs=n_jobs, sparse=sparse, counts=counts
+        )
 
     @property
     def kernel(self):
@@ -212,19 +215,30 @@ class BinnedKernelPool:
         ``(mean, std)``, as :meth:`._pooling.KernelPool.pool`.
 
         Undecided queries (see :mod:`._binned_pool`) are pooled by the exact
-        engine, which applies the ``on_empty`` policy to the empty ones.
+        engine, which applies the ``on_empty`` policy to the empty ones. The
+        local-linear fits of both are reported together
+        (:func:`._moment_pooling.report_fits`).
         """
         Q = np.asarray(X, dtype=np.float64)
         engine = self.binned_std if return_std else self.binned
-        mean, std, doubtful = engine.predict(Q, return_std)
+        mean, std, doubtful, s = engine.predict(Q, return_std, return_shrinkage=True)
+        counts = None
+        if self.degree == 1:
+            d = Q.shape[1]
+            # The binned designs decided here have full rank (their smallest
+            # eigenvalue is above the binned engine's min_variance).
+            counts = [fit_counts(np.full(len(Q), d), s, d, ~doubtful)]
         if np.any(doubtful):
             exact = self.exact_pool.pool(
-                X[doubtful], n_jobs=n_jobs, return_std=return_std
+                X[doubtful], n_jobs=n_jobs, return_std=return_std, counts=counts
             )
             if return_std:
                 mean[doubtful], std[doubtful] = exact
             else:
                 mean[doubtful] = exact
+        if counts is not None:
+            configuration = describe(self.kernel, self._arguments["bandwidth"])
+            report_fits(counts, len(Q), configuration)
         mean = mean.astype(self.dtype, copy=False)
         if return_std:
             return mean, std.astype(self.dtype, copy=False)

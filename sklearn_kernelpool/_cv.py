@@ -309,7 +309,11 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         whose local design determined no slope (rank 0) and that fell back
         to the local mean, and ``rank_deficient_fraction``, the fraction
         whose local design was rank-deficient but of positive rank (a
-        minimum-norm slope along the directions it determines); both are 0
+        minimum-norm slope along the directions it determines), and
+        ``shrunk_fraction``, the fraction whose slope was shrunk towards the
+        local mean (the held-out point far from the local centre of the keys
+        that weigh on it, see
+        :class:`~sklearn_kernelpool.LocalLinearFallbackWarning`); all are 0
         for the candidates of degree 0 under ``degree="auto"``. With
         ``scoring="gcv"`` or ``"aicc"`` also ``effective_df``, ``gcv`` and
         ``aicc`` of every candidate fitted on all the data.
@@ -323,6 +327,13 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
+
+    shrunk_fraction_ : float
+        ``cv_results_["shrunk_fraction"]`` of the selected candidate (at
+        ``best_index_``): the fraction of its held-out predictions whose
+        local-linear slope was shrunk towards the local mean; 0 when it is
+        of degree 0. With learned per-feature widths, that of the isotropic
+        candidate they start from.
 
     effective_df_ : float
         The effective degrees of freedom of ``best_estimator_``: the trace

@@ -63,6 +63,11 @@ def refit_selected(estimator, search, X, y, sample_weight, categorical):
         n_neighbors=estimator.n_neighbors_,
         **extra,
     ).fit(X, y, sample_weight=sample_weight)  # the given weights: it rescales them
+    # The share of shrunk held-out slopes of the selected candidate.
+    shrunk = estimator.cv_results_.get("shrunk_fraction")
+    estimator.shrunk_fraction_ = (
+        0.0 if shrunk is None else float(shrunk[estimator.best_index_])
+    )
     # effective_df_, computed on first access unless known already.
     estimator._effective_df = None
     if search.smoother_scoring() and estimator.per_feature_:

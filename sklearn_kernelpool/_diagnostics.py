@@ -119,7 +119,8 @@ def smoother_diagnostics(estimator):
     fitted = np.full_like(values, np.nan)
     self_weight = np.zeros(n_samples)
     keys = training_keys(estimator)[positive]
-    for batch, rows in smoother_rows(estimator, keys, validated=True):
+    counts = []  # (degree 1) the fit_counts of the local-linear fits
+    for batch, rows in smoother_rows(estimator, keys, validated=True, counts=counts):
         own = positive[batch]
         fitted[own] = rows @ values
         self_weight[own] = rows[np.arange(len(own)), own]
@@ -129,6 +130,9 @@ def smoother_diagnostics(estimator):
     sigma2 = float(np.mean(w @ (values - fitted_kept) ** 2))
     gcv, aicc = criteria(sigma2, effective_df, n)
     shape = estimator.values_.shape
+    # fit_counts: n_shrunk third, the rows with a neighbourhood last.
+    totals = np.sum(np.reshape(counts, (-1, 6)), axis=0)
+    shrunk_fraction = float(totals[2] / totals[5]) if totals[5] else 0.0
     return Bunch(
         effective_df=effective_df,
         self_weight=self_weight,
@@ -138,4 +142,5 @@ def smoother_diagnostics(estimator):
         sigma2=sigma2,
         gcv=float(gcv),
         aicc=float(aicc),
+        shrunk_fraction=shrunk_fraction,
     )

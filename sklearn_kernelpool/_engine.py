@@ -47,7 +47,7 @@ The engines:
   :meth:`._binned.BinnedEngine.kernel_sums` interpolates the convolved
   grids to the queries and returns the columns above (``pool_matrix``,
   ``spread_matrix`` or ``moment_matrix``, with the keys as ``(k - q) / h``,
-  moments about each query), which :func:`._binned.estimates` turns into
+  moments about each query), which :func:`._binned_estimates.estimates` turns into
   estimates with :func:`normalise`, :func:`moment_spread` and
   :func:`._local_linear.solve`. The queries whose binned sums are not to
   be trusted, and what needs each key's weight (attention weights and what

@@ -69,7 +69,7 @@ class EmptyNeighborhoodWarning(UserWarning):
 
 
 class LocalLinearFallbackWarning(UserWarning):
-    """Warn that local-linear fits fell back to the local mean.
+    """Warn that local-linear fits fell back to, or neared, the local mean.
 
     With ``degree=1`` each query's slope is the minimum-norm solution of its
     local normal equations, over the directions its keys determine
@@ -78,8 +78,27 @@ class LocalLinearFallbackWarning(UserWarning):
     determines no direction at all (rank 0: its attention weight is carried
     by a single key, or by keys at one point) gets the local-constant
     (``degree=0``) prediction, as do its attention weights and standard
-    deviations; this warning counts such queries. A larger bandwidth avoids
-    the fallback.
+    deviations; ``n_singular`` counts such queries.
+
+    A query far from the local centre of the keys that weigh on it, in
+    units of their local spread, gets its slope shrunk by a factor ``s`` in
+    ``[0, 1)`` towards the local mean: the fit would otherwise extrapolate a
+    slope resting on few keys, or keys of tiny weight. With ``D`` the
+    Mahalanobis distance of the query from the weighted mean of its keys
+    (under their weighted covariance, of rank ``r``) and
+    ``tau = 3 sqrt(r + 1)``, ``s = 1`` where ``D <= tau`` and
+    ``s = exp(-(D / tau - 1)**2 / 2)`` beyond: the shrinkage ``1 - s``
+    grows continuously with the distance, from 0 to 1 far away, where the
+    fit is the local mean.
+    ``n_shrunk`` counts the queries whose slope was shrunk at all, and
+    ``mean_shrinkage`` averages ``1 - s`` over the queries of the call with
+    a neighbourhood.
+
+    The warning is issued when a query fell back to the local mean, or when
+    some query's slope was shrunk by more than half (``s < 0.5``); a mild
+    shrinkage, such as at the boundary of the data, is not warned of. A
+    larger bandwidth avoids both, and ``degree=0`` fits the local mean
+    everywhere.
 
     Rank-deficient designs (collinear features such as a full one-hot
     encoding, or fewer than ``n_features + 1`` keys in general position) get
@@ -87,11 +106,12 @@ class LocalLinearFallbackWarning(UserWarning):
     they do not fall back and are not warned of, but a warning issued for
     the call counts them in ``n_rank_deficient``, and
     :class:`KernelAttentionRegressorCV` reports their share as
-    ``cv_results_["rank_deficient_fraction"]``.
+    ``cv_results_["rank_deficient_fraction"]``, and that of the shrunk
+    slopes as ``cv_results_["shrunk_fraction"]``.
 
-    One call issues at most one such warning. Its text names the kernel and
-    the bandwidth only (see :class:`EmptyNeighborhoodWarning`); the counts
-    of the call are its attributes.
+    One call issues at most one such warning. Its text names the kernel, the
+    bandwidth and what happened only (see :class:`EmptyNeighborhoodWarning`);
+    the counts of the call are its attributes.
 
     Parameters
     ----------
@@ -110,6 +130,14 @@ class LocalLinearFallbackWarning(UserWarning):
         rank-deficient but determines a slope (not counted in
         ``n_singular``).
 
+    n_shrunk : int, default=None
+        The number of queries of the call whose slope was shrunk
+        (``s < 1``).
+
+    mean_shrinkage : float, default=None
+        The mean of ``1 - s`` over the queries of the call with a
+        neighbourhood.
+
     Attributes
     ----------
     n_singular : int
@@ -121,6 +149,15 @@ class LocalLinearFallbackWarning(UserWarning):
 
     n_rank_deficient : int
         The number of rank-deficient queries of the call that kept a slope.
+
+    n_shrunk : int
+        The number of queries of the call whose slope was shrunk towards the
+        local mean (``s < 1``).
+
+    mean_shrinkage : float
+        The mean of ``1 - s`` over the queries of the call with a
+        neighbourhood (those that did not fall back to ``on_empty``): 0 when
+        no slope was shrunk, 1 when every one was shrunk to nothing.
 
     Examples
     --------
@@ -141,13 +178,39 @@ class LocalLinearFallbackWarning(UserWarning):
 
     >>> caught[0].message.n_singular, caught[0].message.n_queries
     (1, 2)
+
+    Two close keys far from the others determine a steep line, which a query
+    beyond them would extrapolate; its slope is shrunk towards the local
+    mean instead, here almost entirely:
+
+    >>> X = [[-1.0], [-0.5], [0.0], [0.5], [1.0], [3.0], [3.001]]
+    >>> y = [0.0, 0.5, 1.0, 0.5, 0.0, 5.0, 5.3]
+    >>> reg = KernelAttentionRegressor(bandwidth=0.3, degree=1).fit(X, y)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     reg.predict([[0.25], [4.001]]).round(2)
+    array([0.72, 5.15])
+    >>> caught[0].message.n_shrunk, caught[0].message.n_singular
+    (1, 0)
+    >>> round(caught[0].message.mean_shrinkage, 2)
+    0.5
     """
 
-    def __init__(self, message, n_singular=None, n_queries=None, n_rank_deficient=None):
+    def __init__(
+        self,
+        message,
+        n_singular=None,
+        n_queries=None,
+        n_rank_deficient=None,
+        n_shrunk=None,
+        mean_shrinkage=None,
+    ):
         super().__init__(message)
         self.n_singular = n_singular
         self.n_queries = n_queries
         self.n_rank_deficient = n_rank_deficient
+        self.n_shrunk = n_shrunk
+        self.mean_shrinkage = mean_shrinkage
 
 
 class LocalLinearMemoryWarning(UserWarning):

@@ -8,6 +8,8 @@ from scipy.spatial import cKDTree
 
 from . import _binned
 from ._binning import Grid
+from ._exceptions import describe
+from ._moment_pooling import fit_counts, report_fits
 from ._pooling import report_empty, resolve_kernel
 
 NO_ROWS = (
@@ -89,7 +91,15 @@ class GridPool:
     def pool(self, X, n_jobs=None, return_std=False):
         """Pooled values of the queries, as :meth:`._pooling.KernelPool.pool`."""
         Q = np.asarray(X, dtype=np.float64)
-        mean, std, doubtful = self.binned.predict(Q, return_std)
+        mean, std, doubtful, s = self.binned.predict(
+            Q, return_std, return_shrinkage=True
+        )
+        if self.degree == 1:
+            # The designs decided on the grid have full rank; those it leaves
+            # nearly singular get the local-constant estimate below.
+            d = Q.shape[1]
+            counts = [fit_counts(np.full(len(Q), d), s, d, ~doubtful)]
+            report_fits(counts, len(Q), describe(self.kernel, self.bandwidth))
         if np.any(doubtful):
             rows = np.flatnonzero(doubtful)
             if self.degree == 1:

@@ -99,31 +99,38 @@ class HeldOutFits:
             The rows of positive weight whose local-linear design is
             rank-deficient but determines a slope (minimum-norm solve); all
             False for degree 0.
+        shrunk : ndarray of bool of shape (n_kernels, n_bandwidths, n_rows)
+            The rows of positive weight whose local-linear slope the
+            safeguard of :mod:`._local_linear` shrank (``s < 1``); all False
+            for degree 0.
         """
-        if self.degree == 0:
-            predictions, empty = solve_moments(sums)
-            return predictions, empty, np.zeros_like(empty), np.zeros_like(empty)
-        if degree == 0:
-            layout = _local_linear.MomentLayout(self.X.shape[1], self.Y.shape[1], 1)
-            columns = np.r_[np.arange(sums.shape[-1])[layout.values], -1]
+        if self.degree == 0 or degree == 0:
+            columns = slice(None)
+            center = 0.0
+            if self.degree == 1:
+                d, p = self.X.shape[1], self.Y.shape[1]
+                layout = _local_linear.MomentLayout(d, p, 1)
+                columns = np.r_[np.arange(sums.shape[-1])[layout.values], -1]
+                center = self.value_center
             predictions, empty = solve_moments(sums[..., columns])
-            zeros = np.zeros_like(empty)
-            return predictions + self.value_center, empty, zeros, zeros.copy()
+            flags = [np.zeros_like(empty) for _ in range(3)]
+            return predictions + center, empty, *flags
         n_keys, centers = self._fit_keys(rows, groups, train)
         layout = _local_linear.MomentLayout(self.X.shape[1], self.Y.shape[1], n_keys)
         predictions = np.empty((*sums.shape[:-1], self.Y.shape[1]))
         rank = np.empty(sums.shape[:-1], dtype=np.intp)
+        shrinkage = np.empty(sums.shape[:-1])
         queries = self.X[rows]
         for k in range(sums.shape[0]):
             for m in range(sums.shape[1]):
-                predictions[k, m], _, rank[k, m] = _local_linear.solve(
-                    sums[k, m], queries, layout, False, centers
+                predictions[k, m], _, rank[k, m], shrinkage[k, m] = _local_linear.solve(
+                    sums[k, m], queries, layout, False, centers, None, True
                 )
                 redo = sums[k, m, :, -1] > 0
                 redo &= _local_linear.cancelled(sums[k, m], layout)
                 self._refit(
                     predictions[k, m],
-                    rank[k, m],
+                    (rank[k, m], shrinkage[k, m]),
                     redo,
                     (k, m),
                     rows,
@@ -136,18 +143,20 @@ class HeldOutFits:
         predictions[empty] = np.nan
         singular = ~empty & (rank == 0)
         deficient = ~empty & (rank > 0) & (rank < self.X.shape[1])
-        return predictions, empty, singular, deficient
+        shrunk = ~empty & (shrinkage < 1.0)
+        return predictions, empty, singular, deficient, shrunk
 
-    def _refit(self, predictions, rank, redo, candidate, rows, fits, groups, train):
+    def _refit(self, predictions, flags, redo, candidate, rows, fits, groups, train):
         """Held-out local-linear fits of the ``redo`` rows about their own means.
 
         For the rows whose moments about the global centres cancel
         (:func:`._local_linear.cancelled`): their weights over the keys of
         their fit (:meth:`_refit_scores`, in batches of :meth:`_refit_batches`),
         and the two-pass fit of :func:`._local_linear.centred_fit`.
-        ``predictions`` and ``rank`` (those of ``candidate``, a (kernel,
-        bandwidth) index pair) are updated in place; ``fits`` is the pair of
-        :meth:`_fit_keys`. Subclasses change the scores, never the fit.
+        ``predictions`` and ``flags``, the pair ``(rank, shrinkage)`` (those
+        of ``candidate``, a (kernel, bandwidth) index pair), are updated in
+        place; ``fits`` is the pair of :meth:`_fit_keys`. Subclasses change
+        the scores, never the fit.
         """
         redo = np.flatnonzero(redo)
         if not len(redo):
@@ -168,10 +177,10 @@ class HeldOutFits:
             at, points = at[weighed], points[weighed]
             p = scores[weighed] / total[weighed, None]
             layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
-            mean, _, fitted = _local_linear.centred_fit(
-                p, self.X, values, self.X[points], layout, False, centers[at]
+            mean, _, rank, s = _local_linear.centred_fit(
+                p, self.X, values, self.X[points], layout, False, centers[at], True
             )
-            predictions[at], rank[at] = mean, fitted
+            predictions[at], flags[0][at], flags[1][at] = mean, rank, s
 
     def _refit_batches(self, n_rows, n_outputs):
         """Slices of the rows of :meth:`_refit` computed together."""

@@ -386,9 +386,7 @@ def equivalent_kernel(means, queries, layout, scale=None, return_shrinkage=False
     shrinkage : ndarray of shape (n_queries,)
         The factors ``s`` (only with ``return_shrinkage``).
     """
-    m, vectors, inverse, rank, s = _local_geometry(
-        means, queries, layout, scale=scale
-    )
+    m, vectors, inverse, rank, s = _local_geometry(means, queries, layout, scale=scale)
     g = _apply_inverse(vectors, inverse, (m - queries)[:, :, None])[:, :, 0]
     g[~np.isfinite(g)] = 0.0
     offset = 1.0 + np.einsum("nf,nf->n", g, np.nan_to_num(m))

@@ -35,6 +35,87 @@ MOMENT_MATRIX_FLOOR = 2**22
 # Bytes per query of the eigendecompositions of the local covariances, in
 # units of ``8 d**2`` (the covariance, its copy, eigenvectors, workspace).
 EIGH_SQUARES = 6
+# A call of degree 1 warns when some query's slope was shrunk below this
+# fraction of itself by the safeguard of :mod:`._local_linear` (or when a
+# query fell back to the local mean); milder shrinkage is only counted.
+STRONG_SHRINKAGE = 0.5
+
+
+def fit_counts(rank, shrinkage, n_features, rows):
+    """The counts of a chunk's local-linear fits, for :func:`report_fits`.
+
+    Parameters
+    ----------
+    rank : ndarray of shape (n_queries,) of int
+        The ranks of the local covariances (:func:`._local_linear.solve`).
+    shrinkage : ndarray of shape (n_queries,)
+        The safeguard's factors ``s`` of the slopes.
+    n_features : int
+        The number of (continuous) features of the fit.
+    rows : ndarray of bool of shape (n_queries,)
+        The queries with a neighbourhood (the others fell back to
+        ``on_empty`` and are not counted).
+
+    Returns
+    -------
+    counts : tuple
+        ``(n_singular, n_rank_deficient, n_shrunk, n_strongly_shrunk,
+        total_shrinkage, n_fitted)``: the queries of rank 0, of a positive
+        rank below ``n_features``, with ``s < 1``, with ``s <
+        STRONG_SHRINKAGE``, the sum of ``1 - s`` and the number of ``rows``.
+    """
+    singular, deficient = _local_linear.rank_counts(rank, n_features, rows)
+    s = shrinkage[rows]
+    return (
+        singular,
+        deficient,
+        int(np.count_nonzero(s < 1.0)),
+        int(np.count_nonzero(s < STRONG_SHRINKAGE)),
+        float(np.sum(1.0 - s)),
+        int(len(s)),
+    )
+
+
+def report_fits(counts, n_queries, configuration):
+    """Warn of the local-linear queries of a call that fell back to the
+    local mean or whose slopes were strongly shrunk.
+
+    ``counts`` holds the :func:`fit_counts` of the call's chunks;
+    ``configuration`` names the kernel and bandwidth (:func:`describe`).
+    Issues one :class:`LocalLinearFallbackWarning`, or none.
+    """
+    totals = np.sum(np.reshape(counts, (-1, 6)), axis=0)
+    n_singular, n_deficient, n_shrunk, n_strong, shrinkage, n_fitted = totals
+    if not (n_singular or n_strong):
+        return
+    what = []
+    if n_singular:
+        what.append(
+            "queries whose local design determines no slope (their attention "
+            "weight is carried by a single key, or by keys at one point) get "
+            "the local mean (degree 0) instead"
+        )
+    if n_strong:
+        what.append(
+            "queries far from the keys that carry their attention weight, in "
+            "units of the local spread of those keys, get a slope shrunk by "
+            "more than half towards the local mean (the fit would "
+            "extrapolate from few keys)"
+        )
+    text = "; ".join(what)
+    warn(
+        LocalLinearFallbackWarning(
+            f"Under {configuration}, {text}. A larger bandwidth avoids this, "
+            "and degree=0 fits the local mean everywhere. The warning's "
+            "n_singular, n_rank_deficient, n_shrunk, mean_shrinkage and "
+            "n_queries attributes count them in each call.",
+            n_singular=int(n_singular),
+            n_queries=n_queries,
+            n_rank_deficient=int(n_deficient),
+            n_shrunk=int(n_shrunk),
+            mean_shrinkage=float(shrinkage / n_fitted) if n_fitted else 0.0,
+        )
+    )
 
 
 class MomentPooling:
@@ -161,15 +242,15 @@ class MomentPooling:
         ``moments``: from the pooled moment matrix, with the rows whose
         moments cancel fitted again in two passes; otherwise every row in two
         passes, from its weighted keys (:func:`._local_linear.centred_fit`).
-        Appends each chunk's ``(n_singular, n_rank_deficient)`` to ``counts``.
+        Appends each chunk's :func:`fit_counts` to ``counts``.
         """
 
         def work(X_chunk, workspace):
             queries = self._queries(X_chunk)
             if moments:
                 (sums,) = self._weighted_sums(queries, workspace, (self.moment_matrix,))
-                mean, std, rank = _local_linear.solve(
-                    sums, queries[1], self.layout, return_std
+                mean, std, rank, s = _local_linear.solve(
+                    sums, queries[1], self.layout, return_std, return_shrinkage=True
                 )
                 empty = ~(sums[:, -1] > 0)
                 redo = ~empty & _local_linear.cancelled(sums, self.layout)
@@ -180,11 +261,12 @@ class MomentPooling:
                 mean = np.full((n, p), np.nan)
                 std = np.full((n, p), np.nan) if return_std else None
                 rank = np.full(n, self.keys.shape[1])
+                s = np.ones(n)
                 redo = ~empty
-            self._refit_rows(redo, queries, workspace, mean, std, rank)
+            self._refit_rows(redo, queries, workspace, mean, std, (rank, s))
             mean += self.value_center
             self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
-            counts.append(_local_linear.rank_counts(rank, self.keys.shape[1], ~empty))
+            counts.append(fit_counts(rank, s, self.keys.shape[1], ~empty))
             mean *= self.value_scale
             if std is None:
                 return mean, empty
@@ -194,13 +276,14 @@ class MomentPooling:
         return work
 
     # -- rows fitted again about their own local means -----------------------
-    def _refit_rows(self, redo, queries, workspace, mean, std, rank=None):
+    def _refit_rows(self, redo, queries, workspace, mean, std, fits=None):
         """Recompute the ``redo`` rows of a chunk in two passes.
 
         Their keys and values are centred on the row's own weighted means
         before any product: the fit (``mean``, degree 1) and the spread
         (``std``, if not None) then lose nothing to cancellation. The
-        arrays are updated in place; ``mean`` and ``std`` are in the frame
+        arrays are updated in place, with (degree 1) those of ``fits``, the
+        pair ``(rank, shrinkage)``; ``mean`` and ``std`` are in the frame
         of the centred values.
         """
         redo = np.flatnonzero(redo)
@@ -222,46 +305,32 @@ class MomentPooling:
                 queries[1][rows],
                 self.layout if self.degree == 1 else None,
                 std is not None,
+                return_shrinkage=True,
             )  # the keys are centred on their mean: centers is the origin
             if self.degree == 1:
-                mean[rows], rank[rows] = fit[0], fit[2]
+                mean[rows], fits[0][rows], fits[1][rows] = fit[0], fit[2], fit[3]
             if std is not None:
                 std[rows] = fit[1]
 
     def _report_singular(self, counts, n_queries):
-        """Warn of the queries whose local design determines no slope.
-
-        ``counts`` holds ``(n_singular, n_rank_deficient)`` pairs.
-        """
-        n_singular = sum(c[0] for c in counts)
-        n_deficient = sum(c[1] for c in counts)
-        if n_singular:
-            warn(
-                LocalLinearFallbackWarning(
-                    "Queries whose local design determines no slope under "
-                    f"{describe(self.kernel, self.bandwidth, self._n_neighbors)} "
-                    "(their attention weight is carried by a single key, or by "
-                    "keys at one point) get the local mean (degree 0) instead; "
-                    "a larger bandwidth avoids this. The warning's n_singular, "
-                    "n_rank_deficient and n_queries attributes count them in "
-                    "each call.",
-                    n_singular=n_singular,
-                    n_queries=n_queries,
-                    n_rank_deficient=n_deficient,
-                )
-            )
+        """Warn of the queries whose local design determines no slope, or
+        whose slope was strongly shrunk (:func:`report_fits`)."""
+        report_fits(
+            counts, n_queries, describe(self.kernel, self.bandwidth, self._n_neighbors)
+        )
 
     def _equivalent_kernel(self, weights, queries, empty, moments=True):
         """Local-linear equivalent-kernel weights from local-constant ones.
 
         The fallback rows of empty queries keep their weights. ``moments``:
-        as in :meth:`_local_linear_work`.
+        as in :meth:`_local_linear_work`. Returns the weights, the ranks and
+        the safeguard's factors ``s`` of the rows.
         """
         n_keys, d = self.keys.shape
         if moments:
             means = weights @ self.geometry_matrix
-            offset, g, rank = _local_linear.equivalent_kernel(
-                means[:, :-1], queries, self.layout
+            offset, g, rank, s = _local_linear.equivalent_kernel(
+                means[:, :-1], queries, self.layout, return_shrinkage=True
             )
             # Rows whose key moments about the centre cancel: about their own
             # local means, as in _refit_rows.
@@ -269,6 +338,7 @@ class MomentPooling:
         else:
             n = len(queries)
             offset, g, rank = np.ones(n), np.zeros((n, d)), np.full(n, d)
+            s = np.ones(n)
             redo = ~empty
         redo = np.flatnonzero(redo)
         step = self._fit_step()
@@ -276,9 +346,11 @@ class MomentPooling:
             rows = redo[start : start + step]
             p = weights[rows]
             p = np.asarray(p.toarray() if hasattr(p, "toarray") else p, np.float64)
-            offset[rows], g[rows], rank[rows] = _local_linear.centred_kernel(
-                p, self.keys, queries[rows], self.layout
+            offset[rows], g[rows], rank[rows], s[rows] = _local_linear.centred_kernel(
+                p, self.keys, queries[rows], self.layout, return_shrinkage=True
             )
         offset[empty] = 1.0
         g[empty] = 0.0
-        return _weights.scale_rows(weights, offset, g, self.keys, self.dtype), rank
+        s[empty] = 1.0
+        weights = _weights.scale_rows(weights, offset, g, self.keys, self.dtype)
+        return weights, rank, s

@@ -248,15 +248,19 @@ class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
         return _categorical.Queries(queries, self.categorical.for_queries(codes))
 
     # -- the operations ------------------------------------------------------
-    def pool(self, X, n_jobs=None, return_std=False):
+    def pool(self, X, n_jobs=None, return_std=False, counts=None):
         """Pooled values, shape (n_queries, n_outputs).
 
         With ``return_std``, a pair ``(mean, std)``: the weighted standard
         deviation of the values around the local mean (degree 0), or of the
-        residuals of the local-linear fit (degree 1).
+        residuals of the local-linear fit (degree 1). For degree 1 the
+        :func:`._moment_pooling.fit_counts` of the chunks are reported
+        (:func:`._moment_pooling.report_fits`), or appended to ``counts``
+        when it is a list, for the caller to report.
         """
         if self.degree == 1 or return_std:
-            counts = []
+            report = counts is None
+            counts = [] if report else counts
             if self.degree == 1:
                 moments = self._uses_moments()
                 if not moments:
@@ -272,7 +276,8 @@ class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
             p = self.n_outputs
             width = 2 * p if return_std else p
             out = self._run_chunks(X, width, work, n_jobs, extra_row_bytes=extra)
-            self._report_singular(counts, X.shape[0])
+            if report:
+                self._report_singular(counts, X.shape[0])
             return (out[:, :p], out[:, p:]) if return_std else out
 
         def work(X_chunk, workspace):

@@ -168,6 +168,12 @@ class InspectionMethods:
             - ``aicc``: the corrected AIC of [2]_ (R np's
               ``bwmethod="cv.aic"``), ``log(sigma2) + (1 + tr / n) / (1 -
               (tr + 2) / n)``; ``+inf`` where ``tr + 2 >= n``.
+            - ``shrunk_fraction``: for ``degree=1``, the fraction of the
+              ``n`` in-sample fits whose local slope was shrunk towards the
+              local mean (the training key far from the local centre of the
+              keys that weigh on it; see
+              :class:`~sklearn_kernelpool.LocalLinearFallbackWarning`); 0
+              for ``degree=0``.
 
             With integer weights, weight 2 gives the same ``L_ii`` sum,
             fit and ``sigma2`` as a duplicated row, but ``n`` counts rows:

@@ -19,13 +19,15 @@ from ._chunking import row_batches
 _INFORMATIVE = 1e-8
 
 
-def smoother_rows(estimator, X, *, validated=False, share=1):
+def smoother_rows(estimator, X, *, validated=False, share=1, counts=None):
     """Yield ``(batch, rows)``: the dense smoother rows of ``X[batch]``.
 
     ``rows`` has shape ``(n_batch, n_samples_fit)`` and float64 dtype; the
     batches are sized so that a few such arrays fit in scikit-learn's
     ``working_memory`` divided by ``share`` (the caller keeps the rest).
-    ``X`` is validated first unless ``validated``.
+    ``X`` is validated first unless ``validated``. For ``degree=1`` the
+    :func:`._moment_pooling.fit_counts` of the local-linear fits are
+    appended to ``counts`` when it is a list.
     """
     if not validated:
         X = validate_queries(estimator, X)
@@ -35,7 +37,7 @@ def smoother_rows(estimator, X, *, validated=False, share=1):
     for batch in row_batches(X.shape[0], share * 4 * 8 * n_keys):
         with config_context(working_memory=memory):
             rows = pool.attention_weights(
-                X[batch], n_jobs=estimator.n_jobs, sparse=False
+                X[batch], n_jobs=estimator.n_jobs, sparse=False, counts=counts
             )
         yield batch, np.asarray(rows, dtype=np.float64)
 

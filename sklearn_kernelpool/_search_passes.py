@@ -10,10 +10,11 @@ from ._loo import FALLBACK_BYTES_PER_KEY
 
 
 def _stacked_flags(held_out_predictions):
-    """``(predictions, empty, flags)`` of :meth:`HeldOut.predictions`' four
-    arrays: the singular and the rank-deficient rows stacked on a last axis."""
-    predictions, empty, singular, deficient = held_out_predictions
-    return predictions, empty, np.stack([singular, deficient], axis=-1)
+    """``(predictions, empty, flags)`` of :meth:`HeldOut.predictions`' five
+    arrays: the singular, the rank-deficient and the shrunk rows stacked on
+    a last axis."""
+    predictions, empty, *flags = held_out_predictions
+    return predictions, empty, np.stack(flags, axis=-1)
 
 
 def _partition_groups(splits, n):
@@ -68,8 +69,8 @@ class HeldOutPasses:
         in ``params`` order (see :meth:`HeldOut.predictions`).
 
         With two degrees, both come from the same sums (those of degree 1).
-        The flags stack the singular and the rank-deficient rows on the last
-        axis.
+        The flags stack the singular, the rank-deficient and the shrunk rows
+        on the last axis.
         """
         parts = [
             _stacked_flags(held_out.predictions(sums, rows, groups, train, degree=d))
@@ -164,6 +165,7 @@ class HeldOutPasses:
         if held_out.degree == 1:
             results["singular_fraction"] = singular[..., 0].mean(axis=1)
             results["rank_deficient_fraction"] = singular[..., 1].mean(axis=1)
+            results["shrunk_fraction"] = singular[..., 2].mean(axis=1)
         for summary in summaries:
             results.update(summary)
         return results
@@ -182,7 +184,7 @@ class HeldOutPasses:
         n_candidates = len(params)
         split_scores = np.empty((n_candidates, len(splits)))
         n_empty = np.zeros(n_candidates)
-        n_singular = np.zeros((n_candidates, 2))
+        n_singular = np.zeros((n_candidates, 3))
         n_held_out = 0
         if groups is not None:
             predictions, empty, singular = self._held_out(
@@ -231,4 +233,5 @@ class HeldOutPasses:
         if held_out.degree == 1:
             results["singular_fraction"] = n_singular[:, 0] / n_held_out
             results["rank_deficient_fraction"] = n_singular[:, 1] / n_held_out
+            results["shrunk_fraction"] = n_singular[:, 2] / n_held_out
         return results

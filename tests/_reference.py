@@ -20,6 +20,18 @@ FORMULAS = {
 }
 
 
+#: The documented radius of the local-linear safeguard, per sqrt(rank + 1).
+SLOPE_RADIUS = 3.0
+
+
+def slope_factor(distance, rank):
+    """The safeguard's factor ``s`` of the slope at the Mahalanobis distance
+    ``distance`` of a query from its local mean: 1 up to
+    ``tau = 3 sqrt(rank + 1)``, then ``exp(-(distance / tau - 1)**2 / 2)``."""
+    u = distance / (SLOPE_RADIUS * math.sqrt(rank + 1.0))
+    return 1.0 if u <= 1.0 else math.exp(-0.5 * (u - 1.0) ** 2)
+
+
 def nadaraya_watson(X, y, Q, alpha, bandwidth, sample_weight=None):
     """Nadaraya-Watson by a double loop over queries and keys.
 
@@ -68,8 +80,7 @@ def _shrunk_hat(p, K, hat):
     C = (K - m).T @ ((K - m) * p[:, None])
     C_pinv = np.linalg.pinv(C)
     rank = np.linalg.matrix_rank(C)
-    u = np.sqrt(m @ C_pinv @ m) / (3.0 * np.sqrt(rank + 1.0))
-    s = 1.0 if u <= 1.0 else np.exp(-0.5 * (u - 1.0) ** 2)
+    s = slope_factor(np.sqrt(max(m @ C_pinv @ m, 0.0)), rank)
     slope = s * hat[1:]
     return np.vstack([p - m @ slope, slope])
 
@@ -111,3 +122,103 @@ def local_fit(X, y, Q, alpha, bandwidth, sample_weight=None, degree=0):
     if np.ndim(y) == 1:
         mean, std = mean[:, 0], std[:, 0]
     return mean, std, weights
+
+
+def safeguarded_row(p, Z, Y, z, center):
+    """The safeguarded local-linear fit of one query, from its weights.
+
+    ``p`` (n,) the normalised weights of the keys ``Z`` (n, d) of positive
+    sample weight, in the coordinates of the query ``z``; ``Y`` (n,
+    n_outputs) their values; ``center`` their mean, about which the rank
+    threshold takes the trace of the local second moments (see
+    :func:`safeguarded_fit`). Returns a dict of the fit's ``mean``, ``std``,
+    equivalent-kernel ``weights``, ``shrinkage`` ``s``, ``rank``, ``slope``
+    ``s beta`` (d, n_outputs), ``local_mean`` and ``local_std``.
+    """
+    n, d = Z.shape
+    tolerance = 10 * d * math.sqrt(n) * np.finfo(float).eps
+    m = p @ Z
+    K = Z - m
+    C = (K * p[:, None]).T @ K
+    ybar = p @ Y
+    E = Y - ybar
+    c = (K * p[:, None]).T @ E
+    threshold = tolerance * np.sum(p * np.sum((Z - center) ** 2, axis=1))
+    eigenvalues = np.linalg.eigvalsh(C)
+    rank = int(np.count_nonzero(eigenvalues > threshold))
+    if rank == d:
+        inverse = np.linalg.inv(C)
+    elif rank == 0:
+        inverse = np.zeros((d, d))
+    else:
+        rtol = threshold / eigenvalues.max()
+        inverse = np.linalg.pinv(C, rtol=rtol, hermitian=True)
+    offset = z - m
+    distance = math.sqrt(max(offset @ inverse @ offset, 0.0))
+    s = slope_factor(distance, rank)
+    beta = inverse @ c  # (d, n_outputs), per unit of z
+    residuals = E - s * K @ beta
+    return {
+        "mean": ybar + s * offset @ beta,
+        "std": np.sqrt(p @ residuals**2),
+        "weights": p * (1.0 - K @ (s * inverse @ -offset)),
+        "shrinkage": s,
+        "rank": rank,
+        "slope": s * beta,
+        "local_mean": ybar,
+        "local_std": np.sqrt(p @ E**2),
+    }
+
+
+def safeguarded_fit(X, y, Q, alpha, bandwidth, sample_weight=None, log_alpha=None):
+    """Local-linear fits with the slope safeguard, query by query.
+
+    The documented rule of ``degree=1``, in the coordinates ``z = x / h``:
+    with ``a_i = w_i alpha(|q - k_i| / h)`` and ``p = a / sum(a)``, the local
+    mean ``m`` of the keys, their covariance ``C``, the cross-covariance
+    ``c`` with the values, ``C^+`` the pseudo-inverse of ``C`` without the
+    eigenvalues at most ``10 d sqrt(n) eps`` times the trace of the local
+    second moments of the keys about their mean (``n`` keys of positive
+    weight), ``r`` its rank, ``D**2 = (q - m)^T C^+ (q - m)``,
+    ``u = D / (3 sqrt(r + 1))`` and ``s = 1`` if ``u <= 1`` else
+    ``exp(-(u - 1)**2 / 2)``, the prediction is
+    ``ybar + s beta . (q - m)`` with ``beta = C^+ c`` (:func:`safeguarded_row`).
+
+    ``log_alpha``, the logarithm of ``alpha`` where given, weighs the keys
+    of queries far from every key (whose ``alpha`` underflows). Every query
+    must have keys of positive weight. Returns a dict of arrays, one row per
+    query: ``mean`` and ``std`` (the spread ``sqrt(sum_i p_i e_i**2)`` of
+    the residuals ``e_i`` of the shrunk local line), both (n_queries,
+    n_outputs); ``weights``, the equivalent kernel ``l`` with
+    ``mean = l @ y``; ``shrinkage`` ``s``; ``gradient`` ``s beta / h`` of
+    shape (n_queries, n_features, n_outputs); ``rank``; ``local_mean``
+    ``ybar`` and ``local_std``, the weighted spread of the values; and
+    ``attention``, the normalised weights ``p``.
+    """
+    X, Q = np.asarray(X, dtype=float), np.asarray(Q, dtype=float)
+    Y = np.asarray(y, dtype=float).reshape(len(X), -1)
+    n, d = X.shape
+    h = np.broadcast_to(np.asarray(bandwidth, dtype=float), (d,))
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, float)
+    Z = X / h
+    center = Z[w > 0].mean(axis=0)
+    rows = []
+    attention = np.empty((len(Q), n))
+    for j, q in enumerate(Q):
+        u = np.sqrt(np.sum(((X - q) / h) ** 2, axis=1))
+        if log_alpha is None:
+            a = w * np.array([alpha(v) for v in u])
+        else:
+            with np.errstate(divide="ignore"):
+                logits = np.log(w) + np.array([log_alpha(v) for v in u])
+            a = np.exp(logits - logits.max())
+        attention[j] = p = a / a.sum()
+        kept = w > 0
+        rows.append(safeguarded_row(p[kept], Z[kept], Y[kept], q / h, center))
+    out = {key: np.array([row[key] for row in rows]) for key in rows[0]}
+    weights = np.zeros((len(Q), n))
+    weights[:, w > 0] = out["weights"]
+    out["weights"] = weights
+    out["gradient"] = out.pop("slope") / h[:, None]
+    out["attention"] = attention
+    return out

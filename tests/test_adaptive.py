@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from _array_api import strict_namespace
 from _memory import traced_peak
-from _reference import FORMULAS
+from _reference import FORMULAS, safeguarded_row
 from sklearn import config_context
 
 from sklearn_kernelpool import (
@@ -38,8 +38,9 @@ def adaptive_fit(X, y, Q, alpha, bandwidth, k, sample_weight=None, degree=0):
     nearest key of positive weight, in coordinates divided by ``h / g``
     (``g`` the geometric mean of ``h``); keys at distance zero alone weigh
     when ``d_k`` is zero. Returns (mean, std, weights) as
-    ``_reference.local_fit``; a query with no positive weight gets its
-    nearest keys (ties shared by weight).
+    ``_reference.local_fit``, the local-linear fits (degree 1) by
+    ``_reference.safeguarded_row``; a query with no positive weight gets
+    its nearest keys (ties shared by weight).
     """
     X, Q = np.asarray(X, dtype=float), np.asarray(Q, dtype=float)
     Y = np.asarray(y, dtype=float).reshape(len(X), -1)
@@ -65,9 +66,14 @@ def adaptive_fit(X, y, Q, alpha, bandwidth, k, sample_weight=None, degree=0):
             nearest = z2[positive].min()
             a = w * positive * (z2 == nearest)
         p = a / a.sum()
-        design = np.ones((len(X), 1))
         if degree == 1:
-            design = np.hstack([design, (X - q) / h])
+            # The documented local-linear rule, with its slope safeguard.
+            Z = X[positive] / h
+            row = safeguarded_row(p[positive], Z, Y[positive], q / h, Z.mean(axis=0))
+            mean[j], std[j] = row["mean"], row["std"]
+            weights[j, positive] = row["weights"]
+            continue
+        design = np.ones((len(X), 1))
         root = np.sqrt(p)[:, None]
         hat = np.linalg.pinv(root * design, rcond=1e-10) * root.T
         coef = hat @ Y

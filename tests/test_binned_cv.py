@@ -90,7 +90,7 @@ def test_loo_is_the_binned_fit_without_the_key():
         kernel = KERNELS["gaussian"]
         held = BinnedHeldOut(X, Y, w, [kernel], np.array([0.05, 0.2]), degree=1)
         pending = held.sums_excluding_groups(None)
-        predicted, empty, _, _ = held.predictions(pending, np.arange(200), degree=0)
+        predicted, empty, *_ = held.predictions(pending, np.arange(200), degree=0)
         assert not empty.any()
         for m, h in enumerate(held.bandwidths):
             for i in (0, 17, 123):

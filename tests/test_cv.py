@@ -303,7 +303,12 @@ def refit_local_linear(X, Y, splits, kernel, bandwidth, sample_weight, on_empty)
                 predictions[i] = reg.predict(X[i : i + 1])[0]
             kinds = {warning.category for warning in caught}
             empty[i] = EmptyNeighborhoodWarning in kinds
-            singular[i] = LocalLinearFallbackWarning in kinds
+            # The warning also tells of slopes shrunk by the safeguard.
+            singular[i] = any(
+                warning.category is LocalLinearFallbackWarning
+                and warning.message.n_singular
+                for warning in caught
+            )
     return predictions, empty, singular
 
 
@@ -364,8 +369,13 @@ def test_local_linear_underflowing_rows_are_recomputed(data):
 def test_local_linear_loo_formula_on_a_line():
     # Ten points on a line, y = 2x, a boxcar of radius 1.5: an inner point's
     # fit holds its two neighbours and is exact; an end point's holds one
-    # key, a singular design, and gets that key's value, 2 away.
+    # key, a singular design, and gets that key's value, 2 away. At radius
+    # 2.5 an end point's fit holds the next two keys, of local mean 1.5 and
+    # spread 0.5 from it: 3 local standard deviations away, beyond the
+    # safeguard's radius 2 sqrt(2), its slope is shrunk by
+    # s = exp(-(3 / (2 sqrt(2)) - 1)**2 / 2), and it gets 3 - 3 s, not 0.
     X = np.arange(10.0)[:, None]
+    s = np.exp(-((3 / (2 * np.sqrt(2)) - 1) ** 2) / 2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning while scoring
         warnings.simplefilter("ignore", BandwidthEdgeWarning)  # a small grid
@@ -373,8 +383,10 @@ def test_local_linear_loo_formula_on_a_line():
             "boxcar", [1.5, 2.5], degree=1, n_neighbors=None
         ).fit(X, 2 * X[:, 0])
     assert reg.cv_results_["singular_fraction"].tolist() == [0.2, 0.0]
+    assert reg.cv_results_["shrunk_fraction"].tolist() == [0.0, 0.2]
     assert reg.cv_results_["empty_fraction"].tolist() == [0.0, 0.0]
-    assert_allclose(reg.cv_results_["loo_mse"], [2 * 4 / 10, 0.0], atol=1e-24)
+    expected = [2 * 4 / 10, 2 * (3 - 3 * s) ** 2 / 10]
+    assert_allclose(reg.cv_results_["loo_mse"], expected, rtol=1e-12, atol=1e-24)
     assert reg.bandwidth_ == 2.5
     # Without the fallback the local mean is the rule: degree 0 at h = 1.5
     # predicts the mean of the two neighbours, exact inside, 2 off at the ends.

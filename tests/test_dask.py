@@ -1,5 +1,7 @@
 """Queries and searches on a dask cluster: same numbers as without it."""
 
+import warnings
+
 import joblib
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
+    LocalLinearFallbackWarning,
 )
 
 da = pytest.importorskip("dask.array")
@@ -112,4 +115,7 @@ def test_regressor_cv_under_the_dask_backend(client, degree):
     assert_array_equal(
         search.cv_results_["mean_test_score"], local.cv_results_["mean_test_score"]
     )
-    assert_array_equal(search.predict(QUERIES), local.predict(QUERIES))
+    with warnings.catch_warnings():
+        # (degree 1: the queries far in the tails get shrunk slopes)
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        assert_array_equal(search.predict(QUERIES), local.predict(QUERIES))

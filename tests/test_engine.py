@@ -217,7 +217,7 @@ def test_binned_engine_is_on_the_protocol():
     import inspect
     import re
 
-    from sklearn_kernelpool import _binned, _binned_pool, _engine
+    from sklearn_kernelpool import _binned, _binned_estimates, _binned_pool, _engine
 
     assert "kernel_sums(" in _engine.__doc__
     assert hasattr(_binned.BinnedEngine, "kernel_sums")
@@ -225,7 +225,7 @@ def test_binned_engine_is_on_the_protocol():
     assert "__getattr__" not in vars(pool)
     for name in _binned_pool.EXACT_MEMBERS + ("attention_weights",):
         assert name in vars(pool), name
-    source = inspect.getsource(_binned)
+    source = inspect.getsource(_binned) + inspect.getsource(_binned_estimates)
     # The estimates come from the shared layer, not from a solve of its own.
     assert re.search(r"normalise\(", source) and re.search(r"\bsolve\(", source)
     assert "np.linalg.solve(cov, cross)" not in source

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
-from _reference import FORMULAS, local_fit
+from _reference import FORMULAS, local_fit, safeguarded_fit
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import clone, config_context
 from sklearn.linear_model import LinearRegression
@@ -92,7 +92,14 @@ def test_matches_statsmodels_local_linear(n_features):
     )
     expected, _ = reference.fit(Q)
     reg = KernelAttentionRegressor(kernel="gaussian", bandwidth=h, degree=1)
-    assert_allclose(reg.fit(X, y).predict(Q), expected, rtol=0, atol=1e-8)
+    predictions = quietly(reg.fit(X, y).predict, Q)
+    # statsmodels' plain fit where the safeguard keeps it (most queries);
+    # beyond the corners of the cube the slope is shrunk (s < 1).
+    safeguarded = safeguarded_fit(X, y, Q, FORMULAS["gaussian"], h)
+    plain = safeguarded["shrinkage"] == 1.0
+    assert np.count_nonzero(plain) >= 20
+    assert_allclose(predictions[plain], expected[plain], rtol=0, atol=1e-8)
+    assert_allclose(predictions, safeguarded["mean"][:, 0], rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -106,9 +113,19 @@ def test_reproduces_linear_functions_exactly(kernel, path):
     Y = np.column_stack([1.0 + X @ [2.0, -3.0], 5.0 - X[:, 1]])
     Q = rng.uniform(0, 1, size=(50, 2))
     reg = KernelAttentionRegressor(kernel, bandwidth=0.3, degree=1, algorithm=path)
-    mean, std = reg.fit(X, Y).predict(Q, return_std=True)
-    assert_allclose(mean, np.column_stack([1.0 + Q @ [2.0, -3.0], 5.0 - Q[:, 1]]))
-    assert_allclose(std, 0.0, atol=1e-7)
+    mean, std = quietly(reg.fit(X, Y).predict, Q, return_std=True)
+    truth = np.column_stack([1.0 + Q @ [2.0, -3.0], 5.0 - Q[:, 1]])
+    # The local line is the function itself; where the query lies far from
+    # the local centre m of its keys (a corner of the square, for the most
+    # peaked kernels), the safeguard shrinks the slope by s: the prediction
+    # is f(m) + s (f(q) - f(m)), and the residuals (1 - s) (f(k) - f(m)).
+    fit = safeguarded_fit(X, Y, Q, FORMULAS[kernel], 0.3)
+    s = fit["shrinkage"][:, None]
+    assert np.mean(s == 1.0) > 0.9
+    local = fit["local_mean"]  # f(m)
+    assert_allclose(mean, local + s * (truth - local))
+    assert_allclose(mean[s[:, 0] == 1.0], truth[s[:, 0] == 1.0])
+    assert_allclose(std, (1.0 - s) * fit["local_std"], atol=1e-7)
 
 
 def test_smaller_bias_than_pooling_at_the_boundary():

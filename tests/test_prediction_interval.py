@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _reference import slope_factor
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 from sklearn import clone, config_context
@@ -628,8 +629,7 @@ def test_local_linear_fits_without_each_key_equal_weighted_least_squares():
             m, ybar = p @ X, p @ Y
             C = (X - m).T @ ((X - m) * p[:, None])
             distance = np.sqrt((q - m) @ np.linalg.solve(C, q - m))
-            u = distance / (2.0 * np.sqrt(3.0))
-            s = math.exp(-((u - 1.0) ** 2) / 2.0) if u > 1.0 else 1.0
+            s = slope_factor(distance, 2)
             shrunk_fits += s < 1.0
             want = ybar + s * (coef[0][0] - ybar)
             assert_allclose(mu[r, i], want, rtol=1e-9, atol=1e-9)

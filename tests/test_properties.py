@@ -18,6 +18,7 @@ on the same drawn problems.
 import warnings
 
 import numpy as np
+from _reference import FORMULAS, safeguarded_fit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -452,6 +453,13 @@ def test_local_linear_reproduces_linear_functions(problem, slope, intercept):
     y = problem.X @ beta + intercept
     pred = local_linear(problem, y=y)
     expected = problem.Q @ beta + intercept
+    # Where the safeguard shrinks the slope by s (a query far from the local
+    # centre m of its keys), the prediction is f(m) + s (f(q) - f(m)).
+    fit = safeguarded_fit(
+        problem.X, y, problem.Q, FORMULAS[problem.kernel], problem.h, problem.w
+    )
+    local, s = fit["local_mean"][:, 0], fit["shrinkage"]
+    expected = local + s * (expected - local)
     scale = np.abs(beta).sum() + abs(intercept) + 1.0
     assert_allclose(pred, expected, rtol=0, atol=LOCAL_LINEAR_RTOL * scale)
 

@@ -1,11 +1,17 @@
 """Per-feature widths learned on GCV and AICc (``scoring="gcv"``/``"aicc"``
 with ``per_feature``)."""
 
+import warnings
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from sklearn_kernelpool import KernelAttentionRegressor, KernelAttentionRegressorCV
+from sklearn_kernelpool import (
+    KernelAttentionRegressor,
+    KernelAttentionRegressorCV,
+    LocalLinearFallbackWarning,
+)
 from sklearn_kernelpool._guard import _select_isotropic, default_splits, guard_widths
 from sklearn_kernelpool._widths import learn_widths
 from sklearn_kernelpool._widths_criteria import criterion_loss
@@ -314,4 +320,9 @@ def test_gcv_is_infinite_with_less_than_one_residual_degree_of_freedom():
     assert cv.effective_df_ <= 79
     assert cv.bandwidth_[1] > 100 * cv.bandwidth_[0]
     X_new = rng.uniform(-2, 2, size=(2000, 3))
-    assert np.mean((cv.predict(X_new) - np.sin(2 * X_new[:, 0])) ** 2) < 0.01
+    with warnings.catch_warnings():
+        # (at the narrow width of the first feature, about 6% of the queries
+        # get slopes shrunk towards the local mean, some by more than half)
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        predictions = cv.predict(X_new)
+    assert np.mean((predictions - np.sin(2 * X_new[:, 0])) ** 2) < 0.01
