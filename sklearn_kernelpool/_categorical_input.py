@@ -41,13 +41,14 @@ def _categorical_dtype(dtype):
     )
 
 
-def categorical_mask(categorical_features, X):
+def categorical_mask(categorical_features, X, name="categorical_features"):
     """The boolean mask of the categorical features of ``X``, or None.
 
     ``categorical_features`` is None, ``"from_dtype"`` (the category, object
     and string columns of a pandas DataFrame; no feature of other input), an
     array-like of int indices, a boolean mask of shape (n_features,), or an
     array-like of feature names (for input with string column names).
+    ``name`` is the parameter the errors name.
     """
     if categorical_features is None:
         return None
@@ -61,7 +62,7 @@ def categorical_mask(categorical_features, X):
     if isinstance(categorical_features, str):
         if categorical_features != "from_dtype":
             raise ValueError(
-                "categorical_features must be None, 'from_dtype', or an "
+                f"{name} must be None, 'from_dtype', or an "
                 "array-like of int indices, bools or feature names; got "
                 f"{categorical_features!r}."
             )
@@ -72,7 +73,7 @@ def categorical_mask(categorical_features, X):
     features = np.asarray(categorical_features)
     if features.ndim != 1:
         raise ValueError(
-            "categorical_features must be a 1-D array-like of int indices, bools "
+            f"{name} must be a 1-D array-like of int indices, bools "
             f"or feature names; got an array of shape {features.shape}."
         )
     if features.size == 0:
@@ -83,28 +84,28 @@ def categorical_mask(categorical_features, X):
     if kind in ("U", "S"):
         if names is None or not all(isinstance(n, str) for n in names):
             raise ValueError(
-                "categorical_features holds feature names, which need X with "
+                f"{name} holds feature names, which need X with "
                 "string column names (a DataFrame); pass int indices or a "
                 "boolean mask for other input."
             )
         unknown = [f for f in features if f not in names]
         if unknown:
             raise ValueError(
-                f"categorical_features names {unknown}, which are not feature "
+                f"{name} names {unknown}, which are not feature "
                 f"names of X; its feature names are {names}."
             )
         mask = np.isin(np.asarray(names, dtype=object), features)
     elif kind == "b":
         if features.shape[0] != n_features:
             raise ValueError(
-                "categorical_features as a boolean mask must have shape "
+                f"{name} as a boolean mask must have shape "
                 f"(n_features,) = ({n_features},); got {features.shape}."
             )
         mask = features.astype(bool)
     elif kind in ("i", "u"):
         if features.min() < -n_features or features.max() >= n_features:
             raise ValueError(
-                "categorical_features as int indices must lie in "
+                f"{name} as int indices must lie in "
                 f"[0, n_features - 1] = [0, {n_features - 1}]; got "
                 f"{features.tolist()}."
             )
@@ -112,7 +113,7 @@ def categorical_mask(categorical_features, X):
         mask[features] = True
     else:
         raise ValueError(
-            "categorical_features must be an array-like of int indices, bools "
+            f"{name} must be an array-like of int indices, bools "
             f"or feature names; got dtype {features.dtype}."
         )
     return mask if mask.any() else None

@@ -10,6 +10,7 @@ from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._cv_delegation import BestEstimatorMethods
 from ._cv_fit import candidate_search, refit_selected
 from ._diagnostics import SMOOTHER_CRITERIA
+from ._partially_linear_cv import fit_auto
 from ._pooling import ON_EMPTY
 from ._search_params import SEARCH_CONSTRAINTS
 from ._sparse import takes_sparse
@@ -243,10 +244,53 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         ``per_feature=True``; None: fixed widths only. See
         :ref:`adaptive-widths` for their cost.
 
+    linear_features : array-like of {bool, int, str}, "categorical", "auto" \
+            or None, default=None
+        The columns that enter as a global linear term of a partially linear
+        model (see :class:`KernelAttentionRegressor`'s ``linear_features``
+        for the model, its estimate ``coef_`` and the accepted values), the
+        other columns going through the kernel. Every candidate is then
+        scored by exact leave-one-out with its own double-residual estimate
+        ``coef(h)`` held: row ``i`` is predicted by
+        ``z_i . coef(h) + intercept + m_{-i}(x_i)``, with ``m_{-i}`` the
+        kernel part fitted without row ``i`` on the partial residuals
+        ``y - Z coef(h) - intercept``, which is the leave-one-out of the
+        plain search on shifted values; the values and the linear columns
+        are pooled in one pass over the pairs of points. It needs
+        ``cv=None``, ``per_feature=False`` and a scoring other than
+        ``"gcv"`` and ``"aicc"`` (``ValueError`` otherwise), never scores on
+        the binned path, and does not apply the one-standard-error rule of
+        ``degree="auto"`` on small tables. ``best_estimator_`` is the
+        partially linear :class:`KernelAttentionRegressor`, whose
+        ``coef_`` is that of the selected candidate.
+
+        ``"auto"`` scores the categorical features (those of
+        ``categorical_features`` or, where it is None, the columns of a
+        DataFrame of dtype category, object or string) linear against the
+        categorical features in the kernel, each by its own search on the
+        same leave-one-out criterion, and keeps the better
+        (``linear_features_``, ``linear_scores_``, and
+        ``cv_results_["param_linear_features"]`` over the candidates of
+        both). Without categorical features, with categorical features
+        only, or where the linear search cannot be scored (a K-fold ``cv``,
+        ``per_feature``, ``scoring="gcv"`` or ``"aicc"``), they stay in the
+        kernel.
+
     Attributes
     ----------
     kernel_ : str
         The selected kernel.
+
+    linear_features_ : array-like, "categorical" or None
+        The linear columns of ``best_estimator_``: ``linear_features``, or
+        under ``"auto"`` the decision, ``"categorical"`` or None (the
+        categorical features in the kernel). ``best_estimator_.coef_`` and
+        ``best_estimator_.coef_se_`` hold the linear part.
+
+    linear_scores_ : dict or None
+        Under ``linear_features="auto"`` where both were scored, the best
+        scores of the two searches, ``{"kernel": ..., "linear": ...}``;
+        None otherwise.
 
     bandwidth_ : float or ndarray of shape (n_features,)
         The selected bandwidth; per-feature widths when they were kept
@@ -437,6 +481,11 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         "on_empty": [StrOptions(set(ON_EMPTY))],
         "categorical_features": CATEGORICAL_CONSTRAINTS["categorical_features"],
         "categorical_bandwidths": ["array-like"],
+        "linear_features": [
+            "array-like",
+            StrOptions({"categorical", "auto"}),
+            None,
+        ],
     }
 
     def __init__(
@@ -456,6 +505,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         categorical_features=None,
         categorical_bandwidths=(0.0, 0.02, 0.1, 0.3, 0.6, 1.0),
         n_neighbors="auto",
+        linear_features=None,
     ):
         self.kernels = kernels
         self.bandwidths = bandwidths
@@ -471,6 +521,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         self.categorical_features = categorical_features
         self.categorical_bandwidths = categorical_bandwidths
         self.n_neighbors = n_neighbors
+        self.linear_features = linear_features
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -495,6 +546,9 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         self : object
             The fitted estimator.
         """
+        if isinstance(self.linear_features, str) and self.linear_features == "auto":
+            return fit_auto(self, X, y, sample_weight)
+        self.linear_scores_ = None
         search, scored, refit = candidate_search(self, X, y, sample_weight)
         try:
             # (here, so that its warnings point at the caller of fit)
@@ -508,7 +562,9 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         # SciPy sparse X, on the brute-force path, without categorical features.
-        tags.input_tags.sparse = takes_sparse(self.algorithm, self.categorical_features)
+        tags.input_tags.sparse = self.linear_features is None and takes_sparse(
+            self.algorithm, self.categorical_features
+        )
         # One isotropic width over ten features, one of them informative (the
         # common checks' data), smooths the training fit to R^2 < 0.5 at a
         # cross-validated bandwidth; learned per-feature widths do better.

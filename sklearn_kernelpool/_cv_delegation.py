@@ -10,6 +10,11 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import validate_queries
 from ._diagnostics import smoother_diagnostics
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._partially_linear import validate_linear_input
+from ._partially_linear_methods import (
+    is_partially_linear,
+    refuse_smoother_diagnostics,
+)
 from ._regression import KernelAttentionRegressor
 
 
@@ -62,6 +67,9 @@ class BestEstimatorMethods:
         widths), so that ``fit`` does not pay for it otherwise.
         """
         check_is_fitted(self)
+        if is_partially_linear(self.best_estimator_):
+            # (an AttributeError: hasattr says it has none)
+            refuse_smoother_diagnostics(self.best_estimator_, AttributeError)
         if getattr(self, "_effective_df", None) is None:
             self._effective_df = _quiet_diagnostics(self.best_estimator_).effective_df
         return self._effective_df
@@ -71,6 +79,9 @@ class BestEstimatorMethods:
         (which reads the categories of categorical features from ``X`` as
         given)."""
         check_is_fitted(self)
+        if getattr(self, "linear_features_", None) is not None:
+            validate_linear_input(self, X)
+            return X
         X_valid = validate_queries(self, X)
         if getattr(self, "is_categorical_", None) is None:
             return X_valid

@@ -4,6 +4,7 @@ selected candidate on all of it."""
 
 from ._base import validate_fit_data, validate_sample_weight
 from ._cv_delegation import _quiet_diagnostics
+from ._partially_linear_cv import linear_candidate_search
 from ._regression import KernelAttentionRegressor
 from ._search import CandidateSearch
 from ._search_params import (
@@ -19,7 +20,19 @@ from ._validation import check_squares
 def candidate_search(estimator, X, y, sample_weight):
     """The candidate search of ``estimator`` on ``X, y``: ``(search, scored,
     refit)``, with ``scored`` the arguments of ``search.fit`` and ``refit``
-    those of :func:`refit_selected` after ``estimator`` and ``search``."""
+    those of :func:`refit_selected` after ``estimator`` and ``search``.
+
+    With ``linear_features``, the search of the partially linear model
+    (:func:`._partially_linear_cv.linear_candidate_search`)."""
+
+    def make_search(policy, algorithm):
+        parameters = {key: getattr(estimator, key) for key in SEARCH_PARAMETERS}
+        parameters["algorithm"] = algorithm
+        return CandidateSearch(policy, type(estimator).__name__, **parameters)
+
+    estimator.linear_features_ = estimator.linear_features
+    if estimator.linear_features is not None:
+        return linear_candidate_search(estimator, X, y, sample_weight, make_search)
     X_given = X
     X, y = validate_fit_data(estimator, X, y, multi_output=True, y_numeric=True)
     # The scores need the distances of every pair: sparse keys are made
@@ -32,11 +45,7 @@ def candidate_search(estimator, X, y, sample_weight):
     check_squares(X, "X", "squared distances")
     check_squares(y.reshape(X.shape[0], -1), "y", "squared errors")
     given_weight = validate_sample_weight(sample_weight, X)
-    search = CandidateSearch(
-        RegressionScoring(estimator),
-        type(estimator).__name__,
-        **{key: getattr(estimator, key) for key in SEARCH_PARAMETERS},
-    )
+    search = make_search(RegressionScoring(estimator), estimator.algorithm)
     scored = (X, y, relative_sample_weight(given_weight), codes, lambdas, placeholder)
     categorical = codes is not None
     refit = (X_given if categorical else keys, y, given_weight, categorical)
@@ -52,6 +61,9 @@ def refit_selected(estimator, search, X, y, sample_weight, categorical):
             "categorical_features": estimator.categorical_features,
             "categorical_bandwidth": estimator.categorical_bandwidth_,
         }
+    if estimator.linear_features is not None:
+        extra["categorical_features"] = estimator.categorical_features
+        extra["linear_features"] = estimator.linear_features
     search.say(f"Refitting the selected candidate on all {y.shape[0]} samples")
     estimator.best_estimator_ = KernelAttentionRegressor(
         kernel=estimator.kernel_,
@@ -68,6 +80,10 @@ def refit_selected(estimator, search, X, y, sample_weight, categorical):
     estimator.shrunk_fraction_ = (
         0.0 if shrunk is None else float(shrunk[estimator.best_index_])
     )
+    if estimator.linear_features is not None:
+        # The categorical features of both parts, as the refit read them.
+        estimator.is_categorical_ = estimator.best_estimator_.is_categorical_
+        estimator.categories_ = estimator.best_estimator_.categories_
     # effective_df_, computed on first access unless known already.
     estimator._effective_df = None
     if search.smoother_scoring() and estimator.per_feature_:

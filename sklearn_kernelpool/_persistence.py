@@ -18,7 +18,8 @@ _OTHER_TYPES = ("numpy.dtype",)
 
 def _package_classes():
     """The classes a fitted estimator of the package may hold: the public
-    estimators, their engines and :class:`.kernels.Kernel`.
+    estimators, their engines, :class:`.kernels.Kernel` and the encoding of
+    the linear columns of a partially linear fit.
 
     Each engine saves only what rebuilds it (see ``KernelPool.__getstate__``):
     no tree, and no type of another package but :data:`_OTHER_TYPES`.
@@ -30,6 +31,7 @@ def _package_classes():
 
     from ._binned_pool import BinnedKernelPool
     from ._grid_pool import GridPool
+    from ._linear_columns import LinearDesign
     from ._pooling import KernelPool
 
     public = (getattr(sklearn_kernelpool, name) for name in sklearn_kernelpool.__all__)
@@ -38,7 +40,7 @@ def _package_classes():
         for obj in public
         if isinstance(obj, type) and issubclass(obj, BaseEstimator)
     ]
-    return [*estimators, KernelPool, BinnedKernelPool, GridPool, Kernel]
+    return [*estimators, KernelPool, BinnedKernelPool, GridPool, Kernel, LinearDesign]
 
 
 def _kernel_functions():
@@ -255,6 +257,9 @@ def check_loaded_estimator(estimator):
     that the estimator's own fitted attributes describe the same data.
     """
     state = vars(estimator)
+    if state.get("_linear_design") is not None:
+        _check_linear_state(state)
+        return
     pool = state.get("_pool")
     arguments = getattr(pool, "_arguments", None)
     if arguments is None:
@@ -269,3 +274,21 @@ def check_loaded_estimator(estimator):
     classes = state.get("classes_")
     if classes is not None and np.shape(classes) != (pool.n_outputs,):
         _refuse("classes_", f"has shape {np.shape(classes)}, not ({pool.n_outputs},)")
+
+
+def _check_linear_state(state):
+    """Refuse a loaded partially linear fit whose parts do not match: the
+    linear columns, the kernel part's features and the coefficients."""
+    design = state["_linear_design"]
+    mask = getattr(design, "mask", None)
+    if not isinstance(mask, np.ndarray) or mask.dtype != bool:
+        _refuse("the linear columns", "are not a boolean mask")
+    if mask.shape != (state.get("n_features_in_"),) or mask.all():
+        _refuse("the linear columns", f"mask of shape {mask.shape} does not fit")
+    kernel = state.get("kernel_regressor_")
+    if getattr(kernel, "n_features_in_", None) != int(np.count_nonzero(~mask)):
+        _refuse("kernel_regressor_", "does not take the other features")
+    n_columns = len(getattr(design, "feature_names", ()))
+    for name in ("coef_", "coef_se_"):
+        if np.shape(state.get(name))[-1:] != (n_columns,):
+            _refuse(name, f"does not have {n_columns} linear columns")

@@ -124,6 +124,18 @@ def _configurations():
         2,
         None,
     )
+    yield (
+        "partially_linear",
+        KernelAttentionRegressor(bandwidth=0.5, degree=1, linear_features=[1]),
+        2,
+        None,
+    )
+    yield (
+        "cv_partially_linear",
+        KernelAttentionRegressorCV(bandwidths=3, n_neighbors=None, linear_features=[1]),
+        2,
+        None,
+    )
 
 
 CONFIGURATIONS = list(_configurations())
