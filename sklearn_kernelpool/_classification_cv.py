@@ -102,7 +102,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         widths and an analytic gradient, with the bounds and starts of
         :class:`KernelAttentionRegressorCV`; the learned widths are kept only
         where they lower the leave-one-out log-loss of the isotropic choice.
-        With ``"auto"`` they must also beat it out of fold: the guard of
+        With ``"auto"`` they must also beat it out of fold, by more than one
+        standard error of the paired per-point differences: the guard of
         :class:`KernelAttentionRegressorCV` (isotropic selection and learning
         repeated on the training part of each of five folds, or of the
         splits of ``cv``, their out-of-fold log-losses compared), which

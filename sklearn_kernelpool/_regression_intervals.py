@@ -172,7 +172,8 @@ class IntervalMethods:
         No model is refitted: ``mu_{-i}(q)`` follows in closed form from the
         weights of the prediction (``(f - p_i y_i) / (1 - p_i)`` for
         ``degree=0``, the case-deletion formula of the local weighted least
-        squares for ``degree=1``), so the cost is one pass over the keys
+        squares for ``degree=1``, its slope then shrunk by the safeguard of
+        the fit without row ``i``, as a refit would), so the cost is one pass over the keys
         per query, and per training row for the residuals, with memory
         within ``working_memory``; the two order statistics are selected,
         not sorted. On a tree, a query's leave-out fits and order statistics
