@@ -169,24 +169,21 @@ class IntervalMethods:
         interval covers a new observation with probability at least
         ``1 - 2 alpha``; in practice about ``1 - alpha``.
 
-        No model is refitted: ``mu_{-i}(q)`` follows in closed form from the
-        weights of the prediction (``(f - p_i y_i) / (1 - p_i)`` for
-        ``degree=0``, the case-deletion formula of the local weighted least
-        squares for ``degree=1``, its slope then shrunk by the safeguard of
-        the fit without row ``i``, as a refit would), so the cost is one pass over the keys
-        per query, and per training row for the residuals, with memory
-        within ``working_memory``; the two order statistics are selected,
-        not sorted. On a tree, a query's leave-out fits and order statistics
-        come from its neighbours (a key of weight zero leaves the fit
-        unchanged) and a window of the sorted residuals; other rows are
-        dense over every key. At 1e4 queries x 1e4 keys: about 4 times the
-        time of ``predict`` with ``degree=0`` (brute force, or a compact
-        kernel on a tree) and 6 to 8 with ``degree=1``; twice is the floor,
-        as the residuals take a pass over the training rows. Where the
-        formula is undefined (a row holding all the weight of the query, a
-        leverage of one, a fallback depending on the row), the fit without
-        the row is computed by its definition, with the same widths and
-        ``on_empty`` policy.
+        No model is refitted: ``mu_{-i}(q)`` follows in closed form from the weights of
+        the prediction (``(f - p_i y_i) / (1 - p_i)`` for ``degree=0``, the
+        case-deletion formula of the local weighted least squares for ``degree=1``, its
+        slope then shrunk by the safeguard of the fit without row ``i``, as a refit
+        would), so the cost is one pass over the keys per query, and per training row
+        for the residuals, with memory within ``working_memory``; the two order
+        statistics are selected, not sorted. On a tree, a query's leave-out fits and
+        order statistics come from its neighbours (a key of weight zero leaves the fit
+        unchanged) and a window of the sorted residuals; other rows are dense over every
+        key. At 1e4 queries x 1e4 keys: about 4 times the time of ``predict`` with
+        ``degree=0`` (brute force, or a compact kernel on a tree) and 6 to 8 with
+        ``degree=1``; twice is the floor, as the residuals take a pass over the training
+        rows. Where the formula is undefined (a row holding all the weight of the query,
+        a leverage of one, a fallback depending on the row), the fit without the row is
+        computed by its definition, with the same widths and ``on_empty`` policy.
 
         Parameters
         ----------
