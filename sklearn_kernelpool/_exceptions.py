@@ -86,7 +86,7 @@ class LocalLinearFallbackWarning(UserWarning):
     slope resting on few keys, or keys of tiny weight. With ``D`` the
     Mahalanobis distance of the query from the weighted mean of its keys
     (under their weighted covariance, of rank ``r``) and
-    ``tau = 3 sqrt(r + 1)``, ``s = 1`` where ``D <= tau`` and
+    ``tau = 2 sqrt(r + 1)``, ``s = 1`` where ``D <= tau`` and
     ``s = exp(-(D / tau - 1)**2 / 2)`` beyond: the shrinkage ``1 - s``
     grows continuously with the distance, from 0 to 1 far away, where the
     fit is the local mean.

@@ -36,7 +36,7 @@ blend of the local-linear and the local-constant fits: the slope is shrunk
 to ``s beta``, the local line still passing through ``(m, ybar)``, with
 ``s`` a function of the query's Mahalanobis distance from the local centre,
 ``D**2 = (q - m)^T C^+ (q - m)``, against the radius
-``tau = 3 sqrt(r + 1)`` (``r`` the rank of ``C``; ``D**2`` of a key about
+``tau = 2 sqrt(r + 1)`` (``r`` the rank of ``C``; ``D**2`` of a key about
 its local mean averages ``r``)::
 
     s = 1                          if D <= tau,
@@ -149,7 +149,7 @@ def rank_counts(rank, n_features, rows=None):
 
 #: The radius of the safeguard, per ``sqrt(rank + 1)``, in local standard
 #: deviations of the keys (see the module docstring).
-SLOPE_RADIUS = 3.0
+SLOPE_RADIUS = 2.0
 
 
 def slope_shrinkage(distance_sq, rank):

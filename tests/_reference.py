@@ -21,13 +21,13 @@ FORMULAS = {
 
 
 #: The documented radius of the local-linear safeguard, per sqrt(rank + 1).
-SLOPE_RADIUS = 3.0
+SLOPE_RADIUS = 2.0
 
 
 def slope_factor(distance, rank):
     """The safeguard's factor ``s`` of the slope at the Mahalanobis distance
     ``distance`` of a query from its local mean: 1 up to
-    ``tau = 3 sqrt(rank + 1)``, then ``exp(-(distance / tau - 1)**2 / 2)``."""
+    ``tau = 2 sqrt(rank + 1)``, then ``exp(-(distance / tau - 1)**2 / 2)``."""
     u = distance / (SLOPE_RADIUS * math.sqrt(rank + 1.0))
     return 1.0 if u <= 1.0 else math.exp(-0.5 * (u - 1.0) ** 2)
 
@@ -71,7 +71,7 @@ def _shrunk_hat(p, K, hat):
     ``K`` holds the keys about the query, in bandwidths. The slope rows of
     the plain fit are multiplied by the safeguard's factor ``s`` of the
     Mahalanobis distance ``D`` of the query from the local mean ``m`` of the
-    keys, ``s = exp(-(D / tau - 1)**2 / 2)`` beyond ``tau = 3 sqrt(r + 1)``
+    keys, ``s = exp(-(D / tau - 1)**2 / 2)`` beyond ``tau = 2 sqrt(r + 1)``
     (``r`` the rank of the local covariance), and the intercept row is that
     of the line of the shrunk slope through ``(m, ybar)``:
     ``p - m^T (s slope rows)``.
@@ -143,7 +143,9 @@ def safeguarded_row(p, Z, Y, z, center):
     ybar = p @ Y
     E = Y - ybar
     c = (K * p[:, None]).T @ E
-    threshold = tolerance * np.sum(p * np.sum((Z - center) ** 2, axis=1))
+    # The rounding of the two-pass computation (see ``centred_fit``).
+    second = np.sum(p * np.sum((Z - center) ** 2, axis=1))
+    threshold = tolerance * np.sqrt(second * np.trace(C))
     eigenvalues = np.linalg.eigvalsh(C)
     rank = int(np.count_nonzero(eigenvalues > threshold))
     if rank == d:
@@ -180,7 +182,7 @@ def safeguarded_fit(X, y, Q, alpha, bandwidth, sample_weight=None, log_alpha=Non
     eigenvalues at most ``10 d sqrt(n) eps`` times the trace of the local
     second moments of the keys about their mean (``n`` keys of positive
     weight), ``r`` its rank, ``D**2 = (q - m)^T C^+ (q - m)``,
-    ``u = D / (3 sqrt(r + 1))`` and ``s = 1`` if ``u <= 1`` else
+    ``u = D / (2 sqrt(r + 1))`` and ``s = 1`` if ``u <= 1`` else
     ``exp(-(u - 1)**2 / 2)``, the prediction is
     ``ybar + s beta . (q - m)`` with ``beta = C^+ c`` (:func:`safeguarded_row`).
 

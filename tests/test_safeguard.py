@@ -419,10 +419,10 @@ def test_leave_one_out_equals_refitting_without_each_key():
             ]
         )
         assert results["shrunk_fraction"][c] == pytest.approx(np.mean(s < 1.0))
-    # At 0.3, leaving out a key of the pair leaves the other one and keys of
-    # tiny weight, whose slope is shrunk (narrower widths leave the other key
-    # alone, a design of rank 0; wider ones reach the keys on [-1, 1]).
-    assert results["shrunk_fraction"].tolist() == [0.0, 2 / 52, 0.0]
+    # At 0.2 and 0.3, leaving out a key of the pair leaves the other one and
+    # keys of tiny weight, whose slope is shrunk (0.5 reaches the keys on
+    # [-1, 1]).
+    assert results["shrunk_fraction"].tolist() == [2 / 52, 2 / 52, 0.0]
     assert cv.shrunk_fraction_ == results["shrunk_fraction"][cv.best_index_]
 
 
@@ -464,7 +464,7 @@ def test_binned_search_reports_the_shrunk_fraction():
             "gaussian", WIDTHS, degree=1, n_neighbors=None, algorithm=algorithm
         )
         fractions.append(cv.fit(X, Y, sample_weight=w).cv_results_["shrunk_fraction"])
-    assert fractions[1].tolist() == fractions[0].tolist() == [0.0, 2 / 52, 0.0]
+    assert fractions[1].tolist() == fractions[0].tolist() == [2 / 52, 2 / 52, 0.0]
 
 
 def test_shrunk_fraction_is_zero_for_degree_zero():
