@@ -153,8 +153,10 @@ def safeguarded_row(p, Z, Y, z, center):
     elif rank == 0:
         inverse = np.zeros((d, d))
     else:
-        rtol = threshold / eigenvalues.max()
-        inverse = np.linalg.pinv(C, rtol=rtol, hermitian=True)
+        # The pseudo-inverse over the eigenvalues above the threshold.
+        values, vectors = np.linalg.eigh(C)
+        kept = values > threshold
+        inverse = (vectors[:, kept] / values[kept]) @ vectors[:, kept].T
     offset = z - m
     distance = math.sqrt(max(offset @ inverse @ offset, 0.0))
     s = slope_factor(distance, rank)
