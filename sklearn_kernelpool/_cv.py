@@ -144,16 +144,22 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         memory). On a small table (fewer than 20 training points of positive
         weight per parameter of the local line, ``n / (d + 1) < 20``), with
         leave-one-out (``cv=None``), ``scoring=None`` and no categorical
-        features, the best local-linear candidate is kept only if its
-        leave-one-out squared errors beat those of the best local-constant
-        candidate by one standard error of their paired differences (the
-        one-standard-error rule of Breiman et al., 1984); there a few extreme
-        points decide the mean, and a slope chosen by them extrapolates out
-        of sample. On a table of fewer than 10 such points per parameter, a
-        local-linear candidate kept gives way, by the same rule, to the
-        widest candidate of its kernel and kind of width (fixed bandwidths,
-        or neighbour counts) whose leave-one-out squared errors are within
-        one standard error of its own, walking from it toward wider ones.
+        features, the search also scores the global weighted least-squares
+        line (kernel ``"constant"``, degree 1: the same weight on every key,
+        an infinite width; its bandwidth only scales the coordinates), and
+        selects by the one-standard-error rule of Breiman et al. (1984) on
+        the paired differences of the per-point leave-one-out squared
+        errors, toward the simpler fit: the best local-constant candidate
+        of a fixed width is the baseline; the global line replaces it if it
+        beats it by one standard error; the best candidate (local-linear, or
+        of an adaptive width) replaces that if it beats it by one standard
+        error in turn. There a few extreme points decide the mean, and a
+        slope chosen by them extrapolates out of sample. On a table of fewer
+        than 10 such points per parameter, a local-linear candidate kept
+        gives way to the widest candidate of its kernel and kind of width
+        (fixed bandwidths, or neighbour counts) whose leave-one-out squared
+        errors are within one standard error of its own and still beat the
+        baseline by one, walking from it toward wider ones.
         Held-out local-linear fits follow the fitted estimator's
         rules for rank-deficient and singular local designs, reported by
         ``cv_results_["singular_fraction"]`` and
@@ -279,7 +285,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
     Attributes
     ----------
     kernel_ : str
-        The selected kernel.
+        The selected kernel: one of ``kernels``, or ``"constant"`` where the
+        global line of a small table is selected (see ``degree``).
 
     linear_features_ : array-like, "categorical" or None
         The linear columns of ``best_estimator_``: ``linear_features``, or
@@ -327,9 +334,10 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
     best_index_ : int
         Index of the selected isotropic candidate in ``cv_results_``: the
         first in ``rank_test_score``, except where the one-standard-error
-        rule of ``degree="auto"`` on a small table keeps the best candidate
-        of degree 0 over a better-scored one of degree 1, or a wider
-        candidate of degree 1 over the best one.
+        rule of ``degree="auto"`` on a small table keeps a simpler candidate
+        (local-constant of a fixed width, or the global line) over a
+        better-scored one, or a wider candidate of degree 1 over the best
+        one.
 
     best_params_ : dict
         ``{"kernel": ..., "bandwidth": ...}`` of that candidate, with

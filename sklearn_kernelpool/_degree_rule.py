@@ -1,8 +1,10 @@
 """The choice of the degree on small tables.
 
-Under ``degree="auto"`` with leave-one-out, the best local-linear candidate
-and the best local-constant candidate are compared point by point: the
-per-point held-out squared errors give paired differences ``e1_i - e0_i``.
+Under ``degree="auto"`` with leave-one-out, a candidate and a simpler one
+are compared point by point: the per-point held-out squared errors give
+paired differences ``e1_i - e0_i`` (the order of the comparisons, from the
+best local-constant candidate through the global line to the best one, is
+in :mod:`._search_rules`).
 On a table with many rows per parameter of the local line (``n / (d + 1)``
 at least :data:`MIN_ROWS_PER_PARAMETER`) the better mean wins, as the scores
 rank them. On a smaller table the local-linear candidate is kept only if its

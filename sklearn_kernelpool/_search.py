@@ -32,7 +32,7 @@ from ._search_params import (
     SearchParameters,
 )
 from ._search_passes import HeldOutPasses
-from ._search_rules import SmallTableRules, _candidate_key
+from ._search_rules import GLOBAL_KERNEL, SmallTableRules, _candidate_key
 from ._search_widths import learn_categorical_widths, learn_feature_widths
 from .kernels import KERNELS
 
@@ -65,6 +65,8 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
     # The per-point leave-one-out losses of the candidates, by candidate,
     # while the degree rule of small tables needs them (else None).
     point_errors = None
+    # The better simple candidate, between the degree and the width rules.
+    _best_simple = None
 
     def selected(self):
         """The attributes of :data:`SELECTED` that the search set."""
@@ -208,21 +210,15 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
                     self, data, names, degrees, params, results
                 )
         fixed_grid = np.unique(results["param_bandwidth"]) if len(grid) else grid
+        if self.point_errors is not None:
+            params, results = self._append(
+                params, results, *self._score_global_line(data, X64[positive])
+            )
         if counts:
             n_fixed = len(params)
-            new_params, new_results = self._score_adaptive(data, names, degrees, counts)
-            if results is None:
-                params, results = new_params, new_results
-            else:
-                params = params + new_params
-                results = {
-                    key: (
-                        params
-                        if key == "params"
-                        else np.concatenate([values, new_results[key]])
-                    )
-                    for key, values in results.items()
-                }
+            params, results = self._append(
+                params, results, *self._score_adaptive(data, names, degrees, counts)
+            )
             results["param_n_neighbors"] = np.ma.MaskedArray(
                 [p.get("n_neighbors", 0) for p in params],
                 mask=np.arange(len(params)) < n_fixed,
@@ -327,6 +323,52 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
         results["params"] = params
         params, results = _in_grid_order(params, results)
         return params, self.smoother_criteria(params, results)
+
+    def _score_global_line(self, data, keys):
+        """Score the global weighted least-squares line, the small-table
+        candidate of ``degree="auto"`` (:mod:`._search_rules`).
+
+        The line is the local-linear fit under the ``"constant"`` kernel,
+        whose weights do not depend on the distance (an infinite width); its
+        bandwidth only scales the coordinates, and is set to the spread of
+        the ``keys`` (the rows of positive weight). Returns its one
+        candidate and results (without ranks), with the keys of the fixed
+        grid's results.
+        """
+        spread = float(np.sqrt(np.mean(np.var(keys, axis=0))))
+        width = spread if np.isfinite(spread) and spread > 0 else 1.0
+        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+        params = [{"bandwidth": width, "degree": 1, "kernel": GLOBAL_KERNEL}]
+        held_out = HeldOut(
+            X64,
+            Y,
+            weights,
+            [KERNELS[GLOBAL_KERNEL]],
+            np.array([width]),
+            self.n_jobs,
+            degree=1,
+        )
+        results = self._run(held_out, data, params, [1])
+        results["param_kernel"] = np.array([GLOBAL_KERNEL], dtype=object)
+        results["param_bandwidth"] = np.array([width])
+        results["param_degree"] = np.array([1], dtype=object)
+        results["params"] = params
+        return params, self.smoother_criteria(params, results)
+
+    @staticmethod
+    def _append(params, results, new_params, new_results):
+        """The candidates and results of a search with more appended."""
+        if results is None:
+            return new_params, new_results
+        params = params + new_params
+        return params, {
+            key: (
+                params
+                if key == "params"
+                else np.concatenate([values, new_results[key]])
+            )
+            for key, values in results.items()
+        }
 
     def _score_adaptive(self, data, names, degrees, counts):
         """Score every (degree, kernel, n_neighbors) adaptive candidate.

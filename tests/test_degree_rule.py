@@ -227,55 +227,102 @@ def _scotland_training_part(fold):
     return StandardScaler().fit_transform(X[train]), y[train]
 
 
-@pytest.mark.parametrize("fold, width", [(1, "bandwidth"), (0, "n_neighbors")])
-def test_small_table_widens_the_local_linear_fit_within_one_se(fold, width):
-    X, y = _scotland_training_part(fold)
-    cv = KernelAttentionRegressorCV().fit(X, y)
+def _curved_table(seed):
+    """25 rows, 2 features (8.3 rows per parameter), a curved surface."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.5, 1.5, size=(25, 2))
+    return X, np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.normal(size=25)
+
+
+def _selection_reference(cv, X, y):
+    """The small-table selection from refitted leave-one-out errors.
+
+    The baseline is the best local-constant candidate of a fixed width; the
+    global line replaces it where it beats it by one standard error of the
+    paired losses; the best candidate replaces that where it beats it by one
+    standard error; a kept local-linear one is widened while a wider one of
+    its kernel and kind of width is within one standard error of it and
+    still beats the baseline. Returns the index and what decided it.
+    """
     results = cv.cv_results_
     params = results["params"]
-    top = int(np.argmin(results["rank_test_score"]))
-    assert params[top]["degree"] == 1 and (width in params[top])
-    # The candidates of its kernel and kind of width, wider than it, scored
-    # by refitting without each point.
+    scores = np.where(
+        np.isnan(results["mean_test_score"]), -np.inf, results["mean_test_score"]
+    )
+    errors = {}
+
+    def loo(i):
+        if i not in errors:
+            errors[i] = _loo_errors(params[i], X, y)
+            np.testing.assert_allclose(errors[i].mean(), -scores[i], rtol=1e-8)
+        return errors[i]
+
+    d = X.shape[1]
+
+    def beats(i, j):
+        return _keep_reference(loo(j), loo(i), d)
+
+    fixed0 = [i for i, p in enumerate(params) if p["degree"] == 0]
+    fixed0 = [i for i in fixed0 if "n_neighbors" not in params[i]]
+    baseline = max(fixed0, key=lambda i: scores[i])
+    line = [i for i, p in enumerate(params) if p["kernel"] == "constant"]
+    assert len(line) == 1 and params[line[0]]["degree"] == 1
+    if beats(line[0], baseline):
+        baseline = line[0]
+    top = int(np.argmax(scores))
+    if top == baseline or top == line[0] or not beats(top, baseline):
+        return baseline, "line" if baseline == line[0] else "degree 0"
+    if params[top]["degree"] == 0:
+        return top, "adaptive degree 0"
+    width = "n_neighbors" if "n_neighbors" in params[top] else "bandwidth"
     wider = sorted(
         (
             i
             for i, p in enumerate(params)
             if p["degree"] == 1
             and p["kernel"] == params[top]["kernel"]
-            and (("n_neighbors" in p) == (width == "n_neighbors"))
+            and (width in p) == (width in params[top])
             and p[width] > params[top][width]
         ),
         key=lambda i: params[i][width],
     )
-    best_errors = _loo_errors(params[top], X, y)
-    np.testing.assert_allclose(
-        best_errors.mean(), -results["mean_test_score"][top], rtol=1e-8
-    )
     expected = top
     for i in wider:
-        errors = _loo_errors(params[i], X, y)
-        diff = errors - best_errors
-        if not diff.mean() <= diff.std(ddof=1) / np.sqrt(len(y)):
+        diff = loo(i) - loo(top)
+        if diff.mean() > diff.std(ddof=1) / np.sqrt(len(y)) or not beats(i, baseline):
             break
         expected = i
-    assert expected != top  # the rule acts on this table
+    return expected, "widened" if expected != top else "local linear"
+
+
+@pytest.mark.parametrize(
+    "table, decided",
+    [
+        (lambda: _scotland_training_part(0), "line"),
+        (lambda: _scotland_training_part(1), "line"),
+        (lambda: _curved_table(1), "widened"),
+        (lambda: _curved_table(7), "widened"),
+        (_statecrime, "degree 0"),
+    ],
+)
+def test_small_table_selection_is_the_documented_rule(table, decided):
+    X, y = table()
+    cv = KernelAttentionRegressorCV().fit(X, y)
+    expected, reason = _selection_reference(cv, X, y)
+    assert reason == decided  # each branch of the rule acts on one table
+    params = cv.cv_results_["params"]
     assert cv.best_index_ == expected
     assert cv.best_params_ == params[expected]
-    assert cv.best_score_ == results["mean_test_score"][expected]
-    assert cv.degree_ == 1 and cv.best_estimator_.degree == 1
-    if width == "bandwidth":
-        assert cv.bandwidth_ == params[expected]["bandwidth"] > params[top]["bandwidth"]
-    else:
-        assert cv.n_neighbors_ == params[expected]["n_neighbors"]
-        assert cv.n_neighbors_ > params[top]["n_neighbors"]
+    assert cv.best_score_ == cv.cv_results_["mean_test_score"][expected]
+    assert cv.kernel_ == params[expected]["kernel"]
+    assert cv.degree_ == cv.best_estimator_.degree == params[expected]["degree"]
 
 
 def test_the_width_rule_is_off_from_ten_rows_per_parameter(monkeypatch):
     # A training part of statsmodels' star98: 242 rows, 12 features, 18.6
     # rows per parameter of the local line. The degree rule applies there
     # (fewer than 20), the width rule (fewer than 10) does not: the best
-    # local-linear candidate stays, where the walk would widen it.
+    # local-linear candidate stays.
     star98 = pytest.importorskip("statsmodels.datasets.star98")
     df = star98.load_pandas().data
     columns = ["LOWINC", "PERASIAN", "PERBLACK", "PERHISP", "PERMINTE"]
@@ -288,10 +335,12 @@ def test_the_width_rule_is_off_from_ten_rows_per_parameter(monkeypatch):
     cv = KernelAttentionRegressorCV().fit(X, y)
     top = int(np.argmin(cv.cv_results_["rank_test_score"]))
     assert cv.degree_ == 1 and cv.best_index_ == top
-    monkeypatch.setattr(_degree_rule, "WIDTH_RULE_ROWS_PER_PARAMETER", 20)
+    # The curved table of 8.3 rows per parameter is widened (above); with
+    # a threshold below that, the best candidate stays.
+    X, y = _curved_table(1)
     widened = KernelAttentionRegressorCV().fit(X, y)
+    top = int(np.argmin(widened.cv_results_["rank_test_score"]))
     assert widened.best_index_ != top
-    # The best candidate is of a fixed width (the neighbour counts follow
-    # it closely), and the walk widens it.
-    assert cv.n_neighbors_ is None and widened.n_neighbors_ is None
-    assert widened.bandwidth_ > cv.bandwidth_
+    monkeypatch.setattr(_degree_rule, "WIDTH_RULE_ROWS_PER_PARAMETER", 8)
+    kept = KernelAttentionRegressorCV().fit(X, y)
+    assert kept.best_index_ == top and kept.bandwidth_ < widened.bandwidth_
