@@ -604,6 +604,7 @@ def run_dataset(name, estimators, summary):
             print(f"{est_name:<22}  failed: {_first_line(error)}")
             continue
         rows[est_name] = (float(np.mean(scores)), float(np.std(scores)), seconds)
+        FOLD_SCORES.setdefault(name, {})[est_name] = scores
         base = rows.get("ours_default")
         ratio = (
             f"{seconds / base[2]:9.1f}x" if base and est_name != "ours_default" else ""
@@ -648,18 +649,22 @@ def _verdict(name, rows, summary):
 def print_seed_summary(by_seed, seeds):
     """Per table: the mean over the seeds of the defaults' R², of the best
     kernel smoother's (the peers' smoothers and ours other than the
-    defaults), and the gap; the target is a gap of at least -0.01."""
+    defaults), the gap, and the standard error of the gap from the paired
+    fold differences (the folds of every seed); the target is a gap of at
+    least -0.01."""
     print(
         f"\n== mean R2 over seeds {' '.join(map(str, seeds))}: the defaults"
-        " against the best tuned kernel smoother (target: gap >= -0.01)"
+        " against the best tuned kernel smoother (target: gap >= -0.01;"
+        " se: of the paired fold differences)"
     )
     print(
         f"{'data':<11}"
         + "".join(f"{'seed ' + str(s):>8}" for s in seeds)
-        + f"{'default':>9}  {'best smoother':<24}{'R2':>7}{'gap':>8}"
+        + f"{'default':>9}  {'best smoother':<24}{'R2':>7}{'gap':>8}{'se':>7}"
     )
-    for name in by_seed[0]:
-        runs = [results[name] for results in by_seed if name in results]
+    for name in by_seed[0][0]:
+        runs = [results[name] for results, _ in by_seed if name in results]
+        folds = [scores[name] for _, scores in by_seed if name in scores]
         names = set.intersection(*(set(rows) for rows in runs))
         mean = {k: float(np.mean([rows[k][0] for rows in runs])) for k in names}
         default = mean.get("ours_default", np.nan)
@@ -674,10 +679,14 @@ def print_seed_summary(by_seed, seeds):
             f"{rows.get('ours_default', (np.nan,))[0]:8.3f}" for rows in runs
         )
         gap = default - r_best
+        se = np.nan
+        if best and "ours_default" in names:
+            diff = np.concatenate([f["ours_default"] - f[best] for f in folds])
+            se = float(np.std(diff, ddof=1) / np.sqrt(len(diff)))
         verdict = "ok" if gap >= -0.01 else "MISSED"
         print(
             f"{name:<11}{seeds_text}{default:9.3f}  {best or '-':<24}"
-            f"{r_best:7.3f}{gap:+8.3f}  {verdict}"
+            f"{r_best:7.3f}{gap:+8.3f}{se:7.3f}  {verdict}"
         )
 
 
@@ -916,8 +925,9 @@ def main():
         for name in data:
             run_dataset(name, estimators, summary)
         print_summary(summary)
-        by_seed.append(RESULTS.copy())
+        by_seed.append((RESULTS.copy(), FOLD_SCORES.copy()))
         RESULTS.clear()
+        FOLD_SCORES.clear()
     if ARGS.seeds and data:
         print_seed_summary(by_seed, ARGS.seeds)
     if ARGS.timing:
@@ -928,6 +938,7 @@ def main():
 
 ARGS = None
 RESULTS = {}  # data set -> estimator -> (mean R2, sd, seconds), of one seed
+FOLD_SCORES = {}  # data set -> estimator -> the folds' R2, of one seed
 
 if __name__ == "__main__":
     main()

@@ -146,7 +146,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         leave-one-out (``cv=None``), ``scoring=None`` and no categorical
         features, the search also scores the global weighted least-squares
         line (kernel ``"constant"``, degree 1: the same weight on every key,
-        an infinite width; its bandwidth only scales the coordinates), and
+        an infinite width; its bandwidth only scales the coordinates, and
+        where it is selected no per-feature widths are learned), and
         selects by the one-standard-error rule of Breiman et al. (1984) on
         the paired differences of the per-point leave-one-out squared
         errors, toward the simpler fit: the best local-constant candidate

@@ -32,7 +32,12 @@ from ._search_params import (
     SearchParameters,
 )
 from ._search_passes import HeldOutPasses
-from ._search_rules import GLOBAL_KERNEL, SmallTableRules, _candidate_key
+from ._search_rules import (
+    GLOBAL_KERNEL,
+    SmallTableRules,
+    _candidate_key,
+    is_global_line,
+)
 from ._search_widths import learn_categorical_widths, learn_feature_widths
 from .kernels import KERNELS
 
@@ -255,7 +260,10 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
         # scikit-learn counts an estimator with max_iter.
         self.n_iter_ = 1
         mode = self.per_feature_mode()
-        if mode is True and codes is not None:
+        if mode and is_global_line(self.best_params_):
+            # The line's weights do not depend on the distance: no width.
+            self.say("Kept the global line: it has no widths to learn")
+        elif mode is True and codes is not None:
             self.say("Learning per-feature widths and lambdas by leave-one-out")
             learn_categorical_widths(self, data, codes)
         elif mode and codes is None and self.n_neighbors_ is None:

@@ -127,3 +127,13 @@ def test_the_line_is_not_a_candidate_of_large_tables():
     X, y = _plane(n=79, d=3)
     cv = KernelAttentionRegressorCV().fit(X, y)
     assert "constant" in set(cv.cv_results_["param_kernel"])
+
+
+@pytest.mark.parametrize("per_feature", [True, "auto"])
+def test_per_feature_widths_are_not_learned_for_the_line(per_feature):
+    X, y = _plane()
+    cv = KernelAttentionRegressorCV(per_feature=per_feature).fit(X, y)
+    assert cv.kernel_ == "constant" and cv.per_feature_ is False
+    assert np.ndim(cv.bandwidth_) == 0
+    reference = KernelAttentionRegressorCV().fit(X, y)
+    np.testing.assert_allclose(cv.predict(X), reference.predict(X), rtol=1e-12)
