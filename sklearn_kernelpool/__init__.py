@@ -11,10 +11,10 @@ from ._exceptions import (
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
 )
-from ._persistence import skops_trusted_types
 from ._plotting import AttentionWeightsDisplay, FitDisplay, plot_kernels
 from ._progress import progress_bar
 from ._regression import KernelAttentionRegressor
+from ._skops import skops_trusted_types
 
 __version__ = "0.1.0.dev0"
 

@@ -28,7 +28,7 @@ from . import _binned
 from ._binned_grid import warn_coarse_fit
 from ._exceptions import CoarseGridWarning, describe
 from ._moment_pooling import fit_counts, report_fits
-from ._persistence import check_pool_arguments
+from ._saved_state import check_pool_arguments
 
 ACCEPTED = (
     "algorithm='binned' works on one or two continuous features with a "

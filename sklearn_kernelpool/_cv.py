@@ -9,10 +9,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._cv_delegation import BestEstimatorMethods
 from ._cv_fit import candidate_search, refit_selected
-from ._diagnostics import SMOOTHER_CRITERIA
 from ._partially_linear_cv import fit_auto
 from ._pooling import ON_EMPTY
 from ._search_params import SEARCH_CONSTRAINTS
+from ._smoother_criteria import SMOOTHER_CRITERIA
 from ._sparse import takes_sparse
 
 

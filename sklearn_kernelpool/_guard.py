@@ -36,9 +36,10 @@ import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.model_selection import KFold
 
-from ._diagnostics import SMOOTHER_CRITERIA, in_sample_criteria
 from ._exceptions import LocalLinearFallbackWarning
 from ._loo import HeldOut
+from ._pooling import KernelPool
+from ._smoother_criteria import SMOOTHER_CRITERIA, in_sample_criteria
 from ._widths import learn_widths
 from ._widths_terms import _EPS, _objective
 
@@ -109,18 +110,16 @@ def _select_isotropic(X, Y, weights, kernel, bandwidths, degree, objective):
 
 
 def _pool(X_train, Y_train, w_train, X_test, kernel, bandwidth, degree):
-    from ._regression import KernelAttentionRegressor
-
-    model = KernelAttentionRegressor(
-        kernel=kernel.name, bandwidth=bandwidth, degree=degree
+    """The test predictions of the engine fitted on the training part, as
+    the regressor's defaults pool them (``on_empty="nearest"``)."""
+    engine = KernelPool(
+        X_train, Y_train, w_train, kernel, bandwidth, "nearest", False, degree=degree
     )
-    Y_fit = Y_train[:, 0] if Y_train.shape[1] == 1 else Y_train
-    model.fit(X_train, Y_fit, sample_weight=w_train)
     with warnings.catch_warnings():
         # Held-out fits of the comparison: their fallbacks are part of what
         # is compared, as they are of the scores of the candidates.
         warnings.simplefilter("ignore", LocalLinearFallbackWarning)
-        return model.predict(X_test).reshape(len(X_test), -1)
+        return engine.pool(X_test).reshape(len(X_test), -1)
 
 
 def point_losses(objective, Y, predictions):

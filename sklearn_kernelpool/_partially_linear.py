@@ -259,8 +259,6 @@ def _kernel_parameters(estimator, mask, categorical):
 
 def fit_partially_linear(estimator, X, y, sample_weight):
     """``estimator.fit(X, y, sample_weight)`` with ``linear_features``."""
-    from ._regression import KernelAttentionRegressor
-
     X, y = validate_linear_input(estimator, X, y, reset=True)
     categorical = categorical_mask(estimator.categorical_features, X)
     mask = linear_mask(estimator.linear_features, estimator.categorical_features, X)
@@ -274,9 +272,8 @@ def fit_partially_linear(estimator, X, y, sample_weight):
     check_collinear(Z, weights, design.feature_names)
     Y = np.asarray(y, dtype=np.float64).reshape(len(Z), -1)
     X_kernel = _safe_indexing(X, np.flatnonzero(~mask), axis=1)
-    kernel = KernelAttentionRegressor(
-        **_kernel_parameters(estimator, mask, categorical)
-    )
+    # The kernel part: an estimator of the same class, without linear part.
+    kernel = type(estimator)(**_kernel_parameters(estimator, mask, categorical))
     # Fitted once on y to resolve its widths and encode its keys, then on the
     # partial residuals.
     kernel.fit(X_kernel, y, sample_weight=sample_weight)

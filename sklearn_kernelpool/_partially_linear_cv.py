@@ -156,7 +156,7 @@ def linear_candidate_search(estimator, X, y, sample_weight, make_search):
 # -- linear_features="auto" ----------------------------------------------------
 def _scorable(estimator):
     """Why the linear alternative of ``"auto"`` cannot be scored, or ""."""
-    from ._diagnostics import SMOOTHER_CRITERIA
+    from ._smoother_criteria import SMOOTHER_CRITERIA
 
     if estimator.cv is not None:
         return f"cv={estimator.cv!r}"

@@ -35,7 +35,7 @@ from ._engine import normalise
 from ._exact import ExactKeys
 from ._fallbacks import Fallbacks, report_empty  # noqa: F401 (imported from here)
 from ._moment_pooling import EIGH_SQUARES, MomentPooling
-from ._persistence import check_pool_arguments
+from ._saved_state import check_pool_arguments
 from ._tree import TreeScorer
 from ._validation import relative_weights, scale_coordinates, scale_values
 from .kernels import KERNELS, Kernel
@@ -68,7 +68,7 @@ SAVED_ARGUMENTS = (
 def saved_arguments(*arguments, **named):
     """The :data:`SAVED_ARGUMENTS` of an engine, given in order or by name,
     as a dict: a loaded engine is rebuilt from them, checked by
-    :func:`._persistence.check_pool_arguments`."""
+    :func:`._saved_state.check_pool_arguments`."""
     saved = dict(zip(SAVED_ARGUMENTS, arguments, strict=False)) | named
     if sorted(saved) != sorted(SAVED_ARGUMENTS):
         raise TypeError(f"An engine takes the arguments {SAVED_ARGUMENTS}.")

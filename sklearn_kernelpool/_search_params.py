@@ -8,8 +8,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._algorithm import ALGORITHMS, key_span, prefers_binned
 from ._base import N_JOBS_CONSTRAINT
-from ._diagnostics import SMOOTHER_CRITERIA
 from ._search_grid import AUTO_NEIGHBORS, bandwidth_grid
+from ._smoother_criteria import SMOOTHER_CRITERIA
 from ._validation import relative_weights
 from .kernels import KERNELS
 

@@ -5,8 +5,8 @@ fallbacks, and the in-sample criteria of the smoother."""
 import numpy as np
 
 from ._chunking import row_batches
-from ._diagnostics import in_sample_criteria
 from ._loo import FALLBACK_BYTES_PER_KEY
+from ._smoother_criteria import in_sample_criteria
 
 
 def _stacked_flags(held_out_predictions):

@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import check_scoring
 
-from ._diagnostics import SMOOTHER_CRITERIA
+from ._smoother_criteria import SMOOTHER_CRITERIA
 
 
 class _Predicted(RegressorMixin, BaseEstimator):

@@ -8,7 +8,7 @@ from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
 from ._bandwidth import _weighted_spread
-from ._diagnostics import SMOOTHER_CRITERIA
+from ._smoother_criteria import SMOOTHER_CRITERIA
 from ._threads import single_threaded_blas
 from ._widths_constant import _constant_terms
 from ._widths_criteria import criterion_loss

@@ -3,7 +3,7 @@ gradients in the log widths (:func:`._widths.learn_widths`)."""
 
 import numpy as np
 
-from ._diagnostics import SMOOTHER_CRITERIA, criteria
+from ._smoother_criteria import SMOOTHER_CRITERIA, criteria
 from ._widths_constant import _constant_terms
 from ._widths_linear import _loo_loss_linear
 

@@ -484,7 +484,7 @@ def test_cv_only_categorical_and_errors():
 
 
 def test_altered_categorical_engine_arguments_are_refused():
-    from sklearn_kernelpool._persistence import check_pool_arguments
+    from sklearn_kernelpool._saved_state import check_pool_arguments
     from sklearn_kernelpool._pooling import ON_EMPTY
 
     X, y, _ = mixed_data()

@@ -1,0 +1,98 @@
+"""The types a fitted estimator of the package may hold, for skops."""
+
+from sklearn.base import BaseEstimator
+
+from ._binned_pool import BinnedKernelPool
+from ._grid_pool import GridPool
+from ._linear_columns import LinearDesign
+from ._pooling import KernelPool
+from .kernels import _REGISTRY, Kernel
+
+# Types of other packages that a fitted estimator of the package holds: the
+# dtype of the predictions of a model fitted on dask arrays
+# (:class:`._grid_pool.GridPool`).
+_OTHER_TYPES = ("numpy.dtype",)
+
+
+def _package_classes():
+    """The classes a fitted estimator of the package may hold: the public
+    estimators, their engines, :class:`.kernels.Kernel` and the encoding of
+    the linear columns of a partially linear fit.
+
+    Each engine saves only what rebuilds it (see ``KernelPool.__getstate__``):
+    no tree, and no type of another package but :data:`_OTHER_TYPES`.
+    """
+    import sklearn_kernelpool
+
+    public = (getattr(sklearn_kernelpool, name) for name in sklearn_kernelpool.__all__)
+    estimators = [
+        obj
+        for obj in public
+        if isinstance(obj, type) and issubclass(obj, BaseEstimator)
+    ]
+    return [*estimators, KernelPool, BinnedKernelPool, GridPool, Kernel, LinearDesign]
+
+
+def _kernel_functions():
+    """The qualified names of the functions of every registered kernel."""
+    for kernel in _REGISTRY:
+        for function in (
+            kernel.function,
+            kernel.log_function,
+            kernel.squared_function,
+            kernel.squared_log_function,
+            kernel.xp_squared_function,
+        ):
+            if function is not None:
+                yield f"{function.__module__}.{function.__qualname__}"
+
+
+def skops_trusted_types():
+    """The types to trust when loading an estimator of the package with skops.
+
+    :func:`skops.io.load` refuses any type it does not know to be safe unless
+    it is listed in ``trusted``. This list names every type a fitted
+    estimator of the package may hold, whatever its kernel, path or degree:
+    the estimators (the cross-validated ones included), the engines (that of
+    a model fitted on dask arrays with ``algorithm="binned"`` included, with
+    the NumPy dtype of its predictions), the registered kernels and their
+    functions.
+    The engine saves only its training data and parameters, which loading
+    checks (shapes, dtypes, finiteness, the kernel) before it rebuilds the
+    engine, trees included, as ``fit`` built it. A user-defined kernel is
+    not in the list: trust it by name after checking it with
+    :func:`skops.io.get_untrusted_types`.
+
+    Returns
+    -------
+    trusted : list of str
+        Qualified type names, sorted, for ``skops.io.load(..., trusted=...)``.
+
+    See Also
+    --------
+    skops.io.get_untrusted_types : The types a file holds that skops does not
+        trust by default.
+
+    Notes
+    -----
+    Only trust a file from a source you trust: this list says which types
+    the package may hold, not that a file holding them is harmless.
+
+    Examples
+    --------
+    >>> from sklearn_kernelpool import skops_trusted_types
+    >>> "sklearn_kernelpool._regression.KernelAttentionRegressor" in (
+    ...     skops_trusted_types()
+    ... )
+    True
+
+    With skops installed, an estimator is saved and loaded so::
+
+        import skops.io
+        skops.io.dump(estimator, "estimator.skops")
+        estimator = skops.io.load(
+            "estimator.skops", trusted=skops_trusted_types()
+        )
+    """
+    classes = (f"{cls.__module__}.{cls.__qualname__}" for cls in _package_classes())
+    return sorted({*classes, *_OTHER_TYPES, *_kernel_functions()})
