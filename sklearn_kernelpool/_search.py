@@ -11,13 +11,14 @@ and selects the best one; a scoring policy
 from numbers import Integral
 
 import numpy as np
-from sklearn.model_selection import ParameterGrid, check_cv
+from sklearn.model_selection import ParameterGrid
 
 from ._adaptive_loo import AdaptiveHeldOut
 from ._binned_cv import BinnedHeldOut
 from ._categorical_cv import CategoricalHeldOut
 from ._degree_rule import MIN_ROWS_PER_PARAMETER
 from ._loo import HeldOut
+from ._search_data import search_data
 from ._search_grid import (
     AUTO_NEIGHBORS,
     _check_grid,
@@ -28,9 +29,7 @@ from ._search_grid import (
     extend_grid,
     warn_edge,
 )
-from ._search_params import (
-    SearchParameters,
-)
+from ._search_params import SearchParameters
 from ._search_passes import HeldOutPasses
 from ._search_rules import (
     GLOBAL_KERNEL,
@@ -104,120 +103,104 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
         ``placeholder`` ``(0,)`` when ``X`` is a constant column standing
         in for no continuous feature.
         """
-        lambdas = list(lambdas)
         self.placeholder = placeholder
+        self._categorical = codes, list(lambdas)
         names = self.kernel_names()
         counts = self.neighbor_counts(categorical=codes is not None)
-        if counts and codes is not None:
-            raise ValueError(
-                "n_neighbors (adaptive-width candidates) cannot be combined with "
-                "categorical_features in KernelAttentionRegressorCV; got "
-                f"n_neighbors={self.n_neighbors!r}. Score fixed widths with "
-                "categorical features (n_neighbors=None), or fit "
-                "KernelAttentionRegressor(n_neighbors=..., "
-                "categorical_features=...) directly."
-            )
-        self.check_smoother_scoring()
-        if (
-            self.smoother_scoring()
-            and self.per_feature_mode() is True
-            and codes is not None
-        ):
-            raise ValueError(
-                f"per_feature={self.per_feature!r} with categorical features learns "
-                "the widths and lambdas on the leave-one-out error; "
-                f"scoring={self.scoring!r} cannot score them. Use scoring=None, "
-                "or per_feature=False."
-            )
-        if self.per_feature_mode() is True and self.cv is not None:
-            raise ValueError(
-                "per_feature=True learns the widths on the leave-one-out error "
-                "and scores them there: it needs cv=None; got "
-                f"cv={self.cv!r}. per_feature='auto' judges them on the splits "
-                "of cv."
-            )
-        weights = (
-            np.ones(X.shape[0]) if sample_weight is None else sample_weight
-        ).astype(np.float64)
-        positive = weights > 0
-        if self.cv is None and np.count_nonzero(positive) < 2:
-            raise ValueError(
-                "Leave-one-out needs at least two samples of positive weight; "
-                f"got {np.count_nonzero(positive)} sample(s)."
-            )
-        X64 = X.astype(np.float64)
-        Y = y.reshape(X.shape[0], -1).astype(np.float64)
-        grid = self.bandwidth_grid(X64[positive])
+        self.check_options(codes, counts)
+        data = search_data(self, X, y, sample_weight)
+        grid = self.bandwidth_grid(data.keys)
+        automatic = isinstance(self.bandwidths, Integral)
         if len(grid):
-            _check_grid(X, grid, automatic=isinstance(self.bandwidths, Integral))
-        weighted = sample_weight is not None
-        scorer = self.policy.scorer(weighted)
-        # The splits once: a generator given as cv can be consumed only once.
-        splits = None
-        if self.cv is not None:
-            cv = check_cv(self.cv, y, classifier=False)
-            splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
-            self.policy.check_small_folds(splits, scorer, X, y, sample_weight)
-        if isinstance(self.n_neighbors, str):
-            # The counts that every held-out fit can hold: those of at most
-            # the training points of positive weight of the smallest fit.
-            if splits is None:
-                available = np.count_nonzero(positive) - 1
-            else:
-                available = min(np.count_nonzero(positive[tr]) for tr, _ in splits)
-            counts = [k for k in counts if k <= available]
-            if self.bandwidths is None and not counts:
-                raise ValueError(
-                    "bandwidths=None scores adaptive-width candidates only, and "
-                    "n_neighbors='auto' leaves none: the smallest held-out fit "
-                    f"holds {available} point(s) of positive weight, fewer than "
-                    f"{AUTO_NEIGHBORS[0]}. Pass bandwidths."
-                )
-
-        self.binned = self.binned_scoring(X64[positive], names, grid, codes, counts)
+            _check_grid(X, grid, automatic=automatic)
+        counts = self._available_counts(data, counts)
+        self.binned = self.binned_scoring(data.keys, names, grid, codes, counts)
         if self.binned:
             counts = []
-        automatic = isinstance(self.bandwidths, Integral)
-        if self.placeholder:
-            degrees = [0]  # categorical features only: no slope
-        elif self.degree == "auto":
-            n_candidates = len(names) * (len(grid) * len(lambdas) + len(counts))
-            degrees = [0, 1]
-            if not _local_linear_fits(X64[positive], Y, n_candidates, self.n_jobs):
-                degrees = [0]
-                self.say(
-                    "Scoring degree 0 alone: local-linear fits of "
-                    f"{X.shape[1]} features need more points or memory"
-                )
+        degrees = self._degrees(data, names, grid, counts)
+        self._say_search(X, names, grid, data.splits, len(degrees), counts)
+        # The rules of small tables need the per-point leave-one-out losses
+        # of the candidates: kept for them only.
+        self.point_errors = {} if self._small_table(data, degrees) else None
+        params, results, fixed_grid, capped = self._score_candidates(
+            data, names, degrees, grid, counts
+        )
+        self._select(params, results, data, degrees)
+        self._say_scores(params, names)
+        if self.n_neighbors_ is None and (capped or not automatic):
+            warn_edge(self.bandwidth_, fixed_grid, automatic)
+        self._learn_widths(data, codes, fixed_grid)
+
+    def _available_counts(self, data, counts):
+        """The neighbour counts of ``n_neighbors="auto"`` that every
+        held-out fit can hold: at most the training points of positive
+        weight of the smallest fit."""
+        if not isinstance(self.n_neighbors, str):
+            return counts
+        if data.splits is None:
+            available = np.count_nonzero(data.positive) - 1
         else:
-            degrees = [self.degree]
-        self._say_search(X, names, grid, splits, len(degrees), counts, len(lambdas))
-        data = (X, X64, y, Y, weights, sample_weight, scorer, weighted, splits)
-        # The degree rule of small tables needs the per-point leave-one-out
-        # losses of the candidates: kept for them only.
-        small = np.count_nonzero(positive) / (X.shape[1] + 1) < MIN_ROWS_PER_PARAMETER
-        rule = (
-            small
+            positive = data.positive
+            available = min(np.count_nonzero(positive[tr]) for tr, _ in data.splits)
+        counts = [k for k in counts if k <= available]
+        if self.bandwidths is None and not counts:
+            raise ValueError(
+                "bandwidths=None scores adaptive-width candidates only, and "
+                "n_neighbors='auto' leaves none: the smallest held-out fit "
+                f"holds {available} point(s) of positive weight, fewer than "
+                f"{AUTO_NEIGHBORS[0]}. Pass bandwidths."
+            )
+        return counts
+
+    def _degrees(self, data, names, grid, counts):
+        """The degrees to score: ``degree``, or both under ``"auto"`` where
+        local-linear fits can be scored."""
+        if self.placeholder:
+            return [0]  # categorical features only: no slope
+        if self.degree != "auto":
+            return [self.degree]
+        n_lambdas = len(self._categorical[1])
+        n_candidates = len(names) * (len(grid) * n_lambdas + len(counts))
+        if _local_linear_fits(data.keys, data.Y, n_candidates, self.n_jobs):
+            return [0, 1]
+        self.say(
+            "Scoring degree 0 alone: local-linear fits of "
+            f"{data.X.shape[1]} features need more points or memory"
+        )
+        return [0]
+
+    def _small_table(self, data, degrees):
+        """Whether the rules of small tables (:mod:`._search_rules`) apply:
+        both degrees by exact leave-one-out and its squared error, on fewer
+        than ``MIN_ROWS_PER_PARAMETER`` rows per parameter of the local
+        line."""
+        rows = np.count_nonzero(data.positive) / (data.X.shape[1] + 1)
+        return (
+            rows < MIN_ROWS_PER_PARAMETER
             and degrees == [0, 1]
-            and splits is None
+            and data.splits is None
             and self.scoring is None
-            and codes is None
+            and self._categorical[0] is None
             and not self.binned
             and self.policy.uses_degree_rule
         )
-        self.point_errors = {} if rule else None
-        self._categorical = codes, lambdas
+
+    def _score_candidates(self, data, names, degrees, grid, counts):
+        """Score the fixed widths of ``grid`` (extended past its edges when
+        automatic), the global line of a small table, and the neighbour
+        ``counts``. Returns the candidates, their ranked results, the fixed
+        bandwidths scored and whether the extensions ran out on an edge."""
         params, results, capped = [], None, False
         if len(grid):
             params, results = self.score_grid(data, names, degrees, grid)
-            if automatic:
+            if isinstance(self.bandwidths, Integral):
                 params, results, capped = extend_grid(
                     self, data, names, degrees, params, results
                 )
         fixed_grid = np.unique(results["param_bandwidth"]) if len(grid) else grid
         if self.point_errors is not None:
             params, results = self._append(
-                params, results, *self._score_global_line(data, X64[positive])
+                params, results, *self._score_global_line(data)
             )
         if counts:
             n_fixed = len(params)
@@ -230,7 +213,6 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
                 dtype=object,
             )
         results["rank_test_score"] = _rank(results["mean_test_score"])
-        self.cv_results_ = results
         if np.all(np.isnan(results["mean_test_score"])):
             raise ValueError(
                 "No candidate could be scored: every one left some held-out point "
@@ -238,10 +220,17 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
                 "or its scores were not finite. Use larger bandwidths or "
                 "on_empty='nearest'."
             )
+        return params, results, fixed_grid, capped
+
+    def _select(self, params, results, data, degrees):
+        """Select the best candidate (by the rules of small tables where
+        they apply) and set what the search selected."""
+        self.cv_results_ = results
         self.best_index_ = int(np.argmin(results["rank_test_score"]))
         if self.point_errors is not None:
-            self.best_index_ = self._degree_rule(params, results, weights, X.shape[1])
-            self.best_index_ = self._width_rule(params, results, weights, X.shape[1])
+            d = data.X.shape[1]
+            self.best_index_ = self._degree_rule(params, results, data.weights, d)
+            self.best_index_ = self._width_rule(params, results, data.weights, d)
         self.point_errors = None
         self.best_params_ = dict(params[self.best_index_])
         self.kernel_ = self.best_params_["kernel"]
@@ -251,30 +240,46 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
         self.n_neighbors_ = self.best_params_.get("n_neighbors")
         self.degree_ = int(self.best_params_.get("degree", degrees[0]))
         self.best_score_ = float(results["mean_test_score"][self.best_index_])
-        self._say_scores(params, names)
-        if self.n_neighbors_ is None and (capped or not automatic):
-            warn_edge(self.bandwidth_, fixed_grid, automatic)
+
+    def _learn_widths(self, data, codes, fixed_grid):
+        """Learn per-feature widths (and lambdas) as ``per_feature`` says,
+        from the selected isotropic candidate, and keep them where they do
+        better (:mod:`._search_widths`)."""
         self.per_feature_ = False
         self.per_feature_scores_ = None
         # Nothing iterates unless widths are learned: one iteration, as
         # scikit-learn counts an estimator with max_iter.
         self.n_iter_ = 1
         mode = self.per_feature_mode()
-        if mode and is_global_line(self.best_params_):
+        if not mode:
+            return
+        if is_global_line(self.best_params_):
             # The line's weights do not depend on the distance: no width.
             self.say("Kept the global line: it has no widths to learn")
-        elif mode is True and codes is not None:
+            return
+        if mode is True and codes is not None:
             self.say("Learning per-feature widths and lambdas by leave-one-out")
-            learn_categorical_widths(self, data, codes)
-        elif mode and codes is None and self.n_neighbors_ is None:
+            learned = learn_categorical_widths(self, data, codes)
+        elif codes is None and self.n_neighbors_ is None:
             on = self.scoring if self.smoother_scoring() else "leave-one-out"
             self.say(f"Learning per-feature widths by {on}")
-            learn_feature_widths(self, data, fixed_grid)
-            if self.per_feature_:
-                widths = np.round(self.bandwidth_, 6).tolist()
-                self.say(f"Per-feature widths: {widths}")
-            else:
+            learned = learn_feature_widths(self, data, fixed_grid)
+        else:
+            return
+        self.n_iter_ = learned.n_iter
+        if learned.per_feature_scores is not None:
+            self.per_feature_scores_ = learned.per_feature_scores
+        if not learned.kept:
+            if codes is None:
                 self.say("Kept the isotropic bandwidth")
+            return
+        self.bandwidth_ = learned.bandwidth
+        if learned.categorical_bandwidth is not None:
+            self.categorical_bandwidth_ = learned.categorical_bandwidth
+        self.best_score_ = learned.best_score
+        self.per_feature_ = True
+        if codes is None:
+            self.say(f"Per-feature widths: {np.round(self.bandwidth_, 6).tolist()}")
 
     def score_grid(self, data, names, degrees, grid):
         """Score every (bandwidth, degree, kernel) candidate of ``grid``, with
@@ -283,7 +288,7 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
         Returns the candidates in ``GridSearchCV``'s order and their
         results (without ranks).
         """
-        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+        X64, Y, weights = data.X64, data.Y, data.weights
         codes, lambdas = self._categorical
         space = {"kernel": names, "bandwidth": list(grid)}
         if len(degrees) > 1:
@@ -332,7 +337,7 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
         params, results = _in_grid_order(params, results)
         return params, self.smoother_criteria(params, results)
 
-    def _score_global_line(self, data, keys):
+    def _score_global_line(self, data):
         """Score the global weighted least-squares line, the small-table
         candidate of ``degree="auto"`` (:mod:`._search_rules`).
 
@@ -343,14 +348,13 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
         candidate and results (without ranks), with the keys of the fixed
         grid's results.
         """
-        spread = float(np.sqrt(np.mean(np.var(keys, axis=0))))
+        spread = float(np.sqrt(np.mean(np.var(data.keys, axis=0))))
         width = spread if np.isfinite(spread) and spread > 0 else 1.0
-        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
         params = [{"bandwidth": width, "degree": 1, "kernel": GLOBAL_KERNEL}]
         held_out = HeldOut(
-            X64,
-            Y,
-            weights,
+            data.X64,
+            data.Y,
+            data.weights,
             [KERNELS[GLOBAL_KERNEL]],
             np.array([width]),
             self.n_jobs,
@@ -384,15 +388,14 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
         Returns the candidates in ``ParameterGrid``'s order, at the
         bandwidth multiplier 1.0, and their results (without ranks).
         """
-        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
         space = {"kernel": names, "n_neighbors": counts}
         if len(degrees) > 1:
             space["degree"] = degrees
         params = [{"bandwidth": 1.0, **p} for p in ParameterGrid(space)]
         held_out = HeldOut(
-            X64,
-            Y,
-            weights,
+            data.X64,
+            data.Y,
+            data.weights,
             [KERNELS[n] for n in names],
             np.empty(0),
             self.n_jobs,
@@ -414,23 +417,24 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
 
     def _run(self, held_out, data, params, degrees):
         """The leave-one-out or K-fold results of the candidates ``params``."""
-        X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
-        if splits is None:
-            results = self._loo(held_out, X, y, weights, scorer, weighted, degrees)
+        X, y, scorer, weighted = data.X, data.y, data.scorer, data.weighted
+        if data.splits is None:
+            results = self._loo(held_out, X, y, data.weights, scorer, weighted, degrees)
             if self.point_errors is not None:
                 for p, errors in zip(params, self.last_errors, strict=True):
                     self.point_errors[_candidate_key(p)] = errors
                 del self.last_errors
             return results
         return self._kfold(
-            held_out, X, y, sample_weight, scorer, params, splits, degrees
+            held_out, X, y, data.sample_weight, scorer, params, data.splits, degrees
         )
 
     def say(self, message, level=1):
         if self.verbose >= level:
             print(f"[{self.name}] {message}")
 
-    def _say_search(self, X, names, grid, splits, n_degrees=1, counts=(), n_lambdas=1):
+    def _say_search(self, X, names, grid, splits, n_degrees=1, counts=()):
+        n_lambdas = len(self._categorical[1])
         n_widths = len(grid) * n_lambdas + len(counts)
         n_candidates = len(names) * n_widths * n_degrees
         what = f"{n_candidates} candidates ({len(names)} kernel(s) x {len(grid)} "

@@ -194,7 +194,7 @@ def extend_grid(search, data, names, degrees, params, results):
     ``GridSearchCV``'s order over the whole grid, and whether the
     extensions ran out with the best candidate still on an edge.
     """
-    X = data[0]
+    X = data.X
     first = np.unique(results["param_bandwidth"])
     if len(first) < 2:
         return params, results, False

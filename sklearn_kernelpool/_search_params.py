@@ -197,6 +197,36 @@ class SearchParameters:
                 "cv=None."
             )
 
+    def check_options(self, codes, counts):
+        """Refuse the combinations of options that a search cannot score:
+        ``counts`` (adaptive candidates) or a criterion with categorical
+        ``codes``, and ``per_feature=True`` with ``cv``."""
+        if counts and codes is not None:
+            raise ValueError(
+                "n_neighbors (adaptive-width candidates) cannot be combined with "
+                "categorical_features in KernelAttentionRegressorCV; got "
+                f"n_neighbors={self.n_neighbors!r}. Score fixed widths with "
+                "categorical features (n_neighbors=None), or fit "
+                "KernelAttentionRegressor(n_neighbors=..., "
+                "categorical_features=...) directly."
+            )
+        self.check_smoother_scoring()
+        learned = self.per_feature_mode() is True
+        if self.smoother_scoring() and learned and codes is not None:
+            raise ValueError(
+                f"per_feature={self.per_feature!r} with categorical features learns "
+                "the widths and lambdas on the leave-one-out error; "
+                f"scoring={self.scoring!r} cannot score them. Use scoring=None, "
+                "or per_feature=False."
+            )
+        if learned and self.cv is not None:
+            raise ValueError(
+                "per_feature=True learns the widths on the leave-one-out error "
+                "and scores them there: it needs cv=None; got "
+                f"cv={self.cv!r}. per_feature='auto' judges them on the splits "
+                "of cv."
+            )
+
     def per_feature_mode(self):
         """``per_feature`` as ``"auto"``, True or False."""
         if isinstance(self.per_feature, str):

@@ -2,12 +2,34 @@
 search, kept only where they do better (:mod:`._widths`, :mod:`._guard`,
 :mod:`._categorical_widths`)."""
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from . import _categorical_widths
 from ._guard import guard_widths
 from ._widths import learn_widths, width_loss
 from .kernels import KERNELS
+
+
+@dataclass(frozen=True)
+class LearnedWidths:
+    """What learning per-feature widths gave a search.
+
+    ``kept`` says whether the learned widths replace the isotropic choice;
+    then ``bandwidth`` (and, with categorical features,
+    ``categorical_bandwidth``) are the learned ones and ``best_score`` their
+    score. ``n_iter`` counts the iterations of the learning, and
+    ``per_feature_scores`` holds the guard's out-of-fold losses where it
+    compared them (None otherwise).
+    """
+
+    n_iter: int
+    kept: bool = False
+    bandwidth: object = None
+    categorical_bandwidth: object = None
+    best_score: float = None
+    per_feature_scores: dict = None
 
 
 def learn_feature_widths(search, data, grid):
@@ -20,9 +42,10 @@ def learn_feature_widths(search, data, grid):
     ``per_feature="auto"``, where the guard (:func:`._guard.guard_widths`)
     finds the procedure that learns them better out of fold by more than
     one standard error (the one-standard-error rule). ``grid`` holds the
-    fixed bandwidths scored.
+    fixed bandwidths scored. Reads the selection of ``search`` and returns
+    a :class:`LearnedWidths`.
     """
-    X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+    X64, Y, weights, splits = data.X64, data.Y, data.weights, data.splits
     policy = search.policy
     kernel = KERNELS[search.kernel_]
     criterion = search.smoother_scoring()
@@ -31,13 +54,14 @@ def learn_feature_widths(search, data, grid):
     widths, n_iter, loss, predictions = learn_widths(
         X64, Y, weights, kernel, search.bandwidth_, max_iter=search.max_iter, **options
     )
-    search.n_iter_ = max(n_iter, 1)
+    n_iter = max(n_iter, 1)
     isotropic = np.full(X64.shape[1], np.log(search.bandwidth_))
     isotropic_loss = width_loss(
         isotropic, X64, Y, weights, kernel, gradient=False, **options
     )[0]
     if not loss < isotropic_loss:
-        return
+        return LearnedWidths(n_iter)
+    scores = None
     if search.per_feature_mode() == "auto":
         search.say(
             "Comparing the learned widths with the isotropic bandwidth out "
@@ -55,7 +79,7 @@ def learn_feature_widths(search, data, grid):
             n_jobs=search.n_jobs,
             **options,
         )
-        search.per_feature_scores_ = {
+        scores = {
             "isotropic": guard.isotropic_loss,
             "per_feature": guard.per_feature_loss,
         }
@@ -66,41 +90,43 @@ def learn_feature_widths(search, data, grid):
                 f"(standard error of the difference {guard.standard_error:.3g})"
             )
         if not guard.keep:
-            return
-    search.bandwidth_ = widths
-    search.per_feature_ = True
+            return LearnedWidths(n_iter, per_feature_scores=scores)
     if splits is not None:
         # The score of the learned widths on the splits: those of the
         # guard, whose widths were learned on each training part.
-        search.best_score_ = float(
+        sample_weight = data.sample_weight
+        score = float(
             np.mean(
                 [
                     policy.learned_split_score(
                         split,
                         guard.per_feature_predictions,
-                        X,
-                        y,
+                        data.X,
+                        data.y,
                         None if sample_weight is None else sample_weight[split[1]],
-                        scorer,
-                        weighted,
+                        data.scorer,
+                        data.weighted,
                     )
                     for split in splits
                 ]
             )
         )
-    elif scorer is None or criterion:
-        search.best_score_ = -float(loss)
+    elif data.scorer is None or criterion:
+        score = -float(loss)
     else:
-        search.best_score_ = policy.learned_loo_score(
-            predictions, X, y, weights, scorer, weighted
+        score = policy.learned_loo_score(
+            predictions, data.X, data.y, weights, data.scorer, data.weighted
         )
+    return LearnedWidths(
+        n_iter, True, widths, best_score=score, per_feature_scores=scores
+    )
 
 
 def learn_categorical_widths(search, data, codes):
     """Per-feature widths and lambdas (:mod:`._categorical_widths`), learned
     on the leave-one-out error of the selected degree and kept where they
-    lower that of the selected candidate."""
-    X, X64, y, Y, weights, sample_weight, scorer, weighted, splits = data
+    lower that of the selected candidate. Returns a :class:`LearnedWidths`."""
+    X64, Y, weights = data.X64, data.Y, data.weights
     kernel = KERNELS[search.kernel_]
     lambdas = np.full(codes.shape[1], search.categorical_bandwidth_)
     options = {"degree": search.degree_}
@@ -115,18 +141,22 @@ def learn_categorical_widths(search, data, codes):
         max_iter=search.max_iter,
         **options,
     )
-    search.n_iter_ = max(n_iter, 1)
+    n_iter = max(n_iter, 1)
     if not loo_mse < search.cv_results_["loo_mse"][search.best_index_]:
-        return
-    search.bandwidth_ = widths[0] if search.placeholder else widths
-    search.categorical_bandwidth_ = learned
-    search.per_feature_ = True
-    if scorer is None:
-        search.best_score_ = -float(loo_mse)
-        return
-    predictions = _categorical_widths.loo_predictions(
-        X64, codes, Y, weights, kernel, widths, learned, **options
-    )
-    search.best_score_ = search.policy.learned_loo_score(
-        predictions, X, y, weights, scorer, weighted
+        return LearnedWidths(n_iter)
+    if data.scorer is None:
+        score = -float(loo_mse)
+    else:
+        predictions = _categorical_widths.loo_predictions(
+            X64, codes, Y, weights, kernel, widths, learned, **options
+        )
+        score = search.policy.learned_loo_score(
+            predictions, data.X, data.y, weights, data.scorer, data.weighted
+        )
+    return LearnedWidths(
+        n_iter,
+        True,
+        widths[0] if search.placeholder else widths,
+        categorical_bandwidth=learned,
+        best_score=score,
     )
