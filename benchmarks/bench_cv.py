@@ -64,10 +64,10 @@ from threadpoolctl import threadpool_limits
 from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
-    _held_out_sums,
-    _loo,
 )
-from sklearn_kernelpool._widths import loo_loss
+from sklearn_kernelpool._held_out import _pool as _loo
+from sklearn_kernelpool._held_out import _sums as _held_out_sums
+from sklearn_kernelpool._widths._learning import loo_loss
 from sklearn_kernelpool.kernels import KERNELS
 
 

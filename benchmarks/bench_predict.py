@@ -49,9 +49,9 @@ from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
     LocalLinearFallbackWarning,
-    _chunk_plan,
     kernels,
 )
+from sklearn_kernelpool._engine import _query_chunks as _chunk_plan
 
 N_CPUS = os.cpu_count() or 1
 

@@ -12,9 +12,9 @@ from ._exceptions import (
     LocalLinearMemoryWarning,
 )
 from ._plotting import AttentionWeightsDisplay, FitDisplay, plot_kernels
-from ._progress import progress_bar
 from ._regression import KernelAttentionRegressor
 from ._skops import skops_trusted_types
+from ._utils._progress import progress_bar
 
 __version__ = "0.1.0.dev0"
 

@@ -8,16 +8,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import (
-    POOL_PARAMETER_CONSTRAINTS,
-    fit_pool,
-    validate_fit_data,
-    validate_queries,
-)
-from ._binned_dask import fit_dask_classifier, is_dask_array
-from ._categorical import CATEGORICAL_CONSTRAINTS
-from ._pool_estimator import PoolEstimatorMixin
-from ._sparse import takes_sparse
+from ._binned._dask import fit_dask_classifier, is_dask_array
+from ._engine._categorical import CATEGORICAL_CONSTRAINTS
+from ._estimator._base import POOL_PARAMETER_CONSTRAINTS, fit_pool
+from ._estimator._pool_estimator import PoolEstimatorMixin
+from ._utils._input import validate_fit_data, validate_queries
+from ._utils._sparse import takes_sparse
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
 ON_EMPTY_CLASSIFIER = ("nearest", "mean", "raise")

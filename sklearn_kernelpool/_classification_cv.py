@@ -3,9 +3,9 @@ cross-validation.
 
 The held-out class probabilities of :class:`KernelAttentionClassifier` are
 the held-out pooled values of the one-hot class indicators: the candidate
-search of :class:`KernelAttentionRegressorCV` (:mod:`._search`) computes
+search of :class:`KernelAttentionRegressorCV` (:mod:`._search._candidates`) computes
 them for every candidate at once, and scores them as probabilities
-(:mod:`._search_proba`).
+(:mod:`._search._proba`).
 """
 
 import numpy as np
@@ -16,17 +16,13 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import (
-    validate_fit_data,
-    validate_queries,
-    validate_sample_weight,
-)
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
-from ._search import SELECTED, CandidateSearch
-from ._search_params import SEARCH_CONSTRAINTS, relative_sample_weight
-from ._search_proba import ProbabilityScoring
-from ._sparse import dense_keys, takes_sparse
-from ._validation import check_squares
+from ._search._candidates import SELECTED, CandidateSearch
+from ._search._params import SEARCH_CONSTRAINTS, relative_sample_weight
+from ._search._proba import ProbabilityScoring
+from ._utils._input import validate_fit_data, validate_queries, validate_sample_weight
+from ._utils._sparse import dense_keys, takes_sparse
+from ._utils._validation import check_squares
 
 
 class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):

@@ -6,14 +6,14 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.metrics import get_scorer_names
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._categorical import CATEGORICAL_CONSTRAINTS
 from ._cv_delegation import BestEstimatorMethods
 from ._cv_fit import candidate_search, refit_selected
+from ._engine._categorical import CATEGORICAL_CONSTRAINTS
+from ._engine._pooling import ON_EMPTY
+from ._held_out._criteria import SMOOTHER_CRITERIA
 from ._partially_linear_cv import fit_auto
-from ._pooling import ON_EMPTY
-from ._search_params import SEARCH_CONSTRAINTS
-from ._smoother_criteria import SMOOTHER_CRITERIA
-from ._sparse import takes_sparse
+from ._search._params import SEARCH_CONSTRAINTS
+from ._utils._sparse import takes_sparse
 
 
 class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstimator):

@@ -7,19 +7,19 @@ import warnings
 
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import validate_queries
-from ._diagnostics import smoother_diagnostics
-from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
-from ._partially_linear import validate_linear_input
-from ._partially_linear_methods import (
+from ._estimator._partially_linear import validate_linear_input
+from ._estimator._partially_linear_methods import (
     is_partially_linear,
     refuse_smoother_diagnostics,
 )
+from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._inference._diagnostics import smoother_diagnostics
 from ._regression import KernelAttentionRegressor
+from ._utils._input import validate_queries
 
 
 def _quiet_diagnostics(estimator):
-    """:func:`._diagnostics.smoother_diagnostics` without the fallback
+    """:func:`._inference._diagnostics.smoother_diagnostics` without the fallback
     warnings of the in-sample fits: as while scoring by leave-one-out, the
     fallbacks of narrow candidates are no news (``predict`` still warns)."""
     with warnings.catch_warnings():

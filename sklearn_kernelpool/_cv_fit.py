@@ -2,19 +2,19 @@
 candidate search: the data validated for the search, and the refit of the
 selected candidate on all of it."""
 
-from ._base import validate_fit_data, validate_sample_weight
 from ._cv_delegation import _quiet_diagnostics
 from ._partially_linear_cv import linear_candidate_search
 from ._regression import KernelAttentionRegressor
-from ._search import CandidateSearch
-from ._search_params import (
+from ._search._candidates import CandidateSearch
+from ._search._params import (
     SEARCH_PARAMETERS,
     relative_sample_weight,
     split_categorical,
 )
-from ._search_scores import RegressionScoring
-from ._sparse import dense_keys
-from ._validation import check_squares
+from ._search._scores import RegressionScoring
+from ._utils._input import validate_fit_data, validate_sample_weight
+from ._utils._sparse import dense_keys
+from ._utils._validation import check_squares
 
 
 def candidate_search(estimator, X, y, sample_weight):

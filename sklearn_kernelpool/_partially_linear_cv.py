@@ -3,7 +3,7 @@
 With linear columns ``Z``, every candidate of the search is scored by exact
 leave-one-out with its own Robinson estimate ``coef(h)`` held: the search
 pools ``[y, Z]`` as the values (one pass over the pairs of points for all
-the columns), :func:`._partially_linear.double_residual` estimates
+the columns), :func:`._estimator._partially_linear.double_residual` estimates
 ``coef(h)`` from the leave-one-out residuals of each candidate, and the
 held-out prediction of row ``i`` is::
 
@@ -21,19 +21,19 @@ criterion and keeps the better (:func:`fit_auto`).
 import numpy as np
 from sklearn.base import clone
 
-from ._base import validate_fit_data, validate_sample_weight
-from ._categorical_input import categorical_mask
-from ._linear_columns import (
+from ._estimator._linear_columns import (
     LinearDesign,
     categorical_columns,
     check_collinear,
     linear_mask,
 )
-from ._partially_linear import double_residual, validate_linear_input
-from ._search_grid import _rank
-from ._search_params import relative_sample_weight, split_categorical
-from ._search_scores import RegressionScoring
-from ._validation import check_squares
+from ._estimator._partially_linear import double_residual, validate_linear_input
+from ._search._grid import _rank
+from ._search._params import relative_sample_weight, split_categorical
+from ._search._scores import RegressionScoring
+from ._utils._categorical_input import categorical_mask
+from ._utils._input import validate_fit_data, validate_sample_weight
+from ._utils._validation import check_squares
 
 
 class _Values:
@@ -156,7 +156,7 @@ def linear_candidate_search(estimator, X, y, sample_weight, make_search):
 # -- linear_features="auto" ----------------------------------------------------
 def _scorable(estimator):
     """Why the linear alternative of ``"auto"`` cannot be scored, or ""."""
-    from ._smoother_criteria import SMOOTHER_CRITERIA
+    from ._held_out._criteria import SMOOTHER_CRITERIA
 
     if estimator.cv is not None:
         return f"cv={estimator.cv!r}"

@@ -5,16 +5,16 @@ from numbers import Integral
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import POOL_PARAMETER_CONSTRAINTS
-from ._categorical import CATEGORICAL_CONSTRAINTS
-from ._partially_linear import clear_fitted, fit_partially_linear
-from ._partially_linear_methods import PartiallyLinearMethods
-from ._pool_estimator import PoolEstimatorMixin
-from ._pooling import ON_EMPTY
-from ._regression_inspection import InspectionMethods
-from ._regression_intervals import IntervalMethods
-from ._regression_paths import PredictionMethods, fit_regressor
-from ._sparse import takes_sparse
+from ._engine._categorical import CATEGORICAL_CONSTRAINTS
+from ._engine._pooling import ON_EMPTY
+from ._estimator._base import POOL_PARAMETER_CONSTRAINTS
+from ._estimator._partially_linear import clear_fitted, fit_partially_linear
+from ._estimator._partially_linear_methods import PartiallyLinearMethods
+from ._estimator._pool_estimator import PoolEstimatorMixin
+from ._estimator._regression_inspection import InspectionMethods
+from ._estimator._regression_intervals import IntervalMethods
+from ._estimator._regression_paths import PredictionMethods, fit_regressor
+from ._utils._sparse import takes_sparse
 
 
 class KernelAttentionRegressor(

@@ -2,15 +2,15 @@
 
 from sklearn.base import BaseEstimator
 
-from ._binned_pool import BinnedKernelPool
-from ._grid_pool import GridPool
-from ._linear_columns import LinearDesign
-from ._pooling import KernelPool
+from ._binned._grid_pool import GridPool
+from ._binned._pool import BinnedKernelPool
+from ._engine._pooling import KernelPool
+from ._estimator._linear_columns import LinearDesign
 from .kernels import _REGISTRY, Kernel
 
 # Types of other packages that a fitted estimator of the package holds: the
 # dtype of the predictions of a model fitted on dask arrays
-# (:class:`._grid_pool.GridPool`).
+# (:class:`._binned._grid_pool.GridPool`).
 _OTHER_TYPES = ("numpy.dtype",)
 
 

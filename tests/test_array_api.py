@@ -21,8 +21,8 @@ from sklearn.utils._array_api import yield_namespace_device_dtype_combinations
 from sklearn.utils.estimator_checks import check_array_api_input
 
 from sklearn_kernelpool import EmptyNeighborhoodWarning, KernelAttentionRegressor
-from sklearn_kernelpool._pooling import KernelPool
-from sklearn_kernelpool._xp_pool import ArrayAPIPool
+from sklearn_kernelpool._engine._array_api import ArrayAPIPool
+from sklearn_kernelpool._engine._pooling import KernelPool
 from sklearn_kernelpool.kernels import KERNELS
 
 pytest.importorskip(

@@ -13,9 +13,9 @@ from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
     LocalLinearFallbackWarning,
-    _pooling,
-    _weights,
 )
+from sklearn_kernelpool._engine import _pooling
+from sklearn_kernelpool._engine import _weight_rows as _weights
 
 PATHS = ["brute", "kd_tree", "ball_tree"]
 

@@ -13,8 +13,8 @@ from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
 )
-from sklearn_kernelpool._binned import fit_engine, truncation_radius
-from sklearn_kernelpool._binning import linear_bin, make_grid
+from sklearn_kernelpool._binned._binning import linear_bin, make_grid
+from sklearn_kernelpool._binned._engine import fit_engine, truncation_radius
 from sklearn_kernelpool.kernels import KERNELS
 
 # The documented bound: 1e-3 of the scale of y on smooth data for widths of

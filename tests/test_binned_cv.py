@@ -8,10 +8,10 @@ from sklearn_kernelpool import (
     KernelAttentionClassifierCV,
     KernelAttentionRegressorCV,
 )
-from sklearn_kernelpool._binned import BinnedEngine
-from sklearn_kernelpool._binned_cv import BinnedHeldOut
-from sklearn_kernelpool._binning import linear_bin
-from sklearn_kernelpool._loo import HeldOut
+from sklearn_kernelpool._binned._binning import linear_bin
+from sklearn_kernelpool._binned._engine import BinnedEngine
+from sklearn_kernelpool._held_out._binned import BinnedHeldOut
+from sklearn_kernelpool._held_out._pool import HeldOut
 from sklearn_kernelpool.kernels import KERNELS
 
 

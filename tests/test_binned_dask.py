@@ -15,8 +15,8 @@ from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
 )
-from sklearn_kernelpool._binned import binned_columns
-from sklearn_kernelpool._binning import linear_bin
+from sklearn_kernelpool._binned._binning import linear_bin
+from sklearn_kernelpool._binned._engine import binned_columns
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")

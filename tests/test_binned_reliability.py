@@ -16,9 +16,9 @@ from sklearn_kernelpool import (
     KernelAttentionClassifierCV,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
-    _binned,
-    _weights,
 )
+from sklearn_kernelpool._binned import _engine as _binned
+from sklearn_kernelpool._engine import _weight_rows as _weights
 from sklearn_kernelpool.kernels import KERNELS
 
 # A machine of 8 GiB, whatever this one holds: a limit of 2 GiB.
@@ -60,7 +60,7 @@ def test_huge_n_bins_is_refused_on_dask_arrays(monkeypatch):
     [(1, 2**19, "gaussian", 0), (1, 2**19, "epanechnikov", 1), (2, 400, "cauchy", 1)],
 )
 def test_grid_bytes_bound_the_measured_peak(n_features, n_bins, kernel, degree):
-    from sklearn_kernelpool._binned_grid import grid_bytes
+    from sklearn_kernelpool._binned._grid import grid_bytes
 
     X = np.random.default_rng(0).uniform(0, 1, (500, n_features))
     est = KernelAttentionRegressor(

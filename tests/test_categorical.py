@@ -484,8 +484,8 @@ def test_cv_only_categorical_and_errors():
 
 
 def test_altered_categorical_engine_arguments_are_refused():
-    from sklearn_kernelpool._saved_state import check_pool_arguments
-    from sklearn_kernelpool._pooling import ON_EMPTY
+    from sklearn_kernelpool._engine._pooling import ON_EMPTY
+    from sklearn_kernelpool._engine._saved_state import check_pool_arguments
 
     X, y, _ = mixed_data()
     reg = KernelAttentionRegressor(
@@ -530,7 +530,7 @@ def test_array_api_path_refuses_categorical_features():
 def test_width_and_lambda_gradient_matches_finite_differences(kernel):
     from scipy.optimize import approx_fprime
 
-    from sklearn_kernelpool._categorical_widths import loo_objective
+    from sklearn_kernelpool._widths._categorical import loo_objective
     from sklearn_kernelpool.kernels import KERNELS
 
     rng = np.random.default_rng(0)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn import config_context
 
-from sklearn_kernelpool._chunking import row_batches
+from sklearn_kernelpool._utils._working_memory import row_batches
 
 
 @pytest.mark.parametrize("n_rows", [0, 1, 7, 100])

@@ -27,7 +27,7 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
 )
-from sklearn_kernelpool._widths import loo_loss
+from sklearn_kernelpool._widths._learning import loo_loss
 from sklearn_kernelpool.kernels import KERNELS
 
 CANONICAL = sorted({kernel.name for kernel in KERNELS.values()})

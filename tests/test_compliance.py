@@ -77,7 +77,7 @@ def test_categorical_per_feature_score_is_of_the_refitted_degree(degree):
 
 @pytest.mark.parametrize("kernel", ["gaussian", "cauchy", "exponential"])
 def test_categorical_per_feature_score_is_of_the_refitted_degree_gradient(kernel):
-    from sklearn_kernelpool._categorical_widths import loo_objective
+    from sklearn_kernelpool._widths._categorical import loo_objective
 
     X, y = _mixed_data(n=30, seed=1)
     rng = np.random.default_rng(0)
@@ -192,7 +192,8 @@ def _n_iter_case(case, max_iter=200):
 
 @pytest.mark.parametrize("case", ["regressor", "categorical", "classifier"])
 def test_cv_n_iter_is_the_iterations_of_the_width_learning(case, monkeypatch):
-    from sklearn_kernelpool import _categorical_widths, _widths
+    from sklearn_kernelpool._widths import _categorical as _categorical_widths
+    from sklearn_kernelpool._widths import _learning as _widths
 
     runs = []
 

@@ -22,9 +22,9 @@ from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
-    _chunk_plan,
 )
-from sklearn_kernelpool._threads import engine_threads, single_threaded_blas
+from sklearn_kernelpool._engine import _query_chunks as _chunk_plan
+from sklearn_kernelpool._utils._threads import engine_threads, single_threaded_blas
 
 CONFIGURATIONS = {
     "brute-gaussian": lambda: KernelAttentionRegressor(bandwidth=0.05),

@@ -23,9 +23,9 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
 )
-from sklearn_kernelpool._search_grid import bandwidth_grid
-from sklearn_kernelpool._search_scores import _r2_scores
-from sklearn_kernelpool._widths import loo_loss
+from sklearn_kernelpool._search._grid import bandwidth_grid
+from sklearn_kernelpool._search._scores import _r2_scores
+from sklearn_kernelpool._widths._learning import loo_loss
 from sklearn_kernelpool.kernels import KERNELS
 
 CANONICAL = sorted({kernel.name for kernel in KERNELS.values()})

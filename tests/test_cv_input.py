@@ -10,7 +10,7 @@ from sklearn.metrics import accuracy_score, make_scorer, r2_score
 from sklearn.model_selection import KFold, LeaveOneOut
 
 from sklearn_kernelpool import KernelAttentionRegressor, KernelAttentionRegressorCV
-from sklearn_kernelpool._search_grid import bandwidth_grid
+from sklearn_kernelpool._search._grid import bandwidth_grid
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from sklearn import config_context
 from sklearn.model_selection import ShuffleSplit
 
 from sklearn_kernelpool import KernelAttentionRegressorCV
-from sklearn_kernelpool._loo import HeldOut
+from sklearn_kernelpool._held_out._pool import HeldOut
 
 N = 4000
 WORKING_MEMORY = 16  # MiB

@@ -16,9 +16,9 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
 )
-from sklearn_kernelpool._guard import default_splits, guard_widths
-from sklearn_kernelpool._search_grid import bandwidth_grid
-from sklearn_kernelpool._widths import learn_widths, loo_loss
+from sklearn_kernelpool._search._grid import bandwidth_grid
+from sklearn_kernelpool._widths._guard import default_splits, guard_widths
+from sklearn_kernelpool._widths._learning import learn_widths, loo_loss
 from sklearn_kernelpool.kernels import KERNELS
 
 LOG_FORM = ["gaussian", "cauchy", "exponential"]

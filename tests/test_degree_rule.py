@@ -11,9 +11,12 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
-    _degree_rule,
 )
-from sklearn_kernelpool._degree_rule import keep_local_linear, widest_within_one_se
+from sklearn_kernelpool._search import _degree_rule
+from sklearn_kernelpool._search._degree_rule import (
+    keep_local_linear,
+    widest_within_one_se,
+)
 
 
 def _keep_reference(e0, e1, d, n_se=1.0, rows=20):

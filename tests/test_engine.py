@@ -1,4 +1,4 @@
-"""The layer shared by the engines (:mod:`sklearn_kernelpool._engine`),
+"""The layer shared by the engines (:mod:`sklearn_kernelpool._engine._protocol`),
 against plain loops over the defining formulas."""
 
 import math
@@ -9,7 +9,12 @@ from _array_api import strict_namespace
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.sparse import csr_array
 
-from sklearn_kernelpool._engine import fill_empty, normalise, normalise_rows, spread
+from sklearn_kernelpool._engine._protocol import (
+    fill_empty,
+    normalise,
+    normalise_rows,
+    spread,
+)
 
 
 def _reference_spread(weights, values):
@@ -129,14 +134,10 @@ def test_every_scorer_meets_the_documented_protocol():
     import inspect
     import re
 
-    from sklearn_kernelpool import (
-        _attention,
-        _chunk_plan,
-        _engine,
-        _fallbacks,
-        _moment_pooling,
-        _pooling,
-    )
+    from sklearn_kernelpool._engine import _attention, _fallbacks, _pooling
+    from sklearn_kernelpool._engine import _moments as _moment_pooling
+    from sklearn_kernelpool._engine import _protocol as _engine
+    from sklearn_kernelpool._engine import _query_chunks as _chunk_plan
 
     section = _engine.__doc__.split("The scorer protocol")[1]
     section = section.split("The ``degree=1`` solve")[0]
@@ -162,7 +163,7 @@ def test_binned_engine_gives_the_documented_kernel_sums(degree, return_std):
     # The binned engine's kernel_sums are the columns of the shared layer
     # (pool_matrix, spread_matrix or moment_matrix, keys as (k - q) / h and
     # values centred), the total last: against a plain loop over the keys.
-    from sklearn_kernelpool import _binned
+    from sklearn_kernelpool._binned import _engine as _binned
     from sklearn_kernelpool.kernels import KERNELS
 
     rng = np.random.default_rng(2)
@@ -217,7 +218,10 @@ def test_binned_engine_is_on_the_protocol():
     import inspect
     import re
 
-    from sklearn_kernelpool import _binned, _binned_estimates, _binned_pool, _engine
+    from sklearn_kernelpool._binned import _engine as _binned
+    from sklearn_kernelpool._binned import _estimates as _binned_estimates
+    from sklearn_kernelpool._binned import _pool as _binned_pool
+    from sklearn_kernelpool._engine import _protocol as _engine
 
     assert "kernel_sums(" in _engine.__doc__
     assert hasattr(_binned.BinnedEngine, "kernel_sums")

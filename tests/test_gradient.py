@@ -15,8 +15,8 @@ from sklearn.datasets import load_diabetes
 from sklearn.neighbors import NearestNeighbors
 
 from sklearn_kernelpool import EmptyNeighborhoodWarning, KernelAttentionRegressor
-from sklearn_kernelpool._gradient import _LOG_SLOPES
-from sklearn_kernelpool._residuals import residual_variance
+from sklearn_kernelpool._inference._gradient import _LOG_SLOPES
+from sklearn_kernelpool._inference._residuals import residual_variance
 from sklearn_kernelpool.kernels import KERNELS
 
 CANONICAL = sorted(FORMULAS)

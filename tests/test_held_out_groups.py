@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from sklearn_kernelpool._held_out_sums import BLOCK, _blocks
-from sklearn_kernelpool._loo import HeldOut
+from sklearn_kernelpool._held_out._pool import HeldOut
+from sklearn_kernelpool._held_out._sums import BLOCK, _blocks
 from sklearn_kernelpool.kernels import KERNELS
 
 GROUPINGS = {

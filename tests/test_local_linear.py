@@ -14,8 +14,8 @@ from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
     LocalLinearFallbackWarning,
-    _chunk_plan,
 )
+from sklearn_kernelpool._engine import _query_chunks as _chunk_plan
 from sklearn_kernelpool.kernels import KERNELS
 
 CANONICAL = sorted(FORMULAS)

@@ -23,11 +23,11 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
-    _held_out_sums,
-    _local_linear,
-    _moment_pooling,
-    _weights,
 )
+from sklearn_kernelpool._engine import _local_linear
+from sklearn_kernelpool._engine import _moments as _moment_pooling
+from sklearn_kernelpool._engine import _weight_rows as _weights
+from sklearn_kernelpool._held_out import _sums as _held_out_sums
 
 MIB = 2**20
 PATHS = ["brute", "kd_tree", "ball_tree"]

@@ -4,7 +4,7 @@ learning of the widths it judges.
 The guard selects the isotropic bandwidth and learns the widths on each
 training part only, predicts the held-out part with both, and keeps the
 learned widths by the one-standard-error rule on the paired differences of
-the held-out points' losses (:mod:`sklearn_kernelpool._guard`).
+the held-out points' losses (:mod:`sklearn_kernelpool._widths._guard`).
 """
 
 import warnings
@@ -21,9 +21,9 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
 )
-from sklearn_kernelpool._bandwidth import _weighted_spread
-from sklearn_kernelpool._guard import default_splits, guard_widths, paired_gain
-from sklearn_kernelpool._widths import learn_widths, loo_loss
+from sklearn_kernelpool._utils._width_rules import _weighted_spread
+from sklearn_kernelpool._widths._guard import default_splits, guard_widths, paired_gain
+from sklearn_kernelpool._widths._learning import learn_widths, loo_loss
 from sklearn_kernelpool.kernels import KERNELS
 
 GAUSSIAN = KERNELS["gaussian"]

@@ -349,7 +349,7 @@ def test_skops_round_trip_with_the_trusted_types():
             sio.loads(dumped)
     # ...and names nothing that no fitted estimator holds: the types of a
     # model fitted on dask arrays are those of tests/test_compliance.py.
-    dask_binned = {"numpy.dtype", "sklearn_kernelpool._grid_pool.GridPool"}
+    dask_binned = {"numpy.dtype", "sklearn_kernelpool._binned._grid_pool.GridPool"}
     assert untrusted_seen | dask_binned == set(trusted)
 
 

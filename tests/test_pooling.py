@@ -13,10 +13,10 @@ from sklearn import clone, config_context
 from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
     KernelAttentionRegressor,
-    _brute,
-    _chunk_plan,
 )
-from sklearn_kernelpool._threads import engine_threads
+from sklearn_kernelpool._engine import _brute
+from sklearn_kernelpool._engine import _query_chunks as _chunk_plan
+from sklearn_kernelpool._utils._threads import engine_threads
 from sklearn_kernelpool.kernels import KERNELS
 
 COMPACT = sorted({k.name for k in KERNELS.values() if k.is_compact})

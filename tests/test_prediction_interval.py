@@ -287,7 +287,7 @@ def test_default_cv_is_five_contiguous_folds(data):
     ],
 )
 def test_paper_ranks_and_infinite_bounds(n, level, low, high):
-    from sklearn_kernelpool._conformal import order_ranks
+    from sklearn_kernelpool._inference._conformal import order_ranks
 
     assert order_ranks(level, n) == (low, high)
     assert _ranks(level, n) == (low, high)
@@ -407,7 +407,7 @@ def test_memory_stays_within_working_memory(degree, method):
 
 
 def test_selection_from_the_band_of_residuals_equals_a_sort():
-    from sklearn_kernelpool._conformal import _select
+    from sklearn_kernelpool._inference._conformal import _select
 
     rng = np.random.default_rng(11)
     n = 500
@@ -438,7 +438,7 @@ def test_sparse_rows_equal_refits(kernel, algorithm, degree, level, monkeypatch)
     # Narrow compact kernels: each query sees a few of the 64 keys, many one
     # or none (the nearest key then). Integer targets tie the residuals;
     # level 0.95 puts the ranks next to the ends (3 and 62).
-    from sklearn_kernelpool import _conformal
+    from sklearn_kernelpool._inference import _conformal
 
     calls = []
     select = _conformal._select_sparse
@@ -491,7 +491,7 @@ def test_sparse_rows_with_weights_and_outputs(on_empty, degree):
 
 
 def test_selection_from_the_neighbours_equals_a_sort():
-    from sklearn_kernelpool._conformal import _select_sparse
+    from sklearn_kernelpool._inference._conformal import _select_sparse
 
     rng = np.random.default_rng(14)
     n, r, m = 200, 60, 9
@@ -546,7 +546,7 @@ def test_bounded_degree_zero_rows_equal_the_dense_fits(kernel, h, level, monkeyp
     # bounds from a window of the residuals. They equal the bounds from the
     # normalised (rows x keys) leave-one-out fits of every key; the narrow
     # width puts some queries on one key (weight above 1/2: dense fits).
-    from sklearn_kernelpool import _conformal, _jackknife_constant
+    from sklearn_kernelpool._inference import _conformal, _jackknife_constant
 
     rng = np.random.default_rng(12)
     X = rng.uniform(0, 1, (400, 2))
@@ -604,7 +604,7 @@ def test_local_linear_fits_without_each_key_equal_weighted_least_squares():
     # monomials) against the local weighted least squares refitted without
     # each key, its slope shrunk by the safeguard of the documented rule,
     # two outputs, sample weights, queries inside and outside.
-    from sklearn_kernelpool._leave_out import _LeaveOut
+    from sklearn_kernelpool._inference._deleted_fits import _LeaveOut
 
     rng = np.random.default_rng(21)
     X = rng.uniform(0, 1, (40, 2))

@@ -11,9 +11,9 @@ from sklearn import config_context
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
-    _chunk_plan,
     progress_bar,
 )
+from sklearn_kernelpool._engine import _query_chunks as _chunk_plan
 
 RNG = np.random.default_rng(0)
 X = RNG.uniform(size=(300, 2))

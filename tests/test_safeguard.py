@@ -1,7 +1,7 @@
 """The safeguard of local-linear fits on every path, against the documented rule.
 
 Each query's slope is shrunk to ``s beta`` by its Mahalanobis distance from
-the local centre of its keys (:mod:`sklearn_kernelpool._local_linear`).
+the local centre of its keys (:mod:`sklearn_kernelpool._engine._local_linear`).
 :func:`_reference.safeguarded_fit` computes the rule query by query with
 dense NumPy solves; ``predict`` on every engine, the attention weights, the
 spread, the gradient, the standard errors, the held-out fits of the
@@ -23,8 +23,8 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
-    _moment_pooling,
 )
+from sklearn_kernelpool._engine import _moments as _moment_pooling
 
 LOG_FORMULAS = {"gaussian": lambda u: -(u**2) / 2}
 KERNELS = ["gaussian", "epanechnikov", "tricube"]

@@ -20,7 +20,7 @@ from sklearn import clone
 from sklearn.model_selection import KFold
 
 from sklearn_kernelpool import KernelAttentionRegressor
-from sklearn_kernelpool._leave_out import _LeaveOut
+from sklearn_kernelpool._inference._deleted_fits import _LeaveOut
 
 KERNELS = ["gaussian", "epanechnikov", "tricube"]
 # A width per kernel: the compact kernels reach the far keys from the

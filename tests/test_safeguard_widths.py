@@ -13,9 +13,9 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
 )
-from sklearn_kernelpool._categorical_widths import loo_objective, loo_predictions
-from sklearn_kernelpool._widths import loo_loss
-from sklearn_kernelpool._widths_criteria import criterion_loss
+from sklearn_kernelpool._widths._categorical import loo_objective, loo_predictions
+from sklearn_kernelpool._widths._criteria import criterion_loss
+from sklearn_kernelpool._widths._learning import loo_loss
 from sklearn_kernelpool.kernels import KERNELS
 
 LOG_FORM = ["gaussian", "cauchy", "exponential"]
@@ -25,7 +25,7 @@ EPS = np.finfo(np.float64).eps
 # -- the documented rule, one query at a time ----------------------------------
 def safeguarded_fit(K, Y, a, q, n_keys, center):
     """The safeguarded local-linear fit at ``q`` from keys ``K`` of scores
-    ``a``, by the rule of :mod:`sklearn_kernelpool._local_linear`.
+    ``a``, by the rule of :mod:`sklearn_kernelpool._engine._local_linear`.
 
     Returns the prediction, ``u = D / tau`` and the equivalent-kernel
     weights ``l_j = p_j (1 + s lever . (k_j - m))``.

@@ -517,7 +517,7 @@ def test_attention_weights_of_groups_far_apart(kernel, degree, algorithm, sparse
 @pytest.mark.parametrize("offset", [0.0, 1e8, 1e12])
 def test_per_feature_leave_one_out_of_groups_far_apart(kernel, offset):
     """The per-feature widths' leave-one-out predictions, against a loop."""
-    from sklearn_kernelpool._widths import loo_loss
+    from sklearn_kernelpool._widths._learning import loo_loss
 
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(size=(40, 2)), rng.normal(size=(40, 2)) + 1e8])

@@ -30,7 +30,7 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     skops_trusted_types,
 )
-from sklearn_kernelpool._pooling import KernelPool
+from sklearn_kernelpool._engine._pooling import KernelPool
 from sklearn_kernelpool.kernels import KERNELS
 
 RNG = np.random.default_rng(0)

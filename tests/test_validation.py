@@ -16,8 +16,8 @@ from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
-    _weights,
 )
+from sklearn_kernelpool._engine import _weight_rows as _weights
 
 rng = np.random.default_rng(0)
 X = rng.uniform(size=(6, 2))

@@ -12,9 +12,13 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
 )
-from sklearn_kernelpool._guard import _select_isotropic, default_splits, guard_widths
-from sklearn_kernelpool._widths import learn_widths
-from sklearn_kernelpool._widths_criteria import criterion_loss
+from sklearn_kernelpool._widths._criteria import criterion_loss
+from sklearn_kernelpool._widths._guard import (
+    _select_isotropic,
+    default_splits,
+    guard_widths,
+)
+from sklearn_kernelpool._widths._learning import learn_widths
 from sklearn_kernelpool.kernels import KERNELS
 
 LOG_FORM = ["gaussian", "cauchy", "exponential"]
@@ -36,7 +40,7 @@ def slow_criteria(X, Y, w, kernel, widths, degree):
     problem per training point (the definitions, not the library's pass).
 
     The local-linear rows are those of the safeguard of
-    :mod:`sklearn_kernelpool._local_linear`: the slope shrunk by ``s``, so
+    :mod:`sklearn_kernelpool._engine._local_linear`: the slope shrunk by ``s``, so
     the row is ``(1 - s) p + s`` times the plain one (both sum to one)."""
     alpha = KERNELS[kernel]
     Z = X / widths

@@ -23,8 +23,8 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
-    _weights,
 )
+from sklearn_kernelpool._engine import _weight_rows as _weights
 
 TREES = ["kd_tree", "ball_tree"]
 

@@ -1,0 +1,7 @@
+"""The binned engine: linear binning onto a grid, the kernel sums by one FFT
+convolution, the estimates from the interpolated sums, its engine object and
+the binned fit of dask arrays.
+
+Layer 1, with :mod:`.._engine`. Its modules import from the engines and
+layer 0 only.
+"""

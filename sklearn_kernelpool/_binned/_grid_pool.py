@@ -1,0 +1,165 @@
+"""The fitted model of a binned fit on dask arrays: the grid sums, no rows
+(:mod:`._dask`)."""
+
+import functools
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from .._engine._moments import fit_counts, report_fits
+from .._engine._pooling import report_empty, resolve_kernel
+from .._exceptions import describe
+from . import _engine as _binned
+from ._binning import Grid
+
+NO_ROWS = (
+    "{method} needs the training rows, and this model was fitted on a dask "
+    "array with algorithm='binned': it holds the binned grid sums only, no "
+    "rows. Fit on in-memory NumPy arrays to use it."
+)
+
+
+class GridPool:
+    """The binned engine of a fit on dask arrays: grid sums, no rows.
+
+    Queries the binned engine leaves undecided (see :mod:`._pool`)
+    get, instead of the exact engine's answer: the local-constant estimate
+    from the grid sums where a local-linear design is nearly singular but
+    keys are near; else the ``on_empty`` policy applied on the grid:
+    ``"mean"`` the weighted mean and standard deviation of ``y``, ``"nan"``
+    NaN, ``"raise"`` a ``ValueError``, and ``"nearest"`` the weighted mean
+    (and spread) of the values binned onto the nearest grid node that holds
+    weight, an approximation of the nearest key's value within about one
+    node spacing.
+    """
+
+    algorithm = "binned"
+
+    def __init__(
+        self, grid, sums, kernel, bandwidth, degree, center, on_empty, dtype, n_rows
+    ):
+        self.grid = grid
+        self.sums = np.asarray(sums, dtype=np.float64)
+        self.kernel = kernel
+        self.bandwidth = bandwidth
+        self.degree = degree
+        self.center = np.asarray(center, dtype=np.float64)
+        self.on_empty = on_empty
+        self.dtype = np.dtype(dtype)
+        self.n_samples_fit = n_rows
+        self.n_outputs = len(self.center)
+        self.n_bins = np.asarray(grid.shape)
+        self.binned = self._engine(degree)
+
+    def _engine(self, degree):
+        return _binned.BinnedEngine.from_grid_sums(
+            self.grid, self.sums, self.kernel, self.bandwidth, degree, self.center
+        )
+
+    @functools.cached_property
+    def local_constant(self):
+        return self._engine(0)
+
+    @functools.cached_property
+    def nodes(self):
+        """The grid nodes holding weight, scaled by the bandwidth, in a
+        k-d tree, and the mean and spread of the values binned there."""
+        p = self.n_outputs
+        flat = self.sums.reshape(-1, self.sums.shape[-1])
+        held = np.flatnonzero(flat[:, 0] > _binned.MIN_WEIGHT * flat[:, 0].sum())
+        index = np.unravel_index(held, self.grid.shape)
+        coordinates = np.column_stack(
+            [
+                self.grid.lower[j] + self.grid.step[j] * index[j]
+                for j in range(len(index))
+            ]
+        )
+        scale = np.broadcast_to(self.bandwidth, (coordinates.shape[1],))
+        weight = flat[held, :1]
+        mean = flat[held, 1 : 1 + p] / weight
+        spread = np.sqrt(np.maximum(flat[held, 1 + p :] / weight - mean**2, 0.0))
+        return cKDTree(coordinates / scale), mean + self.center, spread
+
+    def _global(self):
+        flat = self.sums.reshape(-1, self.sums.shape[-1])
+        total = flat[:, 0].sum()
+        p = self.n_outputs
+        mean = flat[:, 1 : 1 + p].sum(axis=0) / total
+        variance = flat[:, 1 + p :].sum(axis=0) / total - mean**2
+        return mean + self.center, np.sqrt(np.maximum(variance, 0.0))
+
+    def pool(self, X, n_jobs=None, return_std=False):
+        """Pooled values of the queries, as
+        :meth:`.._engine._pooling.KernelPool.pool`."""
+        Q = np.asarray(X, dtype=np.float64)
+        mean, std, doubtful, s = self.binned.predict(
+            Q, return_std, return_shrinkage=True
+        )
+        if self.degree == 1:
+            # The designs decided on the grid have full rank; those it leaves
+            # nearly singular get the local-constant estimate below.
+            d = Q.shape[1]
+            counts = [fit_counts(np.full(len(Q), d), s, d, ~doubtful)]
+            report_fits(counts, len(Q), describe(self.kernel, self.bandwidth))
+        if np.any(doubtful):
+            rows = np.flatnonzero(doubtful)
+            if self.degree == 1:
+                m, s, still = self.local_constant.predict(Q[rows], return_std)
+                mean[rows] = m
+                if return_std:
+                    std[rows] = s
+                rows = rows[still]
+            report_empty(self.on_empty, len(rows), len(Q), self.kernel, self.bandwidth)
+            if len(rows):
+                if self.on_empty == "mean":
+                    m, s = self._global()
+                elif self.on_empty == "nan":
+                    m, s = np.nan, np.nan
+                else:
+                    tree, node_mean, node_spread = self.nodes
+                    scale = np.broadcast_to(self.bandwidth, (Q.shape[1],))
+                    _, nearest = tree.query(Q[rows] / scale)
+                    m, s = node_mean[nearest], node_spread[nearest]
+                mean[rows] = m
+                if return_std:
+                    std[rows] = s
+        mean = mean.astype(self.dtype, copy=False)
+        if return_std:
+            return mean, std.astype(self.dtype, copy=False)
+        return mean
+
+    def __getstate__(self):
+        state = {
+            name: getattr(self, name)
+            for name in (
+                "sums",
+                "bandwidth",
+                "degree",
+                "center",
+                "on_empty",
+                "dtype",
+                "n_samples_fit",
+            )
+        }
+        state["grid"] = (self.grid.lower, self.grid.step, self.grid.shape)
+        state["kernel"] = self.kernel.name
+        return state
+
+    def __setstate__(self, state):
+        lower, step, shape = state["grid"]
+        self.__init__(
+            Grid(np.asarray(lower), np.asarray(step), tuple(shape)),
+            state["sums"],
+            resolve_kernel(state["kernel"]),
+            state["bandwidth"],
+            state["degree"],
+            state["center"],
+            state["on_empty"],
+            state["dtype"],
+            state["n_samples_fit"],
+        )
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name in ("binned", "grid", "sums"):
+            raise AttributeError(name)
+        raise ValueError(NO_ROWS.format(method=name))

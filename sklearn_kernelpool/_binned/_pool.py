@@ -1,0 +1,250 @@
+"""``algorithm="binned"``: the engine of the estimators on the binned path.
+
+:class:`BinnedKernelPool` is an engine of the kernel-sums protocol of
+:mod:`.._engine._protocol`: its :class:`._engine.BinnedEngine` gives the kernel sums of
+the queries (the convolved grids interpolated to them), and the estimates
+(predictions, ``return_std``, ``degree`` 0 and 1, the classifier's
+probabilities) come from the shared normalisation, spread and local-linear
+solve (:func:`._estimates.estimates`). The queries that the binned sums leave
+undecided (outside the grid, with a binned weight sum at most
+``MIN_WEIGHT`` of the total, or a nearly singular local-linear design) are
+pooled by the exact engine, which applies the shared ``on_empty``
+fallbacks.
+
+What needs the attention weight of each key, not sums, is answered by the
+exact engine (built on first use from the same rows with
+``algorithm="auto"``), through the members listed in ``EXACT_MEMBERS``:
+:meth:`BinnedKernelPool.attention_weights` (attention weights, smoother
+rows, standard errors, diagnostics) and the per-key state of the gradients
+(:mod:`.._inference._gradient`).
+"""
+
+import functools
+import warnings
+
+import numpy as np
+
+from .._engine._moments import fit_counts, report_fits
+from .._engine._saved_state import check_pool_arguments
+from .._exceptions import CoarseGridWarning, describe
+from . import _engine as _binned
+from ._grid import warn_coarse_fit
+
+ACCEPTED = (
+    "algorithm='binned' works on one or two continuous features with a "
+    "built-in kernel and a fixed bandwidth"
+)
+
+
+def check_binned_options(n_features, user_kernel, categorical, n_neighbors):
+    """Refuse, naming the option, what the binned path cannot do."""
+    problems = []
+    if user_kernel:
+        problems.append("a user-defined kernel callable (use a built-in kernel name)")
+    if categorical:
+        problems.append("categorical features (use algorithm='auto' or 'brute')")
+    if n_neighbors is not None:
+        problems.append(
+            f"n_neighbors={n_neighbors!r} adaptive widths (use n_neighbors=None)"
+        )
+    if n_features > 2:
+        problems.append(
+            f"{n_features} features (use algorithm='auto', 'brute', 'kd_tree' "
+            "or 'ball_tree')"
+        )
+    if problems:
+        raise ValueError(f"{ACCEPTED}; it cannot take " + "; ".join(problems) + ".")
+
+
+def check_n_bins(n_bins, n_features):
+    """``n_bins`` as None or an int array of shape (n_features,), >= 2."""
+    if n_bins is None:
+        return None
+    bins = np.asarray(n_bins)
+    if bins.ndim > 1 or (bins.ndim == 1 and len(bins) != n_features):
+        raise ValueError(
+            f"n_bins must be None, an int or one int per feature ({n_features}); "
+            f"got {n_bins!r}."
+        )
+    if not np.issubdtype(bins.dtype, np.integer) or np.any(bins < 2):
+        raise ValueError(f"n_bins must hold integers >= 2; got {n_bins!r}.")
+    return np.broadcast_to(bins, (n_features,)).astype(np.int64)
+
+
+def _of_exact(name):
+    """The member ``name`` of the exact engine, as a read-only property."""
+
+    def get(self):
+        return getattr(self.exact_pool, name)
+
+    return property(get, doc=f"The exact engine's ``{name}`` (see EXACT_MEMBERS).")
+
+
+# Members of the exact engine that the gradients (:mod:`.._inference._gradient`) read:
+# its support, centred scaled keys, their centre, the bandwidth and the
+# exact coordinates, and its chunked scores of queries.
+EXACT_MEMBERS = (
+    "support",
+    "keys",
+    "center",
+    "bandwidth",
+    "exact",
+    "_queries",
+    "_normalized_scores",
+    "_run_chunks",
+)
+
+
+class BinnedKernelPool:
+    """The fitted binned path; the exact engine on demand.
+
+    The parameters are those of :class:`.._engine._pooling.KernelPool` (positional
+    as there, the options by keyword), with ``algorithm="binned"``, plus
+    ``n_bins`` (None, an int or one per feature; see
+    :func:`._engine.default_bins`).
+    """
+
+    algorithm = "binned"
+
+    def __init__(self, *arguments, n_bins=None, **options):
+        from .._engine._pooling import SAVED_ARGUMENTS, saved_arguments
+
+        named = {k: options.pop(k) for k in SAVED_ARGUMENTS if k in options}
+        self._arguments = saved_arguments(*arguments, **named)
+        if set(options) - {
+            "algorithm",
+            "degree",
+            "categorical_bandwidth",
+            "n_neighbors",
+        }:
+            raise TypeError(f"Unexpected engine options {sorted(options)}.")
+        keys = self._arguments["keys"]
+        n_features = keys.shape[1]
+        check_binned_options(
+            n_features,
+            self._arguments["user_kernel"],
+            options.get("categorical_bandwidth") is not None,
+            options.get("n_neighbors"),
+        )
+        degree = options.get("degree", 0)
+        self._arguments.update(
+            algorithm="binned",
+            degree=degree,
+            categorical_bandwidth=None,
+            n_neighbors=None,
+            n_bins=check_n_bins(n_bins, n_features),
+        )
+        self.on_empty = self._arguments["on_empty"]
+        values = self._arguments["values"]
+        self.dtype = keys.dtype
+        self.degree = degree
+        self.n_outputs = values.shape[1]
+        self.n_samples_fit = keys.shape[0]
+        self.binned = self._fit_engine(squares=False)
+        self.n_bins = np.asarray(self.binned.grid.shape)
+        warn_coarse_fit(
+            self.binned.grid,
+            self._arguments["kernel"],
+            self._arguments["bandwidth"],
+            given=n_bins is not None,
+        )
+
+    def _fit_engine(self, squares):
+        a = self._arguments
+        support = a["sample_weight"] > 0
+        if np.all(support):
+            support = slice(None)  # no copy
+        return _binned.fit_engine(
+            a["keys"][support],
+            a["values"][support].astype(np.float64, copy=False),
+            a["sample_weight"][support],
+            a["kernel"],
+            a["bandwidth"],
+            a["degree"],
+            a["n_bins"],
+            squares=squares,
+        )
+
+    @functools.cached_property
+    def binned_std(self):
+        """The engine with the squared values too, for ``return_std``,
+        binned on first use."""
+        return self._fit_engine(squares=True)
+
+    def __getstate__(self):
+        return {"arguments": self._arguments}
+
+    def __setstate__(self, state):
+        arguments = state.get("arguments") if isinstance(state, dict) else None
+        if not isinstance(arguments, dict) or arguments.get("algorithm") != "binned":
+            raise ValueError("The saved binned engine lacks its arguments.")
+        arguments = dict(arguments)
+        n_bins = arguments.pop("n_bins", None)
+        from .._engine._pooling import ON_EMPTY
+
+        checked = check_pool_arguments({**arguments, "algorithm": "auto"}, ON_EMPTY)
+        checked = {**checked, "algorithm": "binned", "n_bins": n_bins}
+        # The fit warned of a coarse grid already; loading it is no news.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CoarseGridWarning)
+            self.__init__(**checked)
+
+    @functools.cached_property
+    def exact_pool(self):
+        """The exact engine of the same rows (``algorithm="auto"``)."""
+        from .._engine._pooling import KernelPool
+
+        arguments = {k: v for k, v in self._arguments.items() if k not in ("n_bins",)}
+        return KernelPool(**{**arguments, "algorithm": "auto"})
+
+    def attention_weights(self, X, n_jobs=None, sparse=False, counts=None):
+        """The exact engine's attention weights of the queries ``X``, as
+        :meth:`.._engine._attention.AttentionWeights.attention_weights`: the weight
+        of each key, which the binned sums do not hold."""
+        return self.exact_pool.attention_weights(
+            X, n_jobs=n_jobs, sparse=sparse, counts=counts
+        )
+
+    @property
+    def kernel(self):
+        """The :class:`Kernel`, held by the binned engine."""
+        return self.binned.kernel
+
+    def pool(self, X, n_jobs=None, return_std=False):
+        """Pooled values (n_queries, n_outputs), with ``return_std`` a pair
+        ``(mean, std)``, as :meth:`.._engine._pooling.KernelPool.pool`.
+
+        Undecided queries (see :mod:`._pool`) are pooled by the exact
+        engine, which applies the ``on_empty`` policy to the empty ones. The
+        local-linear fits of both are reported together
+        (:func:`.._engine._moments.report_fits`).
+        """
+        Q = np.asarray(X, dtype=np.float64)
+        engine = self.binned_std if return_std else self.binned
+        mean, std, doubtful, s = engine.predict(Q, return_std, return_shrinkage=True)
+        counts = None
+        if self.degree == 1:
+            d = Q.shape[1]
+            # The binned designs decided here have full rank (their smallest
+            # eigenvalue is above the binned engine's min_variance).
+            counts = [fit_counts(np.full(len(Q), d), s, d, ~doubtful)]
+        if np.any(doubtful):
+            exact = self.exact_pool.pool(
+                X[doubtful], n_jobs=n_jobs, return_std=return_std, counts=counts
+            )
+            if return_std:
+                mean[doubtful], std[doubtful] = exact
+            else:
+                mean[doubtful] = exact
+        if counts is not None:
+            configuration = describe(self.kernel, self._arguments["bandwidth"])
+            report_fits(counts, len(Q), configuration)
+        mean = mean.astype(self.dtype, copy=False)
+        if return_std:
+            return mean, std.astype(self.dtype, copy=False)
+        return mean
+
+
+for _name in EXACT_MEMBERS:
+    setattr(BinnedKernelPool, _name, _of_exact(_name))
+del _name

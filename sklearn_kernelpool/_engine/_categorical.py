@@ -1,0 +1,192 @@
+"""Unordered categorical features: the Li-Racine kernel and its encoding.
+
+A categorical feature ``j`` enters the attention weight of a key through the
+unordered kernel of Aitchison and Aitken (1976) in the form of Li and Racine
+(2007): weight 1 for a key of the query's category, ``lambda_j`` in [0, 1]
+for a key of another one. It multiplies the continuous kernel of the other
+features::
+
+    w_i * alpha(||(q_c - k_c) / h||) * prod_j lambda_j ** [q_j != k_j]
+
+``lambda_j = 1`` ignores the feature, ``lambda_j = 0`` pools only the keys of
+the query's category. Categories are learned in ``fit`` (any hashable
+values); a category unseen in ``fit`` differs from every key.
+
+The estimators hand the engine one float array per call: the continuous
+columns first, then one column per categorical feature holding the
+category's integer code (-1 for an unknown category), built from the input
+by :mod:`.._estimator._categorical_input`. The engine splits it (:func:`split_codes`)
+and applies :class:`CategoricalFactor` to its scores: as
+``sum_j [q_j != k_j] log lambda_j`` added to the log scores of kernels with a
+log form (``-inf`` for ``lambda_j = 0``), as a product otherwise.
+
+References
+----------
+J. Aitchison and C. G. G. Aitken, "Multivariate binary discrimination by the
+kernel method", Biometrika 63 (1976). Q. Li and J. S. Racine, "Nonparametric
+Econometrics: Theory and Practice", Princeton University Press (2007),
+section 4.1.
+"""
+
+from numbers import Real
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+
+# The factor of a chunk is computed in blocks of rows of about this size.
+_BLOCK_BYTES = 2**21
+
+CATEGORICAL_CONSTRAINTS = {
+    "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
+    "categorical_bandwidth": [Interval(Real, 0, 1, closed="both"), "array-like"],
+}
+
+
+def resolve_categorical_bandwidth(value, n_categorical):
+    """``categorical_bandwidth`` as an ndarray of one lambda per feature."""
+    try:
+        lam = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        lam = None
+    if lam is None or lam.ndim > 1 or (lam.ndim == 1 and lam.shape[0] != n_categorical):
+        raise ValueError(
+            "categorical_bandwidth must be a float in [0, 1] or an array-like of "
+            f"shape (n_categorical_features,) = ({n_categorical},); got {value!r}."
+        )
+    if not np.all((lam >= 0) & (lam <= 1)):
+        raise ValueError(
+            f"categorical_bandwidth must lie in [0, 1]; got {np.ravel(lam).tolist()}."
+        )
+    return np.broadcast_to(lam, (n_categorical,)).copy()
+
+
+# -- the engine ------------------------------------------------------------------
+def split_codes(X, n_categorical):
+    """The continuous columns and the integer codes of an engine array."""
+    d = X.shape[1] - n_categorical
+    return X[:, :d], X[:, d:].astype(np.intp)
+
+
+class CategoricalFactor:
+    """The product kernel ``prod_j lambda_j ** [q_j != k_j]`` over the keys.
+
+    Parameters
+    ----------
+    key_codes : ndarray of int of shape (n_keys, n_categorical)
+        The codes of the keys.
+    lambdas : ndarray of shape (n_categorical,)
+        The weights of a different category, in [0, 1].
+    """
+
+    def __init__(self, key_codes, lambdas):
+        self.keys = np.ascontiguousarray(key_codes, dtype=np.intp)
+        self.lambdas = np.asarray(lambdas, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            self.logs = np.log(self.lambdas)
+        # Features of lambda 1 change nothing.
+        self.active = np.flatnonzero(self.lambdas < 1)
+        self.excludes = bool(np.any(self.lambdas == 0))
+
+    def for_queries(self, codes):
+        """The factor of these queries' codes, shape (n_queries, n_categorical)."""
+        return _Bound(self, np.asarray(codes, dtype=np.intp))
+
+
+class _Bound:
+    """:class:`CategoricalFactor` of one chunk of queries."""
+
+    def __init__(self, factor, codes):
+        self.factor = factor
+        self.codes = codes
+
+    def __getitem__(self, rows):
+        return _Bound(self.factor, self.codes[rows])
+
+    @property
+    def excludes(self):
+        return self.factor.excludes
+
+    def _blocks(self, out):
+        """Row blocks of the first rows of ``out``, with a float and a bool
+        buffer of a block each (at most 2 MiB together)."""
+        n_keys = out.shape[1]
+        step = max(1, _BLOCK_BYTES // (9 * max(n_keys, 1)))
+        values = np.empty((step, n_keys), dtype=out.dtype)
+        differ = np.empty((step, n_keys), dtype=bool)
+        for start in range(0, len(self.codes), step):
+            rows = slice(start, min(start + step, len(self.codes)))
+            size = rows.stop - rows.start
+            yield rows, values[:size], differ[:size]
+
+    def _differ(self, rows, j, out):
+        return np.not_equal(
+            self.codes[rows, j, None], self.factor.keys[None, :, j], out=out
+        )
+
+    def add_log(self, out, scale=1.0):
+        """Add ``scale * sum_j [q_j != k_j] log lambda_j`` to the first rows
+        of ``out`` (``-inf`` where a feature of lambda 0 differs); ``scale``
+        turns the natural logarithms into those of logits of another base."""
+        for rows, values, differ in self._blocks(out):
+            view = out[rows]
+            for j in self.factor.active:
+                self._differ(rows, j, differ)
+                if self.factor.lambdas[j] == 0:
+                    np.copyto(view, -np.inf, where=differ)
+                else:
+                    np.multiply(differ, self.factor.logs[j] * scale, out=values)
+                    view += values
+        return out
+
+    def multiply(self, out):
+        """Multiply the first rows of ``out`` by the factor."""
+        for rows, values, differ in self._blocks(out):
+            view = out[rows]
+            for j in self.factor.active:
+                self._differ(rows, j, differ)
+                np.multiply(differ, self.factor.lambdas[j] - 1.0, out=values)
+                values += 1.0
+                view *= values
+        return out
+
+    def pairs(self, rows, cols):
+        """The factor of the (query, key) pairs ``(rows, cols)``."""
+        out = np.ones(len(rows))
+        for j in self.factor.active:
+            differ = self.codes[rows, j] != self.factor.keys[cols, j]
+            out[differ] *= self.factor.lambdas[j]
+        return out
+
+    def dense(self):
+        """The factor of every (query, key) pair, float64."""
+        return self.multiply(np.ones((len(self.codes), len(self.factor.keys))))
+
+    def scale_sparse(self, scores):
+        """Multiply sparse (csr) scores by the factor, in place; explicit zeros
+        of excluded pairs are removed."""
+        rows = np.repeat(np.arange(scores.shape[0]), np.diff(scores.indptr))
+        scores.data *= self.pairs(rows, scores.indices).astype(scores.data.dtype)
+        if self.excludes:
+            scores.eliminate_zeros()
+        return scores
+
+
+class Queries(tuple):
+    """The engine's tuple of a chunk's queries, with their categorical factor."""
+
+    def __new__(cls, parts, categorical):
+        queries = super().__new__(cls, parts)
+        queries.categorical = categorical
+        return queries
+
+
+def check_no_categorical(estimator):
+    """Refuse categorical features on the array API path."""
+    if estimator.categorical_features is not None:
+        raise ValueError(
+            "categorical_features works on NumPy arrays and pandas DataFrames "
+            "only; arrays of other array API namespaces are pooled without "
+            f"categorical features. Got categorical_features="
+            f"{estimator.categorical_features!r}: pass NumPy input, or "
+            "categorical_features=None."
+        )

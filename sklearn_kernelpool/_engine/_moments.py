@@ -1,0 +1,358 @@
+"""Pooled moments of the NumPy engine: the spread and the local-linear fit.
+
+``return_std`` pools the second moments of the values
+(``spread_matrix``), ``degree=1`` the moments of the keys and their cross
+moments with the values (``moment_matrix``, :mod:`._local_linear`), by the
+same product of the chunk's scores as the pooled values. Rows whose moments
+cancel are fitted again in two passes about their own local means.
+:class:`MomentPooling` is the part of :class:`._pooling.KernelPool` that
+builds the matrices and does this work.
+"""
+
+import functools
+
+import numpy as np
+
+from .._exceptions import (
+    LocalLinearFallbackWarning,
+    LocalLinearMemoryWarning,
+    describe,
+    warn,
+)
+from .._utils._threads import engine_threads
+from .._utils._working_memory import working_memory_bytes
+from . import _local_linear
+from . import _query_chunks as _chunk_plan
+from . import _weight_rows as _weights
+from ._protocol import moment_spread, normalise
+
+# Local-linear pooling pools a moment matrix of ``(d + 1)(d + 2) / 2 + (d + 2) p``
+# columns per key when it takes at most a quarter of ``working_memory`` (or
+# this many bytes, whatever the budget): one product then gives every
+# query's local normal equations. Larger ones (many features) are not formed:
+# each query's equations are summed from its weighted keys instead
+# (:func:`._local_linear.centred_fit`), within ``working_memory``.
+MOMENT_MATRIX_SHARE = 4
+MOMENT_MATRIX_FLOOR = 2**22
+# Bytes per query of the eigendecompositions of the local covariances, in
+# units of ``8 d**2`` (the covariance, its copy, eigenvectors, workspace).
+EIGH_SQUARES = 6
+# A call of degree 1 warns when some query's slope was shrunk below this
+# fraction of itself by the safeguard of :mod:`._local_linear` (or when a
+# query fell back to the local mean); milder shrinkage is only counted.
+STRONG_SHRINKAGE = 0.5
+
+
+def fit_counts(rank, shrinkage, n_features, rows):
+    """The counts of a chunk's local-linear fits, for :func:`report_fits`.
+
+    Parameters
+    ----------
+    rank : ndarray of shape (n_queries,) of int
+        The ranks of the local covariances (:func:`._local_linear.solve`).
+    shrinkage : ndarray of shape (n_queries,)
+        The safeguard's factors ``s`` of the slopes.
+    n_features : int
+        The number of (continuous) features of the fit.
+    rows : ndarray of bool of shape (n_queries,)
+        The queries with a neighbourhood (the others fell back to
+        ``on_empty`` and are not counted).
+
+    Returns
+    -------
+    counts : tuple
+        ``(n_singular, n_rank_deficient, n_shrunk, n_strongly_shrunk,
+        total_shrinkage, n_fitted)``: the queries of rank 0, of a positive
+        rank below ``n_features``, with ``s < 1``, with ``s <
+        STRONG_SHRINKAGE``, the sum of ``1 - s`` and the number of ``rows``.
+    """
+    singular, deficient = _local_linear.rank_counts(rank, n_features, rows)
+    s = shrinkage[rows]
+    return (
+        singular,
+        deficient,
+        int(np.count_nonzero(s < 1.0)),
+        int(np.count_nonzero(s < STRONG_SHRINKAGE)),
+        float(np.sum(1.0 - s)),
+        int(len(s)),
+    )
+
+
+def report_fits(counts, n_queries, configuration):
+    """Warn of the local-linear queries of a call that fell back to the
+    local mean or whose slopes were strongly shrunk.
+
+    ``counts`` holds the :func:`fit_counts` of the call's chunks;
+    ``configuration`` names the kernel and bandwidth (:func:`describe`).
+    Issues one :class:`LocalLinearFallbackWarning`, or none.
+    """
+    totals = np.sum(np.reshape(counts, (-1, 6)), axis=0)
+    n_singular, n_deficient, n_shrunk, n_strong, shrinkage, n_fitted = totals
+    if not (n_singular or n_strong):
+        return
+    what = []
+    if n_singular:
+        what.append(
+            "queries whose local design determines no slope (their attention "
+            "weight is carried by a single key, or by keys at one point) get "
+            "the local mean (degree 0) instead"
+        )
+    if n_strong:
+        what.append(
+            "queries far from the keys that carry their attention weight, in "
+            "units of the local spread of those keys, get a slope shrunk by "
+            "more than half towards the local mean (the fit would "
+            "extrapolate from few keys)"
+        )
+    text = "; ".join(what)
+    warn(
+        LocalLinearFallbackWarning(
+            f"Under {configuration}, {text}. A larger bandwidth avoids this, "
+            "and degree=0 fits the local mean everywhere. The warning's "
+            "n_singular, n_rank_deficient, n_shrunk, mean_shrinkage and "
+            "n_queries attributes count them in each call.",
+            n_singular=int(n_singular),
+            n_queries=n_queries,
+            n_rank_deficient=int(n_deficient),
+            n_shrunk=int(n_shrunk),
+            mean_shrinkage=float(shrinkage / n_fitted) if n_fitted else 0.0,
+        )
+    )
+
+
+class MomentPooling:
+    """The spread and the local-linear fit (a part of
+    :class:`._pooling.KernelPool`)."""
+
+    # -- the matrices of the spread and of the local-linear moments ----------
+    # Built on first use, in float64, with the values centred on their
+    # weighted mean so that variances are differences of moments of the
+    # order of the spread, not of the squared mean.
+    @property
+    def _matrix_weights(self):
+        """The weights for matrices, or None when the scores carry them."""
+        if self.scorer.weights_folded:
+            return None
+        return self.weights.astype(np.float64)
+
+    @functools.cached_property
+    def value_center(self):
+        """The weighted mean of the values, in float64."""
+        return self.mean_weights.astype(np.float64) @ self.values.astype(np.float64)
+
+    @functools.cached_property
+    def centered_values(self):
+        """The values minus their weighted mean, in float64."""
+        return self.values.astype(np.float64) - self.value_center
+
+    @functools.cached_property
+    def spread_matrix(self):
+        """``[y - mean, (y - mean)**2, 1]``, weighted like ``pool_matrix``."""
+        c = self.centered_values
+        matrix = np.hstack([c, c * c, np.ones((len(c), 1))])
+        weights = self._matrix_weights
+        return matrix if weights is None else matrix * weights[:, None]
+
+    @functools.cached_property
+    def layout(self):
+        n_keys, n_features = self.keys.shape
+        return _local_linear.MomentLayout(n_features, self.n_outputs, n_keys)
+
+    @functools.cached_property
+    def moment_matrix(self):
+        """The local-linear moments of keys and values, total last."""
+        return _local_linear.moment_matrix(
+            self.keys, self.centered_values, self._matrix_weights
+        )
+
+    @property
+    def moment_columns(self):
+        """The number of local-linear moments pooled per key."""
+        return self.layout.values_sq.stop + 1
+
+    def _uses_moments(self):
+        """Whether local-linear pooling pools the moment matrix (small
+        ``n_keys x n_features**2``) or sums each query's equations alone."""
+        size = 8 * self.keys.shape[0] * self.moment_columns
+        budget = working_memory_bytes() / MOMENT_MATRIX_SHARE
+        return size <= max(budget, MOMENT_MATRIX_FLOOR)
+
+    def _check_fit_memory(self, n_jobs):
+        """Refuse local-linear fits whose single query exceeds the memory;
+        warn when one exceeds ``working_memory`` (queries one at a time)."""
+        n_keys, d = self.keys.shape
+        row = _local_linear.fit_bytes(n_keys, d, self.n_outputs)
+        limit = _weights.physical_memory()
+        if limit is not None and row > limit:
+            raise MemoryError(
+                f"Local-linear pooling (degree=1) with {d} features and {n_keys} "
+                f"keys needs about {row / 2**30:.1f} GiB for the local design of "
+                f"a single query, more than the {limit / 2**30:.1f} GiB of "
+                "physical memory. Reduce the number of features (for example "
+                "with sklearn.decomposition.PCA or feature selection), or use "
+                "degree=0, whose memory does not grow with the features squared."
+            )
+        budget = working_memory_bytes() / engine_threads(n_jobs)
+        if row > budget:
+            warn(
+                LocalLinearMemoryWarning(
+                    f"The local design of one query of local-linear pooling "
+                    f"(degree=1, {d} features, {n_keys} keys) takes about "
+                    f"{row / 2**20:.3g} MiB, more than the working_memory of "
+                    f"{budget / 2**20:.3g} MiB per thread: the queries are "
+                    "solved one at a time, and the memory used exceeds "
+                    "working_memory. Raise it with "
+                    "sklearn.config_context(working_memory=...) or reduce the "
+                    "number of features to stay within it.",
+                    row_bytes=row,
+                    working_memory_bytes=budget,
+                )
+            )
+
+    def _fit_step(self):
+        """Rows of a batch of two-pass local-linear fits."""
+        n_keys, d = self.keys.shape
+        row = _local_linear.fit_bytes(n_keys, d, self.n_outputs) + 8 * n_keys
+        return int(max(1, min(working_memory_bytes(), _chunk_plan.CHUNK_BYTES) // row))
+
+    @functools.cached_property
+    def geometry_matrix(self):
+        """``[k, upper(k k^T), 1]``, for weights that are already normalised."""
+        return _local_linear.moment_matrix(self.keys)
+
+    def _spread_work(self, X_chunk, workspace):
+        """Pooled values and their weighted spread of a chunk (degree 0)."""
+        queries = self._queries(X_chunk)
+        sums, spread = self._weighted_sums(
+            queries, workspace, (self.pool_matrix, self.spread_matrix)
+        )
+        mean, empty = normalise(sums)
+        moments, _ = normalise(spread)
+        p = self.n_outputs
+        variance, std = moment_spread(moments, p)
+        # Rows whose local mean is far from the global one, in local
+        # standard deviations, lose their variance to cancellation.
+        ratio = _local_linear.MAX_MOMENT_RATIO
+        redo = ~empty & np.any(moments[:, p:] > ratio * variance, axis=1)
+        self._refit_rows(redo, queries, workspace, None, std)
+        self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
+        return np.hstack([mean * self.value_scale, std * self.value_scale]), empty
+
+    def _local_linear_work(self, return_std, counts, moments=True):
+        """The chunk work of local-linear pooling.
+
+        ``moments``: from the pooled moment matrix, with the rows whose
+        moments cancel fitted again in two passes; otherwise every row in two
+        passes, from its weighted keys (:func:`._local_linear.centred_fit`).
+        Appends each chunk's :func:`fit_counts` to ``counts``.
+        """
+
+        def work(X_chunk, workspace):
+            queries = self._queries(X_chunk)
+            if moments:
+                (sums,) = self._weighted_sums(queries, workspace, (self.moment_matrix,))
+                mean, std, rank, s = _local_linear.solve(
+                    sums, queries[1], self.layout, return_std, return_shrinkage=True
+                )
+                empty = ~(sums[:, -1] > 0)
+                redo = ~empty & _local_linear.cancelled(sums, self.layout)
+            else:
+                (sums,) = self._weighted_sums(queries, workspace, (self.pool_matrix,))
+                empty = ~(sums[:, -1] > 0)
+                n, p = len(X_chunk), self.n_outputs
+                mean = np.full((n, p), np.nan)
+                std = np.full((n, p), np.nan) if return_std else None
+                rank = np.full(n, self.keys.shape[1])
+                s = np.ones(n)
+                redo = ~empty
+            self._refit_rows(redo, queries, workspace, mean, std, (rank, s))
+            mean += self.value_center
+            self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
+            counts.append(fit_counts(rank, s, self.keys.shape[1], ~empty))
+            mean *= self.value_scale
+            if std is None:
+                return mean, empty
+            std *= self.value_scale
+            return np.hstack([mean, std]), empty
+
+        return work
+
+    # -- rows fitted again about their own local means -----------------------
+    def _refit_rows(self, redo, queries, workspace, mean, std, fits=None):
+        """Recompute the ``redo`` rows of a chunk in two passes.
+
+        Their keys and values are centred on the row's own weighted means
+        before any product: the fit (``mean``, degree 1) and the spread
+        (``std``, if not None) then lose nothing to cancellation. The
+        arrays are updated in place, with (degree 1) those of ``fits``, the
+        pair ``(rank, shrinkage)``; ``mean`` and ``std`` are in the frame
+        of the centred values.
+        """
+        redo = np.flatnonzero(redo)
+        if not len(redo):
+            return
+        n_keys, d = self.keys.shape
+        if self.degree == 1:
+            step = self._fit_step()
+        else:
+            width = 3 * self.n_outputs + 2
+            step = max(1, _chunk_plan.CHUNK_BYTES // (8 * n_keys * width))
+        batches = self.scorer.refit_scores(queries, workspace, redo, step, self.weights)
+        for rows, scores in batches:
+            p = scores / scores.sum(axis=1, keepdims=True)
+            fit = _local_linear.centred_fit(
+                p,
+                self.keys,
+                self.centered_values,
+                queries[1][rows],
+                self.layout if self.degree == 1 else None,
+                std is not None,
+                return_shrinkage=True,
+            )  # the keys are centred on their mean: centers is the origin
+            if self.degree == 1:
+                mean[rows], fits[0][rows], fits[1][rows] = fit[0], fit[2], fit[3]
+            if std is not None:
+                std[rows] = fit[1]
+
+    def _report_singular(self, counts, n_queries):
+        """Warn of the queries whose local design determines no slope, or
+        whose slope was strongly shrunk (:func:`report_fits`)."""
+        report_fits(
+            counts, n_queries, describe(self.kernel, self.bandwidth, self._n_neighbors)
+        )
+
+    def _equivalent_kernel(self, weights, queries, empty, moments=True):
+        """Local-linear equivalent-kernel weights from local-constant ones.
+
+        The fallback rows of empty queries keep their weights. ``moments``:
+        as in :meth:`_local_linear_work`. Returns the weights, the ranks and
+        the safeguard's factors ``s`` of the rows.
+        """
+        n_keys, d = self.keys.shape
+        if moments:
+            means = weights @ self.geometry_matrix
+            offset, g, rank, s = _local_linear.equivalent_kernel(
+                means[:, :-1], queries, self.layout, return_shrinkage=True
+            )
+            # Rows whose key moments about the centre cancel: about their own
+            # local means, as in _refit_rows.
+            redo = ~empty & _local_linear.keys_cancelled(means, self.layout)
+        else:
+            n = len(queries)
+            offset, g, rank = np.ones(n), np.zeros((n, d)), np.full(n, d)
+            s = np.ones(n)
+            redo = ~empty
+        redo = np.flatnonzero(redo)
+        step = self._fit_step()
+        for start in range(0, len(redo), step):
+            rows = redo[start : start + step]
+            p = weights[rows]
+            p = np.asarray(p.toarray() if hasattr(p, "toarray") else p, np.float64)
+            offset[rows], g[rows], rank[rows], s[rows] = _local_linear.centred_kernel(
+                p, self.keys, queries[rows], self.layout, return_shrinkage=True
+            )
+        offset[empty] = 1.0
+        g[empty] = 0.0
+        s[empty] = 1.0
+        weights = _weights.scale_rows(weights, offset, g, self.keys, self.dtype)
+        return weights, rank, s

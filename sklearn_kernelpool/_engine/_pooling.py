@@ -1,0 +1,312 @@
+"""The pooling engine: distances -> attention weights -> pooled values.
+
+Every estimator of the package fits a :class:`KernelPool` and asks it for
+pooled values or for attention weights. The work runs in chunks of queries,
+each bounded by scikit-learn's ``working_memory``, on one of two paths:
+
+- brute (:mod:`._brute`): one GEMM of the chunk against all keys into a
+  reused buffer, the kernel applied in place, then a second GEMM against
+  ``[values, 1]`` that gives every output and the denominator at once. The
+  GEMMs run on row blocks of one fixed shape, and chunks are whole blocks, so
+  predictions do not depend on the chunk size or ``n_jobs`` to the last bit;
+- kd_tree / ball_tree (:mod:`._tree`): a radius query per chunk in a tree
+  built in ``fit``, and a sparse product.
+
+Both reduce a chunk's scores to the kernel sums of :mod:`._protocol`, which
+also holds the normalisation and the fallbacks written once for every
+engine. What differs between the paths is behind the scorer protocol of
+:mod:`._protocol`, met by :class:`._brute_chunks.BruteChunks` and
+:class:`._tree.TreeScorer`: nothing here branches on the path.
+:class:`KernelPool` holds the fitted state, the scores and the
+pooled values; its other parts are :class:`._query_chunks.ChunkPlan` (the
+chunks and their buffers), :class:`._fallbacks.Fallbacks` (empty
+queries), :class:`._moments.MomentPooling` (``return_std`` and
+``degree=1``) and :class:`._attention.AttentionWeights`.
+"""
+
+import numpy as np
+
+from .._utils._validation import relative_weights, scale_coordinates, scale_values
+from ..kernels import KERNELS, Kernel
+from . import _adaptive, _categorical
+from ._algorithm import choose_algorithm
+from ._attention import AttentionWeights
+from ._brute_chunks import BruteChunks
+from ._exact import ExactKeys
+from ._fallbacks import Fallbacks, report_empty  # noqa: F401 (imported from here)
+from ._moments import EIGH_SQUARES, MomentPooling
+from ._protocol import normalise
+from ._query_chunks import ChunkPlan
+from ._saved_state import check_pool_arguments
+from ._tree import TreeScorer
+
+ON_EMPTY = ("nearest", "mean", "nan", "raise")
+# The scorer of each path (the protocol of :mod:`._protocol`).
+SCORERS = {"brute": BruteChunks, "kd_tree": TreeScorer, "ball_tree": TreeScorer}
+
+
+def resolve_kernel(kernel):
+    """Return the registered :class:`Kernel` of a name, or wrap a callable."""
+    if callable(kernel) and not isinstance(kernel, str):
+        name = getattr(kernel, "__name__", repr(kernel))
+        return Kernel(name, kernel, np.inf)
+    return KERNELS[kernel]
+
+
+# The arguments of every engine, saved in its pickles (each adds its options).
+SAVED_ARGUMENTS = (
+    "keys",
+    "values",
+    "sample_weight",
+    "kernel",
+    "bandwidth",
+    "on_empty",
+    "user_kernel",
+)
+
+
+def saved_arguments(*arguments, **named):
+    """The :data:`SAVED_ARGUMENTS` of an engine, given in order or by name,
+    as a dict: a loaded engine is rebuilt from them, checked by
+    :func:`._saved_state.check_pool_arguments`."""
+    saved = dict(zip(SAVED_ARGUMENTS, arguments, strict=False)) | named
+    if sorted(saved) != sorted(SAVED_ARGUMENTS):
+        raise TypeError(f"An engine takes the arguments {SAVED_ARGUMENTS}.")
+    saved["bandwidth"] = np.asarray(saved["bandwidth"], dtype=np.float64)
+    return saved
+
+
+class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
+    """Fitted state of attention pooling and the arithmetic on it.
+
+    Parameters
+    ----------
+    keys : ndarray of shape (n_samples, n_features)
+        Training keys, float32 or float64; the dtype of every computation.
+    values : ndarray of shape (n_samples, n_outputs)
+        Training values.
+    sample_weight : ndarray of shape (n_samples,)
+        Non-negative weights, at least one positive. Rows of weight zero are
+        dropped here, so they cannot influence anything.
+    kernel : Kernel
+        The kernel, as returned by :func:`resolve_kernel`.
+    bandwidth : float or ndarray of shape (n_features,)
+        The bandwidth ``h``; the scaled distance is ``||(q - k) / h||``.
+    on_empty : {"nearest", "mean", "nan", "raise"}
+        What a query with no key of positive attention weight gets.
+    user_kernel : bool
+        Whether the kernel is a user callable, whose output is checked.
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}
+        The path, or "auto" to let :func:`._algorithm.choose_algorithm`
+        pick one; the choice is the attribute ``algorithm``.
+    degree : {0, 1}
+        0 pools the values (local-constant); 1 fits a local-linear model
+        around each query (:mod:`._local_linear`).
+    categorical_bandwidth : ndarray of shape (n_categorical,) or None
+        With categorical features, the weight ``lambda_j`` in [0, 1] of a key
+        of another category than the query's for each of them; the last
+        ``n_categorical`` columns of ``keys`` (and of every query array) then
+        hold the integer codes of the categories (:mod:`._categorical`), the
+        others the continuous features, to which ``bandwidth`` applies.
+    n_neighbors : int or None
+        None for the fixed ``bandwidth``; an int ``k`` gives each query the
+        width ``bandwidth`` times the distance to its ``k``-th nearest key
+        of positive weight (:mod:`._adaptive`).
+    """
+
+    def __init__(
+        self,
+        keys,
+        values,
+        sample_weight,
+        kernel,
+        bandwidth,
+        on_empty,
+        user_kernel,
+        algorithm="auto",
+        degree=0,
+        categorical_bandwidth=None,
+        n_neighbors=None,
+    ):
+        # All that pickles save: a loaded engine is rebuilt from them.
+        self._arguments = saved_arguments(
+            keys, values, sample_weight, kernel, bandwidth, on_empty, user_kernel
+        )
+        self._arguments.update(
+            algorithm=algorithm,
+            degree=degree,
+            categorical_bandwidth=categorical_bandwidth,
+            n_neighbors=n_neighbors,
+        )
+        codes = None
+        self.n_categorical = 0
+        if categorical_bandwidth is not None:
+            self.n_categorical = len(categorical_bandwidth)
+            keys, codes = _categorical.split_codes(keys, self.n_categorical)
+            if keys.shape[1] == 0:
+                # Categorical features only: one constant continuous feature,
+                # whose kernel factor is the same for every key; no slope.
+                keys = np.zeros((keys.shape[0], 1), dtype=keys.dtype)
+                degree = 0
+                algorithm = "brute" if algorithm == "auto" else algorithm
+        self.dtype = keys.dtype
+        self.degree = degree
+        self.on_empty = on_empty
+        self.support = np.flatnonzero(sample_weight > 0)
+        self.n_samples_fit = keys.shape[0]
+        self.categorical = None
+        if codes is not None:
+            self.categorical = _categorical.CategoricalFactor(
+                codes[self.support], categorical_bandwidth
+            )
+        # Coordinates are scaled and centred in float64, whatever the dtype of
+        # the work. Brute-force distances are computed on data centred on the
+        # keys, which keeps the BLAS expansion ||q||^2 + ||k||^2 - 2 q.k free
+        # of the cancellation a large common offset would cause.
+        self.bandwidth = np.asarray(bandwidth, dtype=np.float64)
+        scaled = scale_coordinates(keys[self.support], self.bandwidth, self.dtype, "X")
+        self.center = scaled.mean(axis=0)
+        self.keys = scaled - self.center
+        # The support edge and the nearest keys are decided on the unscaled
+        # coordinates, identically on every path (:mod:`._exact`).
+        self.exact = ExactKeys(
+            keys[self.support].astype(np.float64), self.bandwidth, scaled
+        )
+        # Weights and values are divided by powers of two, which is exact and
+        # keeps every sum finite; pooled values are multiplied back.
+        self.weights = relative_weights(sample_weight[self.support], self.dtype)
+        # Per-query widths: the squared scale of each query's distances.
+        self.radii = None
+        self._n_neighbors = n_neighbors
+        if n_neighbors is not None:
+            self.radii = _adaptive.NeighborRadii(
+                scaled, self.exact.keys, self.bandwidth, n_neighbors
+            )
+        self.algorithm, neighbors = choose_algorithm(
+            algorithm, kernel, self.keys, n_neighbors, self.bandwidth
+        )
+        # Whether predictions start threads (the tree paths).
+        self.expected_neighbors = self.keys.shape[0] if neighbors is None else neighbors
+        values, self.value_scale = scale_values(values[self.support], self.dtype)
+        self.values = values
+        self.mean_weights = self.weights / self.weights.sum()
+        self.weighted_mean = self.mean_weights @ values
+        ones = np.ones((len(values), 1), dtype=self.dtype)
+        unfolded = np.hstack([values, ones]) * self.weights[:, None]
+        self.n_outputs = values.shape[1]
+        # The scores of the path: the scorer protocol of :mod:`._protocol`.
+        self.scorer = SCORERS[self.algorithm].for_pool(
+            self, scaled, kernel, user_kernel
+        )
+        # [values, 1], weighted unless the scores carry the weights.
+        folded = self.scorer.weights_folded
+        self.pool_matrix = np.hstack([values, ones]) if folded else unfolded
+
+    def __getstate__(self):
+        # Only the arguments of the constructor are saved: a loaded engine is
+        # rebuilt from them, after checking them, so no array derived from
+        # them (a tree's indices, above all) is ever read from a file, and
+        # the rebuilt engine predicts the same to the last bit. Nothing built
+        # on first use is saved either, so a fitted estimator pickles (and
+        # hashes) the same before and after its predictions.
+        return {"arguments": self._arguments}
+
+    def __setstate__(self, state):
+        arguments = state.get("arguments") if isinstance(state, dict) else None
+        self.__init__(**check_pool_arguments(arguments, ON_EMPTY))
+
+    @property
+    def kernel(self):
+        """The :class:`Kernel`, held by the scorer."""
+        return self.scorer.kernel
+
+    def _continuous(self, X):
+        """The continuous columns of queries (all, without categorical ones)."""
+        if self.categorical is None:
+            return X
+        X, _ = _categorical.split_codes(X, self.n_categorical)
+        if X.shape[1] == 0:
+            return np.zeros((X.shape[0], 1), dtype=X.dtype)
+        return X
+
+    def _queries(self, X):
+        """The queries scaled by the bandwidth, uncentred and centred, and
+        unscaled (float64); with adaptive widths, each query's ``r^2`` too
+        (:mod:`._adaptive`); with categorical features, a tuple whose
+        ``categorical`` attribute is their factor (:mod:`._categorical`)."""
+        codes = None
+        if self.categorical is not None:
+            codes = _categorical.split_codes(X, self.n_categorical)[1]
+            X = self._continuous(X)
+        scaled = scale_coordinates(X, self.bandwidth, self.dtype, "X")
+        raw = X.astype(np.float64, copy=False)
+        queries = scaled, scaled - self.center, raw
+        if self.radii is not None:
+            queries += (self.radii(scaled, raw),)
+        if codes is None:
+            return queries
+        return _categorical.Queries(queries, self.categorical.for_queries(codes))
+
+    # -- the operations ------------------------------------------------------
+    def pool(self, X, n_jobs=None, return_std=False, counts=None):
+        """Pooled values, shape (n_queries, n_outputs).
+
+        With ``return_std``, a pair ``(mean, std)``: the weighted standard
+        deviation of the values around the local mean (degree 0), or of the
+        residuals of the local-linear fit (degree 1). For degree 1 the
+        :func:`._moments.fit_counts` of the chunks are reported
+        (:func:`._moments.report_fits`), or appended to ``counts``
+        when it is a list, for the caller to report.
+        """
+        if self.degree == 1 or return_std:
+            report = counts is None
+            counts = [] if report else counts
+            if self.degree == 1:
+                moments = self._uses_moments()
+                if not moments:
+                    self._check_fit_memory(n_jobs)
+                work = self._local_linear_work(return_std, counts, moments)
+                # The chunk's sums, and the eigendecompositions of its rows.
+                d = self.keys.shape[1]
+                extra = 8 * (self.moment_columns + EIGH_SQUARES * d * d)
+                if not moments:
+                    extra = 8 * (self.n_outputs + 1)  # fits one batch at a time
+            else:
+                work, extra = self._spread_work, 8 * self.spread_matrix.shape[1]
+            p = self.n_outputs
+            width = 2 * p if return_std else p
+            out = self._run_chunks(X, width, work, n_jobs, extra_row_bytes=extra)
+            if report:
+                self._report_singular(counts, X.shape[0])
+            return (out[:, :p], out[:, p:]) if return_std else out
+
+        def work(X_chunk, workspace):
+            queries = self._queries(X_chunk)
+            # One product gives every weighted sum and the denominator.
+            (sums,) = self._weighted_sums(queries, workspace, (self.pool_matrix,))
+            out, empty = normalise(sums)
+            self._fill_fallback(out, empty, queries, workspace, pooled=True)
+            out *= self.value_scale
+            return out, empty
+
+        return self._run_chunks(X, self.n_outputs, work, n_jobs)
+
+    def _weighted_sums(self, queries, workspace, matrices):
+        """``scores @ matrix`` of a chunk for each matrix, underflows redone.
+
+        The last column of the first matrix is the denominator, whose
+        underflowed rows are recomputed with stable scores. Float64 matrices
+        get a float64 product whatever the dtype of the scores.
+        """
+
+        product = self.scorer.product
+        n = len(queries[0])
+        scores = self.scorer.chunk_scores(queries, workspace)
+        sums = [product(scores, matrix, workspace)[:n] for matrix in matrices]
+        redo = self.scorer.underflowed(sums[0][:, -1])
+        if redo is not None:
+            blocks, rows, at = redo
+            stable = self.scorer.chunk_scores(queries, workspace, rows=blocks)
+            for out, matrix in zip(sums, matrices, strict=True):
+                out[rows] = product(stable, matrix, workspace)[at]
+        return sums

@@ -1,0 +1,101 @@
+"""Persistence of the estimators: pickling checks, copies, and the checks of
+a loaded estimator (its engine's are in :mod:`.._engine._saved_state`)."""
+
+import copy
+import pickle
+
+import numpy as np
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
+
+from .._engine._saved_state import _refuse
+
+
+def check_picklable_kernel(estimator):
+    """Refuse to pickle a fitted estimator whose kernel pickle cannot save.
+
+    A lambda or a function defined inside another cannot be saved by
+    reference, and would otherwise fail deep in the pickler with an error
+    that does not say which object is at fault. Any other kernel is left to
+    the pickler: pickle saves a function of a module by reference, and
+    cloudpickle (which loky and joblib use to ship estimators to their
+    workers and back) saves by value what it cannot find by reference, such
+    as a function of ``__main__`` in a worker. Unfitted estimators are left
+    to the pickler too: cloudpickle can carry a lambda.
+    """
+    kernel = estimator.kernel
+    if not callable(kernel) or not _is_fitted(estimator):
+        return
+    qualname = getattr(kernel, "__qualname__", "")
+    if "<lambda>" in qualname or "<locals>" in qualname:
+        what = "a lambda" if "<lambda>" in qualname else "defined inside a function"
+        raise pickle.PicklingError(
+            f"Cannot pickle this fitted {type(estimator).__name__}: its kernel "
+            f"{kernel!r} is {what}, which pickle cannot save by reference. "
+            "Define the kernel as a function at the top level of a module, or "
+            "use a kernel of sklearn_kernelpool.kernels, then fit again."
+        )
+
+
+def deepcopy_estimator(estimator, memo):
+    """``copy.deepcopy`` of an estimator, without the check of pickling.
+
+    A deep copy keeps functions as they are, so a lambda kernel is no
+    obstacle to it.
+    """
+    copied = type(estimator).__new__(type(estimator))
+    memo[id(estimator)] = copied
+    copied.__dict__.update(copy.deepcopy(estimator.__dict__, memo))
+    return copied
+
+
+def _is_fitted(estimator):
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError:
+        return False
+    return True
+
+
+def check_loaded_estimator(estimator):
+    """Refuse a loaded estimator whose engine does not match its attributes.
+
+    Its engine has checked itself (:func:`check_pool_arguments`); this checks
+    that the estimator's own fitted attributes describe the same data.
+    """
+    state = vars(estimator)
+    if state.get("_linear_design") is not None:
+        _check_linear_state(state)
+        return
+    pool = state.get("_pool")
+    arguments = getattr(pool, "_arguments", None)
+    if arguments is None:
+        return  # unfitted, or fitted on the array API path
+    n_samples, n_features = arguments["keys"].shape
+    if state.get("n_features_in_") != n_features:
+        _refuse(
+            "its keys",
+            f"have {n_features} features, and n_features_in_ is "
+            f"{state.get('n_features_in_')!r}",
+        )
+    classes = state.get("classes_")
+    if classes is not None and np.shape(classes) != (pool.n_outputs,):
+        _refuse("classes_", f"has shape {np.shape(classes)}, not ({pool.n_outputs},)")
+
+
+def _check_linear_state(state):
+    """Refuse a loaded partially linear fit whose parts do not match: the
+    linear columns, the kernel part's features and the coefficients."""
+    design = state["_linear_design"]
+    mask = getattr(design, "mask", None)
+    if not isinstance(mask, np.ndarray) or mask.dtype != bool:
+        _refuse("the linear columns", "are not a boolean mask")
+    if mask.shape != (state.get("n_features_in_"),) or mask.all():
+        _refuse("the linear columns", f"mask of shape {mask.shape} does not fit")
+    kernel = state.get("kernel_regressor_")
+    if getattr(kernel, "n_features_in_", None) != int(np.count_nonzero(~mask)):
+        _refuse("kernel_regressor_", "does not take the other features")
+    n_columns = len(getattr(design, "feature_names", ()))
+    for name in ("coef_", "coef_se_"):
+        if np.shape(state.get(name))[-1:] != (n_columns,):
+            _refuse(name, f"does not have {n_columns} linear columns")

@@ -1,0 +1,432 @@
+"""Held-out pooled sums: the symmetric pass over blocks of shared distances.
+
+The part of :class:`._pool.HeldOut` that computes, for every candidate
+(kernel, bandwidth), the sums each held-out point pools from the keys its
+fit may hold (:meth:`HeldOutSums.sums_excluding_groups` for leave-one-out
+and groups, :meth:`HeldOutSums.sums_split` for a train/test split), and the
+kernel blocks they are pooled from; the module docstring of :mod:`._pool`
+describes the method.
+"""
+
+import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
+
+from .._engine import _local_linear
+from .._engine._brute import _MAX_DISTANCE_ROUNDING
+from .._engine._exact import EdgeBlock, pairwise_squared
+from .._engine._weight_rows import physical_memory
+from .._utils._threads import single_threaded_blas
+from .._utils._working_memory import row_batches
+
+# Blocks of BLOCK x BLOCK pairs: the float64 distances and the kernel buffer
+# (1 MiB together) stay in the 2 MiB L2 cache of the benchmark machine while
+# every candidate is pooled from them (benchmarks/bench_cv.py --blocks).
+BLOCK = 256
+
+
+# Logits below this are clamped (their weights are below 1e-304 and exp()
+# is slow on them); a block whose logits are all below _SKIP_LOGIT is skipped.
+_LOGIT_FLOOR = -700.0
+
+
+_SKIP_LOGIT = -708.0
+
+
+# A row whose pooled weight is below this is recomputed with a shift.
+_TINY = float(np.finfo(np.float64).tiny) ** 0.8
+
+
+# Bytes per key of a row recomputed with a shift: its squared distances,
+# logits and scores (float64) and its masks.
+SHIFT_BYTES_PER_KEY = 32
+
+
+def pooled_moments(X, Y, weights, degree=0):
+    """The moments pooled per key, shape (n, n_columns), the weight last.
+
+    ``w * [y, 1]`` for degree 0; ``w * [k, upper(k k^T), y, k (x) y, y**2,
+    1]`` (:func:`.._engine._local_linear.moment_matrix`) for degree 1.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, n_features)
+        Keys, centred.
+    Y : ndarray of shape (n, n_outputs)
+        Values (centred for degree 1).
+    weights : ndarray of shape (n,)
+        Sample weights.
+    degree : {0, 1}
+        The degree of the local polynomial.
+    """
+    if degree == 1:
+        return _local_linear.moment_matrix(X, Y, weights)
+    return np.hstack([Y, np.ones((len(Y), 1))]) * weights[:, None]
+
+
+def _augment(X):
+    """``[x, 1, |x|^2]`` and ``[-2 x, |x|^2, 1]^T``: their product is ||x - x'||^2."""
+    sq = np.einsum("ij,ij->i", X, X)
+    ones = np.ones_like(sq)
+    left = np.column_stack([X, ones, sq])
+    right = np.ascontiguousarray(np.vstack([-2.0 * X.T, sq, ones]))
+    return left, right
+
+
+def squared_distances(left, right, out):
+    """Squared distances of augmented rows into ``out``, clipped at zero."""
+    np.matmul(left, right, out=out)
+    return np.maximum(out, 0.0, out=out)
+
+
+def exact_if_far(d2, left, right, bandwidth):
+    """``d2`` of augmented rows, from exact differences where it may round.
+
+    The expansion rounds a squared distance by a few ``eps (|x|^2 +
+    |x'|^2)``, at most ``3 eps min(|x|^2, |x'|^2)`` plus a part relative to
+    the distance itself: where the first may exceed the engine's limit
+    (``_MAX_DISTANCE_ROUNDING`` squared bandwidths, for the smallest
+    ``bandwidth``), as for groups of points far from the centre of the data,
+    the block is recomputed from exact differences, as the engine does.
+    """
+    if not d2.size:
+        return d2
+    reach = min(float(left[:, -1].max()), float(right[-2].max()))
+    eps = float(np.finfo(np.float64).eps)
+    if 3.0 * eps * reach <= _MAX_DISTANCE_ROUNDING * bandwidth**2:
+        return d2
+    # right holds -2 x^T: halving it is exact.
+    d2[...] = pairwise_squared(left[:, :-2], -0.5 * right[:-2].T, None)
+    return d2
+
+
+def kernel_block(kernel, d2, d2_range, bandwidth, out, edge=None):
+    """Kernel weights ``alpha(sqrt(d2) / h)`` of a block into ``out``.
+
+    Returns None when every weight of the block is zero (compact kernels) or
+    negligible (below ``exp(-708)``, log forms). ``d2_range`` is the smallest
+    and largest squared distance of the block. ``edge``, an
+    :class:`.._engine._exact.EdgeBlock`, decides the pairs near the edge of a compact
+    support exactly, as the fitted estimator does.
+    """
+    inv = 1.0 / (bandwidth * bandwidth)
+    low, high = d2_range[0] * inv, d2_range[1] * inv
+    if kernel.log_function is None:
+        margin = 0.0
+        if edge is not None and kernel.is_compact:
+            margin = edge.slack(bandwidth, kernel.support)
+        if low >= kernel.support**2 + margin:
+            return None
+        np.multiply(d2, inv, out=out)
+        if margin:
+            edge.redecide(out, bandwidth, kernel.support)
+        return kernel.squared_function(out)
+    if kernel.log_function(np.sqrt(low)) < _SKIP_LOGIT:
+        return None
+    if kernel.log_quadratic is not None:
+        np.multiply(d2, kernel.log_quadratic * inv, out=out)
+    else:
+        np.multiply(d2, inv, out=out)
+        kernel.squared_log_function(out)
+    if kernel.log_function(np.sqrt(high)) < _LOGIT_FLOOR:
+        np.maximum(out, _LOGIT_FLOOR, out=out)
+    return np.exp(out, out=out)
+
+
+def _blocks(n, groups):
+    """Slices of at most BLOCK points; with groups (sorted), a block ends at
+    the last start of a group in its second half, if any: the blocks of
+    large groups hold one group each (their same-group pairs are skipped
+    whole), and small groups share blocks of at least BLOCK / 2 points (their
+    same-group pairs are masked), so the number of blocks does not grow with
+    the number of groups."""
+    if groups is None:
+        return [slice(a, min(a + BLOCK, n)) for a in range(0, n, BLOCK)]
+    starts = np.append(np.flatnonzero(np.diff(groups)) + 1, n)
+    blocks, a = [], 0
+    while a < n:
+        stop = min(a + BLOCK, n)
+        lo, hi = np.searchsorted(starts, [a + BLOCK // 2, stop], side="left")
+        if hi < len(starts) and starts[hi] == stop:
+            hi += 1  # a group starts right after the block
+        if hi > lo:
+            stop = int(starts[hi - 1])
+        blocks.append(slice(a, stop))
+        a = stop
+    return blocks
+
+
+class HeldOutSums:
+    """Held-out pooled sums (a part of :class:`._pool.HeldOut`)."""
+
+    def sums_bytes(self, n, n_jobs):
+        """Bytes of the pooled sums of every point and candidate.
+
+        The symmetric pass holds one array of sums per thread, their total
+        and its reordering: ``8 n n_columns n_candidates (n_threads + 2)``.
+        """
+        n_threads = max(1, effective_n_jobs(n_jobs))
+        d, p = self.X_raw.shape[1], self.Y.shape[1]
+        columns = p + 1
+        if self.degree == 1:
+            columns = (d + 1) * (d + 2) // 2 + (d + 2) * p
+        n_candidates = len(self.kernels) * len(self.bandwidths)
+        return 8 * n * columns * n_candidates * (n_threads + 2)
+
+    def _check_size(self, n, n_jobs):
+        """Refuse, before any work, pooled sums larger than the physical
+        memory.
+
+        The held-out sums of every point and candidate are the result of the
+        pass (like an output, they are not bounded by ``working_memory``);
+        for ``degree=1`` they grow with the square of the features.
+        """
+        limit = physical_memory()
+        size = self.sums_bytes(n, n_jobs)
+        if limit is None or size <= limit:
+            return
+        d = self.X_raw.shape[1]
+        n_candidates = len(self.kernels) * len(self.bandwidths)
+        what = "the moments of local-linear fits grow with the features squared; "
+        if self.degree == 0:
+            what = ""
+        raise MemoryError(
+            f"The held-out sums of {n} points and {n_candidates} candidates "
+            f"with degree={self.degree} and {d} features need about "
+            f"{size / 2**30:.1f} GiB, more than the {limit / 2**30:.1f} GiB of "
+            f"physical memory ({what}n_jobs threads hold a copy each). Score "
+            "fewer kernels or bandwidths, fewer features or samples, fewer "
+            "n_jobs, or degree=0."
+        )
+
+    # -- the symmetric pass ------------------------------------------------
+    def sums_excluding_groups(self, groups):
+        """Pooled sums of every point over the points of the other groups.
+
+        Parameters
+        ----------
+        groups : ndarray of int of shape (n,) or None
+            Group of each point; None means one group per point
+            (leave-one-out).
+
+        Returns
+        -------
+        sums : ndarray of shape (n_kernels, n_bandwidths, n, n_outputs + 1)
+        """
+        n = self.X.shape[0]
+        # Points in the order of the leaves of a k-d tree: a block holds
+        # nearby points, so that narrow bandwidths skip the far blocks.
+        # Under K-fold, sorted by group first, so that same-group pairs
+        # gather near the diagonal.
+        order = self.spatial_order
+        if groups is not None:
+            order = order[np.argsort(groups[order], kind="stable")]
+            groups = groups[order]
+        X, moments = self.X[order], self.moments[order]
+        raw = self.X_raw[order]
+        unit, weights = self.unit_moments[order], self.weights[order]
+        left, right = _augment(X)
+        blocks = _blocks(n, groups)
+        n_threads = max(1, min(effective_n_jobs(self.n_jobs), len(blocks)))
+
+        def run(block_rows):
+            sums = np.zeros((*self._shape, n, moments.shape[1]))
+            d2 = np.empty((BLOCK, BLOCK))
+            buf = np.empty((BLOCK, BLOCK))
+            for a in block_rows:
+                for b in range(a, len(blocks)):
+                    self._pool_pair(
+                        sums,
+                        left,
+                        right,
+                        moments,
+                        groups,
+                        blocks[a],
+                        blocks[b],
+                        d2,
+                        buf,
+                        raw,
+                    )
+            return sums
+
+        # Block rows dealt round-robin: early rows have more pairs (a <= b).
+        with single_threaded_blas():
+            if n_threads == 1:
+                sums = run(range(len(blocks)))
+            else:
+                parts = Parallel(n_jobs=n_threads, require="sharedmem")(
+                    delayed(run)(range(t, len(blocks), n_threads))
+                    for t in range(n_threads)
+                )
+                sums = np.sum(parts, axis=0)
+        shifts = self._restabilise(sums, X, unit, weights, groups)
+        unsorted = np.empty_like(sums)
+        unsorted[:, :, order] = sums
+        self.log_scale = np.empty_like(shifts)
+        self.log_scale[:, :, order] = shifts
+        return unsorted
+
+    def _edge(self, left, right, Q, K, d2):
+        """The :class:`.._engine._exact.EdgeBlock` of a block of squared distances."""
+        squares = float(left[:, -1].max()) + float(right[-2].max())
+        return EdgeBlock(Q, K, d2, squares, self.coordinates, self.support_radii)
+
+    def _pool_pair(self, sums, left, right, moments, groups, rows, cols, d2, buf, raw):
+        """Add the block of pairs (rows, cols) to the sums of both sides."""
+        same = None
+        if groups is not None:
+            # Groups are sorted: blocks of one same group pool nothing, and
+            # blocks whose groups overlap mask their same-group pairs.
+            first, last = groups[[rows.start, rows.stop - 1]]
+            lo, hi = groups[[cols.start, cols.stop - 1]]
+            if first == last == lo == hi:
+                return
+            if first <= hi and lo <= last:
+                same = groups[rows][:, None] == groups[cols][None, :]
+        n_rows, n_cols = rows.stop - rows.start, cols.stop - cols.start
+        d2 = squared_distances(left[rows], right[:, cols], d2[:n_rows, :n_cols])
+        d2 = exact_if_far(d2, left[rows], right[:, cols], self.bandwidths.min())
+        d2_range = (float(d2.min()), float(d2.max()))
+        buf = buf[:n_rows, :n_cols]
+        diagonal = rows == cols
+        edge = self._edge(left[rows], right[:, cols], raw[rows], raw[cols], d2)
+        for k, kernel in enumerate(self.kernels):
+            for m, h in enumerate(self.bandwidths):
+                weights = kernel_block(kernel, d2, d2_range, h, buf, edge)
+                if weights is None:
+                    continue
+                if same is not None:
+                    weights[same] = 0.0
+                elif diagonal:
+                    np.fill_diagonal(weights, 0.0)  # leave-one-out: not itself
+                sums[k, m, rows] += weights @ moments[cols]
+                if not diagonal:
+                    sums[k, m, cols] += weights.T @ moments[rows]
+
+    def _restabilise(self, sums, X, unit, weights, groups):
+        """Recompute, with a shift, the rows of log kernels that underflowed.
+
+        Rows are recomputed in batches within ``working_memory``. Returns the
+        shifts, shape (n_kernels, n_bandwidths, n): the logarithm of the
+        factor by which each row's sums were divided (0 where none was).
+        """
+        n = len(X)
+        shifts = np.zeros(sums.shape[:-1])
+        for k, kernel in enumerate(self.kernels):
+            if kernel.log_function is None:
+                continue
+            for m, h in enumerate(self.bandwidths):
+                rows = np.flatnonzero(sums[k, m, :, -1] < _TINY)
+                for batch in row_batches(len(rows), SHIFT_BYTES_PER_KEY * n):
+                    chunk = rows[batch]
+                    if groups is None:
+                        allowed = np.ones((len(chunk), n), dtype=bool)
+                        allowed[np.arange(len(chunk)), chunk] = False
+                    else:
+                        allowed = groups[chunk][:, None] != groups[None, :]
+                    sums[k, m, chunk], shifts[k, m, chunk] = self._shifted_sums(
+                        kernel, h, X[chunk], X, allowed, unit, weights, True
+                    )
+        return shifts
+
+    @staticmethod
+    def _shifted_sums(
+        kernel, h, Q, X, allowed, unit_moments, weights, return_shift=False
+    ):
+        """Sums of queries over the allowed keys as a shifted softmax.
+
+        The result is the true sums times a positive factor per row,
+        ``exp(-shift)``, which leaves the predictions unchanged.
+        ``unit_moments`` are the moments of unit weight: the weights enter
+        the scores through their logarithm. With ``return_shift`` the shifts
+        (the largest logit of each row) are returned too.
+        """
+        allowed = allowed & (weights > 0)[None, :]
+        left, _ = _augment(Q)
+        _, right = _augment(X)
+        d2 = squared_distances(left, right, np.empty((len(Q), len(X))))
+        d2 = exact_if_far(d2, left, right, h)
+        d2 /= h * h
+        logits = kernel.squared_log_function(d2)
+        with np.errstate(divide="ignore"):
+            logits += np.log(weights)
+        logits[~allowed] = -np.inf
+        top = logits.max(axis=1, keepdims=True)
+        if not np.all(np.isfinite(top)):
+            raise ValueError(
+                "A held-out point has no training point of positive weight: "
+                "every fold's training part needs one."
+            )
+        logits -= top
+        np.maximum(logits, _LOGIT_FLOOR, out=logits)
+        scores = np.exp(logits, out=logits)
+        scores[~allowed] = 0.0
+        if return_shift:
+            return scores @ unit_moments, top[:, 0]
+        return scores @ unit_moments
+
+    # -- one split -----------------------------------------------------------
+    def sums_split(self, test, train):
+        """Pooled sums of the ``test`` points over the ``train`` points.
+
+        Returns
+        -------
+        sums : ndarray of shape (n_kernels, n_bandwidths, n_test, n_outputs + 1)
+        """
+        train = train[self.weights[train] > 0]
+        if len(train) == 0:
+            raise ValueError(
+                "A cross-validation split has no training point of positive weight."
+            )
+        left, _ = _augment(self.X[test])
+        _, right = _augment(self.X[train])
+        moments = self.moments[train]
+        sums = np.zeros((*self._shape, len(test), moments.shape[1]))
+        d2 = np.empty((BLOCK, BLOCK))
+        buf = np.empty((BLOCK, BLOCK))
+        with single_threaded_blas():
+            for a in range(0, len(test), BLOCK):
+                rows = slice(a, min(a + BLOCK, len(test)))
+                for b in range(0, len(train), BLOCK):
+                    cols = slice(b, min(b + BLOCK, len(train)))
+                    block = squared_distances(
+                        left[rows],
+                        right[:, cols],
+                        d2[: rows.stop - rows.start, : cols.stop - cols.start],
+                    )
+                    block = exact_if_far(
+                        block, left[rows], right[:, cols], self.bandwidths.min()
+                    )
+                    d2_range = (float(block.min()), float(block.max()))
+                    out = buf[: block.shape[0], : block.shape[1]]
+                    edge = self._edge(
+                        left[rows],
+                        right[:, cols],
+                        self.X_raw[test[rows]],
+                        self.X_raw[train[cols]],
+                        block,
+                    )
+                    for k, kernel in enumerate(self.kernels):
+                        for m, h in enumerate(self.bandwidths):
+                            weights = kernel_block(
+                                kernel, block, d2_range, h, out, edge
+                            )
+                            if weights is not None:
+                                sums[k, m, rows] += weights @ moments[cols]
+        for k, kernel in enumerate(self.kernels):
+            if kernel.log_function is None:
+                continue
+            for m, h in enumerate(self.bandwidths):
+                rows = np.flatnonzero(sums[k, m, :, -1] < _TINY)
+                row_bytes = SHIFT_BYTES_PER_KEY * len(train)
+                for batch in row_batches(len(rows), row_bytes):
+                    chunk = rows[batch]
+                    sums[k, m, chunk] = self._shifted_sums(
+                        kernel,
+                        h,
+                        self.X[test[chunk]],
+                        self.X[train],
+                        np.ones((len(chunk), len(train)), dtype=bool),
+                        self.unit_moments[train],
+                        self.weights[train],
+                    )
+        return sums

@@ -1,0 +1,290 @@
+"""Derivatives of the fitted function with respect to the query.
+
+Both fits are linear in the training values, and so are their gradients:
+``grad f(q) = sum_i G_i(q) y_i`` with one vector ``G_i(q)`` of
+``n_features`` entries per training row. With ``z = x / h`` the coordinates
+scaled by the (per-feature) bandwidth, ``D_i = z_q - z_i``, ``r^2`` the
+squared adaptive scale of the query (1 for a fixed width, see
+:mod:`.._engine._adaptive`) and ``s_i = |D_i|^2 / r^2`` the squared scaled distance,
+the normalised attention weights ``p_i`` of the query give:
+
+- ``degree=0`` (the ratio ``f = sum_i a_i y_i / sum_i a_i``, ``a_i`` the
+  attention scores)::
+
+      v_i = grad log a_i = phi(s_i) D_i / (h r^2),
+      G_i = p_i (v_i - sum_j p_j v_j),
+
+  with ``phi(s) = d log alpha / d(s / 2) = alpha'(u) / (u alpha(u))`` at
+  ``u = sqrt(s)`` (:data:`_LOG_SLOPES`). Sample weights and the categorical
+  factor do not depend on the continuous query and drop out of ``v_i``.
+- ``degree=1`` (the slope ``beta`` of the weighted least-squares fit of
+  ``y ~ b + beta . (z - z_q)``): with ``K_i = -D_i``, ``m = sum_i p_i K_i`` and
+  ``C = sum_i p_i (K_i - m)(K_i - m)^T``, ``beta = sum_i C^+ p_i (K_i - m)
+  y_i`` (the slope rows of ``(Z^T P Z)^+ Z^T P`` for the design
+  ``Z = [1, K]``), so ``G_i = C^+ p_i (K_i - m) / h``, with the pseudo-inverse
+  over the numerical rank of :mod:`.._engine._local_linear`.
+
+The standard errors are ``sqrt(sum_i G_i^2 sigma_i^2)`` with the residual
+variances of :func:`._residuals.residual_variance`.
+
+Numerics: ``D_i`` is the difference of the unscaled coordinates, divided by
+the bandwidth; the local frame of degree 1 is first taken from the key of
+largest weight (so that a fit resting on keys of tiny weight, far from the
+data, keeps its relative accuracy), and the gradient is computed as
+``sum_i G_i (y_i - ybar)`` with ``ybar`` the local mean, which equals
+``sum_i G_i y_i`` because ``sum_i G_i = 0``. The ``n_features x n_keys``
+factors of a query are formed for a few queries at a time, within
+``working_memory`` shared with the chunk's weights.
+"""
+
+import numpy as np
+from sklearn.utils import gen_batches
+
+from .._engine._adaptive import safe_radii
+from .._engine._array_api import is_array_api_pool
+from .._engine._local_linear import MomentLayout, _centred_scale, _pseudo_inverse
+from .._utils._input import validate_queries
+from .._utils._threads import engine_threads
+from .._utils._working_memory import working_memory_bytes
+from ._residuals import residual_variance
+
+
+# Constant slopes are scalars, broadcast against the weights.
+def _zero(s):
+    return 0.0
+
+
+def _gaussian(s):
+    return -1.0
+
+
+def _cauchy(s):
+    return -2.0 / (1.0 + s)
+
+
+def _exponential(s):
+    # -1 / u; 0 at u = 0, where the kink has the subgradient 0.
+    u = np.sqrt(s)
+    return np.where(u > 0, -1.0 / np.where(u > 0, u, 1.0), 0.0)
+
+
+def _epanechikov(s):
+    # alpha = 1 - u: -1 / (u (1 - u)); 0 at u = 0 (the kink's subgradient).
+    u = np.sqrt(s)
+    safe = np.where(u > 0, u, 1.0) * (1.0 - u)
+    return np.where(u > 0, -1.0 / safe, 0.0)
+
+
+def _power(k):
+    # alpha = (1 - s)**k: phi = -2 k / (1 - s).
+    def phi(s):
+        return -2.0 * k / (1.0 - s)
+
+    return phi
+
+
+def _tricube(s):
+    # alpha = (1 - u**3)**3: alpha' / alpha = -9 u**2 / (1 - u**3).
+    u = np.sqrt(s)
+    return -9.0 * u / (1.0 - u * u * u)
+
+
+def _cosine(s):
+    # alpha = cos(pi u / 2): phi = -(pi / 2)**2 tan(t) / t at t = pi u / 2.
+    t = (np.pi / 2) * np.sqrt(s)
+    ratio = np.where(t > 0, np.tan(t) / np.where(t > 0, t, 1.0), 1.0)
+    return -((np.pi / 2) ** 2) * ratio
+
+
+#: ``phi(s) = d log alpha / d(s / 2)`` of each built-in kernel, as a function
+#: of the squared scaled distance ``s``, valid inside the support (``s < 1``
+#: for the compact kernels). The kinks at ``u = 0`` (exponential,
+#: epanechikov) get the symmetric subgradient 0; the boxcar's jump at the
+#: edge is a Dirac term left out (its derivative is 0 almost everywhere).
+_LOG_SLOPES = {
+    "gaussian": _gaussian,
+    "boxcar": _zero,
+    "constant": _zero,
+    "epanechikov": _epanechikov,
+    "epanechnikov": _power(1),
+    "biweight": _power(2),
+    "triweight": _power(3),
+    "tricube": _tricube,
+    "cosine": _cosine,
+    "exponential": _exponential,
+    "cauchy": _cauchy,
+}
+
+# float64 arrays of n_keys x n_features per query held at once: the
+# differences, the gradient factors, their squares and temporaries.
+_ROW_ARRAYS = 5
+
+
+def check_gradient_support(estimator):
+    """Refuse the estimators whose fit has no gradient here."""
+    pool = estimator._pool
+    if is_array_api_pool(pool):
+        raise ValueError(
+            "predict_gradient works on NumPy arrays only; this estimator was "
+            "fitted on arrays of another array API namespace. Fit it on NumPy "
+            "arrays to compute gradients."
+        )
+    if pool.degree == 0 and pool._arguments["user_kernel"]:
+        raise ValueError(
+            "predict_gradient with degree=0 needs the derivative of the kernel, "
+            f"which is known for the built-in kernels only ({sorted(_LOG_SLOPES)}); "
+            f"got the callable kernel {pool.kernel.name!r}. Use a built-in kernel, "
+            "or degree=1, whose slope needs no derivative of the kernel."
+        )
+
+
+def _gradient_factors(pool, p, diff, r2, layout, centers):
+    """The factors ``G`` of rows of weights ``p``, and their correction.
+
+    ``diff`` holds ``D = z_q - z_i`` with shape (n_rows, n_features, n_keys)
+    and is overwritten; ``r2`` the squared adaptive scales (ones for a fixed
+    width). Returns ``(G, mean)``: for degree 1, ``G`` of shape
+    (n_rows, n_features, n_keys) and ``mean`` None; for degree 0, ``p_i v_i``
+    in ``G`` and ``mean = sum_j p_j v_j`` of shape (n_rows, n_features), the
+    factors being ``G - p mean`` (left to the caller, which needs them only
+    for the standard errors).
+    """
+    d = diff.shape[1]
+    h = np.broadcast_to(pool.bandwidth, (d,))
+    if pool.degree == 0:
+        s = np.einsum("qfn,qfn->qn", diff, diff)
+        s /= r2[:, None]
+        inside = p > 0
+        if np.isfinite(pool.kernel.support):
+            inside &= s < pool.kernel.support**2
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            phi = _LOG_SLOPES[pool.kernel.name](np.where(inside, s, 0.0))
+        a = np.where(inside, p * phi, 0.0)
+        diff *= a[:, None, :]
+        diff *= (1.0 / (h[None, :] * r2[:, None]))[:, :, None]
+        return diff, diff.sum(axis=2)
+    # The local frame: K_i = z_i - z_q, centred on its weighted mean m. The
+    # keys are first taken from the heaviest one, which then sits exactly at
+    # 0: where it carries almost all the weight, m is within rounding of it,
+    # and K_i - m would otherwise be rounding errors amplified by C^+.
+    local = np.negative(diff, out=diff)
+    heaviest = np.argmax(p, axis=1)
+    reference = np.take_along_axis(local, heaviest[:, None, None], axis=2)
+    local -= reference
+    m = np.matmul(local, p[:, :, None])[:, :, 0]
+    local -= m[:, :, None]
+    m += reference[:, :, 0]
+    weighted = local * p[:, None, :]
+    cov = np.matmul(weighted, local.transpose(0, 2, 1))
+    scale = _centred_scale(m, cov, centers)
+    # The query sits at the origin of the frame: m - q is m.
+    vectors, inverse, _, _ = _pseudo_inverse(cov, scale, layout, m)
+    projected = np.matmul(vectors.transpose(0, 2, 1), weighted, out=weighted)
+    projected *= inverse[:, :, None]
+    factors = np.matmul(vectors, projected, out=local)
+    factors /= h[None, :, None]
+    return factors, None
+
+
+def predict_gradient(estimator, X, return_se):
+    """The gradients (and standard errors) of a fitted regressor at ``X``.
+
+    Returns ``(gradient, se)`` of shape (n_queries, n_features, n_outputs),
+    ``se`` None unless ``return_se``; NaN in the categorical features.
+    """
+    check_gradient_support(estimator)
+    X = validate_queries(estimator, X)
+    pool = estimator._pool
+    values = np.asarray(estimator.values_, dtype=np.float64)
+    values = values.reshape(values.shape[0], -1)[pool.support]
+    variance = None
+    if return_se:
+        variance = residual_variance(estimator)[0][pool.support]
+    n_keys, d = pool.keys.shape
+    layout = MomentLayout(d, values.shape[1], n_keys)
+    # The unscaled keys of positive weight (float64), one row per feature.
+    keys_t = np.ascontiguousarray(pool.exact.keys.T)
+    h = pool.bandwidth
+    h_column = np.broadcast_to(h, (d,))[:, None]
+    fill = np.nan if pool.on_empty in ("nan", "raise") else 0.0
+    budget = working_memory_bytes() / engine_threads(estimator.n_jobs)
+    row_bytes = 8 * _ROW_ARRAYS * n_keys * d
+
+    def work(X_chunk, workspace):
+        queries = pool._queries(X_chunk)
+        p, empty = pool._normalized_scores(queries, workspace, sparse=False)
+        p = np.asarray(p, dtype=np.float64)  # a new array: ours to change
+        p[empty] = 0.0
+        raw = queries[2]
+        if len(queries) > 3:
+            r2, coincident = safe_radii(queries[3])
+        else:
+            r2, coincident = np.ones(len(raw)), np.zeros(len(raw), dtype=bool)
+        n_rows = len(raw)
+        # The chunk's weights and the factors of its rows share the budget.
+        sub_rows = max(1, int((budget - p.nbytes) // row_bytes))
+        grad = np.empty((n_rows, d, values.shape[1]))
+        se = np.empty_like(grad) if return_se else None
+        for rows in gen_batches(n_rows, sub_rows):
+            # Only the keys some query of the batch weighs (compact kernels).
+            used = np.flatnonzero(np.any(p[rows] != 0, axis=0))
+            if len(used) > n_keys // 2:
+                used = slice(None)  # no copies where most are weighed
+            weights, Y = p[rows][:, used], values[used]
+            q = raw[rows]
+            diff = np.subtract(q[:, :, None], keys_t[None, :, used])
+            diff /= h_column
+            centers = pool.center - q / h
+            G, mean = _gradient_factors(pool, weights, diff, r2[rows], layout, centers)
+            del diff
+            # sum_i G_i (y_i - ybar): the sum of the factors is 0 (degree 1),
+            # or sum_i p_i (y_i - ybar) = 0 drops their correction (degree 0);
+            # so the level of y, times rounding errors, is left out.
+            ybar = weights @ Y
+            for k in range(Y.shape[1]):
+                deviations = Y[:, k][None, :] - ybar[:, k, None]
+                grad[rows, :, k] = np.matmul(G, deviations[:, :, None])[:, :, 0]
+            if not return_se:
+                continue
+            if mean is not None:
+                for j in range(d):
+                    G[:, j] -= weights * mean[:, j, None]
+            np.square(G, out=G)
+            se[rows] = np.sqrt(_times(G, variance[used]))
+        still = coincident if pool.degree == 0 else np.zeros_like(coincident)
+        grad[still] = 0.0
+        grad[empty] = fill
+        if return_se:
+            se[still] = 0.0
+            se[empty] = fill
+        return (grad, se), empty
+
+    chunks = pool._run_chunks(
+        X, None, work, estimator.n_jobs, extra_row_bytes=8 * n_keys
+    )
+    grad = np.concatenate([c[0] for c in chunks]) if chunks else np.empty((0, d, 1))
+    se = None
+    if return_se:
+        se = np.concatenate([c[1] for c in chunks]) if chunks else np.empty_like(grad)
+    return _place(estimator, grad, pool.dtype), (
+        None if se is None else _place(estimator, se, pool.dtype)
+    )
+
+
+def _times(G, matrix):
+    """``G @ matrix`` for ``G`` of shape (n_rows, d, n_keys), as one product."""
+    n_rows, d, n_keys = G.shape
+    return (G.reshape(n_rows * d, n_keys) @ matrix).reshape(n_rows, d, -1)
+
+
+def _place(estimator, continuous, dtype):
+    """Put the continuous features' columns in place, NaN in the others."""
+    mask = getattr(estimator, "is_categorical_", None)
+    if mask is None:
+        return continuous.astype(dtype, copy=False)
+    out = np.full(
+        (continuous.shape[0], len(mask), continuous.shape[2]), np.nan, dtype=dtype
+    )
+    if not np.all(mask):
+        out[:, ~mask] = continuous
+    return out

@@ -1,0 +1,162 @@
+"""Per-feature widths learned after the isotropic selection of the bandwidth
+search, kept only where they do better (:mod:`.._widths._learning`,
+:mod:`.._widths._guard`, :mod:`.._widths._categorical`)."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._widths import _categorical as _categorical_widths
+from .._widths._guard import guard_widths
+from .._widths._learning import learn_widths, width_loss
+from ..kernels import KERNELS
+
+
+@dataclass(frozen=True)
+class LearnedWidths:
+    """What learning per-feature widths gave a search.
+
+    ``kept`` says whether the learned widths replace the isotropic choice;
+    then ``bandwidth`` (and, with categorical features,
+    ``categorical_bandwidth``) are the learned ones and ``best_score`` their
+    score. ``n_iter`` counts the iterations of the learning, and
+    ``per_feature_scores`` holds the guard's out-of-fold losses where it
+    compared them (None otherwise).
+    """
+
+    n_iter: int
+    kept: bool = False
+    bandwidth: object = None
+    categorical_bandwidth: object = None
+    best_score: float = None
+    per_feature_scores: dict = None
+
+
+def learn_feature_widths(search, data, grid):
+    """Learn per-feature widths; keep them as ``per_feature`` says.
+
+    They are learned on the leave-one-out loss of ``search.policy``
+    (squared error, or log-loss for class probabilities), or on the
+    criterion of ``scoring="gcv"`` or ``"aicc"``, and kept only where they
+    lower that of the isotropic choice and, with
+    ``per_feature="auto"``, where the guard (:func:`.._widths._guard.guard_widths`)
+    finds the procedure that learns them better out of fold by more than
+    one standard error (the one-standard-error rule). ``grid`` holds the
+    fixed bandwidths scored. Reads the selection of ``search`` and returns
+    a :class:`LearnedWidths`.
+    """
+    X64, Y, weights, splits = data.X64, data.Y, data.weights, data.splits
+    policy = search.policy
+    kernel = KERNELS[search.kernel_]
+    criterion = search.smoother_scoring()
+    objective = search.scoring if criterion else policy.objective
+    options = {"degree": search.degree_, "objective": objective}
+    widths, n_iter, loss, predictions = learn_widths(
+        X64, Y, weights, kernel, search.bandwidth_, max_iter=search.max_iter, **options
+    )
+    n_iter = max(n_iter, 1)
+    isotropic = np.full(X64.shape[1], np.log(search.bandwidth_))
+    isotropic_loss = width_loss(
+        isotropic, X64, Y, weights, kernel, gradient=False, **options
+    )[0]
+    if not loss < isotropic_loss:
+        return LearnedWidths(n_iter)
+    scores = None
+    if search.per_feature_mode() == "auto":
+        search.say(
+            "Comparing the learned widths with the isotropic bandwidth out "
+            "of fold, each selected or learned on the training parts; the "
+            "widths are kept where they win by more than one standard error"
+        )
+        guard = guard_widths(
+            X64,
+            Y,
+            weights,
+            kernel,
+            grid,
+            splits=splits,
+            max_iter=search.max_iter,
+            n_jobs=search.n_jobs,
+            **options,
+        )
+        scores = {
+            "isotropic": guard.isotropic_loss,
+            "per_feature": guard.per_feature_loss,
+        }
+        if policy.loss_name is not None:
+            search.say(
+                f"Out-of-fold {policy.loss_name}: isotropic "
+                f"{guard.isotropic_loss:.6g}, per-feature {guard.per_feature_loss:.6g} "
+                f"(standard error of the difference {guard.standard_error:.3g})"
+            )
+        if not guard.keep:
+            return LearnedWidths(n_iter, per_feature_scores=scores)
+    if splits is not None:
+        # The score of the learned widths on the splits: those of the
+        # guard, whose widths were learned on each training part.
+        sample_weight = data.sample_weight
+        score = float(
+            np.mean(
+                [
+                    policy.learned_split_score(
+                        split,
+                        guard.per_feature_predictions,
+                        data.X,
+                        data.y,
+                        None if sample_weight is None else sample_weight[split[1]],
+                        data.scorer,
+                        data.weighted,
+                    )
+                    for split in splits
+                ]
+            )
+        )
+    elif data.scorer is None or criterion:
+        score = -float(loss)
+    else:
+        score = policy.learned_loo_score(
+            predictions, data.X, data.y, weights, data.scorer, data.weighted
+        )
+    return LearnedWidths(
+        n_iter, True, widths, best_score=score, per_feature_scores=scores
+    )
+
+
+def learn_categorical_widths(search, data, codes):
+    """Per-feature widths and lambdas (:mod:`.._widths._categorical`), learned
+    on the leave-one-out error of the selected degree and kept where they
+    lower that of the selected candidate. Returns a :class:`LearnedWidths`."""
+    X64, Y, weights = data.X64, data.Y, data.weights
+    kernel = KERNELS[search.kernel_]
+    lambdas = np.full(codes.shape[1], search.categorical_bandwidth_)
+    options = {"degree": search.degree_}
+    widths, learned, n_iter, loo_mse = _categorical_widths.learn(
+        X64,
+        codes,
+        Y,
+        weights,
+        kernel,
+        search.bandwidth_,
+        lambdas,
+        max_iter=search.max_iter,
+        **options,
+    )
+    n_iter = max(n_iter, 1)
+    if not loo_mse < search.cv_results_["loo_mse"][search.best_index_]:
+        return LearnedWidths(n_iter)
+    if data.scorer is None:
+        score = -float(loo_mse)
+    else:
+        predictions = _categorical_widths.loo_predictions(
+            X64, codes, Y, weights, kernel, widths, learned, **options
+        )
+        score = search.policy.learned_loo_score(
+            predictions, data.X, data.y, weights, data.scorer, data.weighted
+        )
+    return LearnedWidths(
+        n_iter,
+        True,
+        widths[0] if search.placeholder else widths,
+        categorical_bandwidth=learned,
+        best_score=score,
+    )

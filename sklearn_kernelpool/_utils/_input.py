@@ -1,0 +1,142 @@
+"""One way in: the validation of the data of ``fit`` and of the queries.
+
+Every estimator validates its training data with :func:`validate_fit_data`
+and its queries with :func:`validate_queries`, whatever their kind: NumPy
+arrays, DataFrames with categorical columns (:mod:`._categorical_input`)
+and SciPy sparse matrices (:mod:`._sparse`). Array API arrays
+(:mod:`.._estimator._array_api`) and dask arrays (:mod:`.._binned._dask`)
+are dispatched before it by the estimators, and validated by their own
+namespace with the same checks.
+"""
+
+from numbers import Integral
+
+import numpy as np
+from scipy.sparse import issparse
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import _check_sample_weight, validate_data
+
+from . import _categorical_input
+from ._sparse import FIT_FORMATS, QUERY_FORMATS, check_sparse_algorithm
+from ._validation import check_no_dates, check_no_strings, first_string
+
+# joblib's convention: None, -1 for all processors, -2 for all but one...; 0
+# has no meaning.
+N_JOBS_CONSTRAINT = [
+    None,
+    Interval(Integral, None, -1, closed="right"),
+    Interval(Integral, 1, None, closed="left"),
+]
+
+
+def check_dense_features(X, name="X", strings=True):
+    """Refuse dates and strings (unless not ``strings``), with what to do
+    instead.
+
+    SciPy sparse ``X`` holds numbers only, and passes (:mod:`.._utils._sparse`).
+    """
+    if issparse(X):
+        return
+    if strings:
+        check_no_dates(X, name)
+        check_no_strings(X)
+
+
+def check_numeric_target(estimator, y):
+    """Refuse string targets for a regressor, pointing to the classifier."""
+    value, _ = first_string(y)
+    if value is not None:
+        raise ValueError(
+            f"y holds strings, for example {value!r}; "
+            f"{type(estimator).__name__} needs numeric y. To predict class "
+            "labels, use KernelAttentionClassifier."
+        )
+
+
+def _value_checks(mask):
+    """The checks of the values of ``X`` by ``validate_data``: all of them
+    without categorical features (``mask`` None); with them, none, as the
+    values are checked column by column (:mod:`._categorical_input`)."""
+    if mask is None:
+        return {"dtype": [np.float64, np.float32]}
+    return {"dtype": None, "ensure_all_finite": False}
+
+
+def validate_fit_data(estimator, X, y, **options):
+    """``validate_data`` of the training data, dates and strings refused.
+
+    SciPy sparse ``X`` is kept as CSR or CSC; a tree ``algorithm`` is
+    refused for it (:mod:`.._utils._sparse`).
+
+    ``options`` go to :func:`~sklearn.utils.validation.validate_data`; the
+    keys are float64 or float32. With ``y_numeric=True``, string targets are
+    refused. Every ``X`` passes ``validate_data``, which checks its shape,
+    samples, features and feature names, and ``y``, with scikit-learn's
+    errors. For an estimator with categorical features
+    (``categorical_features``), the keys are its continuous columns followed
+    by the integer codes of its categories (:mod:`._categorical_input`).
+    """
+    if options.get("y_numeric"):
+        check_numeric_target(estimator, y)
+    mask = None
+    if hasattr(estimator, "categorical_features"):
+        mask = _categorical_input.fit_mask(estimator, X)
+    check_dense_features(X, strings=mask is None)
+    # scikit-learn spots non-finite input by a sum, which warns before its
+    # clear error when +inf and -inf meet.
+    with np.errstate(invalid="ignore", over="ignore"):
+        X_valid, y = validate_data(
+            estimator, X, y, accept_sparse=FIT_FORMATS, **_value_checks(mask), **options
+        )
+    if mask is not None:
+        return _categorical_input.fit_columns(estimator, X, mask), y
+    # After the validation, which makes frames of sparse columns sparse.
+    check_sparse_algorithm(estimator.algorithm, X_valid)
+    return X_valid, y
+
+
+def validate_queries(estimator, X):
+    """``validate_data`` of the queries of a fitted estimator, dates and
+    strings refused; SciPy sparse queries become CSR.
+
+    With categorical features, the queries as the engine takes them: their
+    continuous columns followed by the codes of their categories.
+    """
+    mask = getattr(estimator, "is_categorical_", None)
+    if mask is not None:
+        _categorical_input.refuse_sparse(X)
+    check_dense_features(X, strings=mask is None)
+    with np.errstate(invalid="ignore", over="ignore"):
+        X_valid = validate_data(
+            estimator,
+            X,
+            reset=False,
+            accept_sparse=QUERY_FORMATS,
+            **_value_checks(mask),
+        )
+    if mask is None:
+        return X_valid
+    return _categorical_input.query_columns(estimator, X)
+
+
+def validate_sample_weight(sample_weight, X):
+    """Non-negative, finite weights with a positive sum, or None.
+
+    The weights are float64 whatever X is: a weight need not fit float32
+    (the engine rescales the weights before they meet float32 data).
+    """
+    if sample_weight is None:
+        return None
+    with np.errstate(invalid="ignore", over="ignore"):
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+    if np.any(sample_weight < 0):
+        raise ValueError(
+            "sample_weight must be non-negative; got "
+            f"{int(np.sum(sample_weight < 0))} negative weight(s)."
+        )
+    if not np.any(sample_weight > 0):
+        raise ValueError(
+            "Sample weights must contain at least one non-zero number; "
+            "all sample_weight are zero."
+        )
+    return sample_weight

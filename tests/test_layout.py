@@ -1,0 +1,136 @@
+"""The layout of the package: layers that import only downwards, small
+modules.
+
+The rule is written in ``CONTRIBUTING.md`` ("The layout of the package"):
+each subpackage is a layer, and a module imports from its own layer and the
+layers below it only, inside functions too. The estimators, the plots and
+the command line at the top may import everything.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import sklearn_kernelpool
+
+PACKAGE = Path(sklearn_kernelpool.__file__).parent
+NAME = "sklearn_kernelpool"
+
+#: The layers, from the bottom. A top-level module not named here is of the
+#: top layer (the estimators, the plots, the command line).
+LAYERS = {
+    "_utils": 0,
+    "_exceptions": 0,
+    "kernels": 0,
+    "_kernel_shapes": 0,
+    "_engine": 1,
+    "_binned": 1,
+    "_held_out": 2,
+    "_widths": 3,
+    "_search": 4,
+    "_inference": 5,
+    "_estimator": 6,
+}
+TOP = max(LAYERS.values()) + 1
+#: Old module paths kept for the pickles of earlier releases: one import.
+SHIMS = {"_pooling", "_binned_pool", "_grid_pool"}
+
+MAX_LINES = 500
+MAX_CODE_LINES = 450
+
+
+def _modules():
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _dotted(path):
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _layer(dotted):
+    parts = dotted.split(".")
+    if len(parts) < 2:
+        return TOP  # the package's __init__
+    return LAYERS.get(parts[1], TOP)
+
+
+def _imports(path):
+    """Every module of the package that ``path`` imports, inside functions
+    too, as dotted names."""
+    dotted = _dotted(path)
+    package = dotted if path.name == "__init__.py" else dotted.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if not module.startswith(NAME):
+                continue
+            for alias in node.names:
+                candidate = f"{module}.{alias.name}"
+                as_module = PACKAGE.parent / (candidate.replace(".", "/") + ".py")
+                found.add(candidate if as_module.exists() else module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith(NAME))
+    return found
+
+
+def test_no_module_imports_a_higher_layer():
+    wrong = []
+    for path in _modules():
+        dotted = _dotted(path)
+        if dotted.split(".")[-1] in SHIMS and dotted.count(".") == 1:
+            continue
+        for module in _imports(path):
+            if _layer(module) > _layer(dotted):
+                wrong.append(f"{dotted} imports {module}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_subpackage_is_a_known_layer_and_says_what_it_holds():
+    for path in PACKAGE.iterdir():
+        if path.is_dir() and (path / "__init__.py").exists():
+            assert path.name in LAYERS, path.name
+            doc = ast.get_docstring(ast.parse((path / "__init__.py").read_text()))
+            assert doc and "import" in doc, f"{path.name}: say what it may import"
+
+
+def _code_lines(path):
+    """Lines that are not blank, comments or docstrings."""
+    tree = ast.parse(path.read_text())
+    lines = path.read_text().splitlines()
+    skip = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                skip.update(range(body[0].lineno, body[0].end_lineno + 1))
+    return sum(
+        1
+        for number, line in enumerate(lines, 1)
+        if number not in skip and line.strip() and not line.strip().startswith("#")
+    )
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: _dotted(p))
+def test_modules_are_small(path):
+    assert len(path.read_text().splitlines()) <= MAX_LINES
+    assert _code_lines(path) <= MAX_CODE_LINES
+
+
+def test_the_old_paths_of_pickled_classes_are_silent_shims():
+    for name in SHIMS:
+        source = (PACKAGE / f"{name}.py").read_text()
+        imports = [
+            node
+            for node in ast.parse(source).body
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+        ]
+        assert len(imports) == 1
