@@ -11,7 +11,9 @@ from ._exceptions import (
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
 )
-from ._plotting import AttentionWeightsDisplay, FitDisplay, plot_kernels
+from ._plotting._attention_weights import AttentionWeightsDisplay
+from ._plotting._fit import FitDisplay
+from ._plotting._kernels import plot_kernels
 from ._regression import KernelAttentionRegressor
 from ._skops import skops_trusted_types
 from ._utils._progress import progress_bar

@@ -37,13 +37,9 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         The isotropic bandwidths to choose from:
 
         - an int ``m``: ``m`` bandwidths spaced evenly in log scale, from the
-          median distance of a distinct training point to its nearest other
-          distinct point, to twice the largest distance of a training point
-          from their mean (points of positive sample weight). When the best
-          candidate is the smallest or largest of them, the grid is extended
-          past that edge, five bandwidths of its ratio at a time, at most
-          four times and never beyond ten times its ends. See
-          :ref:`bandwidth-selection` for its details and limits.
+          median nearest-neighbour distance to twice the largest distance
+          from the mean of the training points, extended past an edge where
+          the best candidate lies (see :ref:`bandwidth-selection`).
         - an array-like of floats > 0. A selection on its smallest or
           largest bandwidth issues a
           :class:`~sklearn_kernelpool.BandwidthEdgeWarning`.
@@ -63,64 +59,38 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
           :class:`~sklearn.model_selection.GridSearchCV`; the splits are
           drawn once, so that a generator serves as well as a list.
 
-        Under K-fold, the held-out points of a split are predicted from the
-        training points of that split, and the score of a candidate is the
-        mean of its split scores, exactly as ``GridSearchCV`` computes them
-        with that splitter. When the test sets partition the data and each
-        training set is the rest, each pair of points is pooled once for both
-        sides.
+        Under K-fold, the score of a candidate is the mean of its split
+        scores, exactly as ``GridSearchCV`` computes them with that splitter.
 
     scoring : str, callable or None, default=None
-        A scikit-learn scorer name or a callable ``scorer(estimator, X, y)``.
+        A regression scorer name or a callable ``scorer(estimator, X, y)``;
         None is the negative mean squared error under leave-one-out and
-        :math:`R^2` (the estimator's ``score``) under K-fold. Under
-        leave-one-out a scorer scores the ``n`` leave-one-out predictions at
-        once, as :class:`~sklearn.linear_model.RidgeCV` does. A scikit-learn
-        scorer must be a regression one (``"accuracy"`` raises a
-        ``ValueError``). Splits that hold out a single sample
-        (``cv=n_samples``) need a scorer defined on one sample, which
-        :math:`R^2` is not: use ``cv=None``, the exact leave-one-out.
-
-        ``"gcv"`` and ``"aicc"`` score each candidate fitted on all the data
-        by generalised cross-validation [2]_ or the corrected AIC [3]_ of its
-        smoother matrix (see
-        :meth:`KernelAttentionRegressor.smoother_diagnostics`), from the
-        leave-one-out pass itself; ``mean_test_score`` is the negated
-        criterion. They need ``cv=None`` (``ValueError`` otherwise). With
-        ``per_feature``, the per-feature widths are learned on the same
-        criterion. See :ref:`bandwidth-selection` for the formulas.
+        :math:`R^2` under K-fold. Under leave-one-out a scorer scores the
+        ``n`` leave-one-out predictions at once, as
+        :class:`~sklearn.linear_model.RidgeCV` does. ``"gcv"`` and
+        ``"aicc"`` score each candidate fitted on all the data by
+        generalised cross-validation [2]_ or the corrected AIC [3]_ of its
+        smoother matrix, from the leave-one-out pass itself
+        (``mean_test_score`` is the negated criterion; ``cv=None`` only).
+        See :ref:`bandwidth-selection`.
 
     per_feature : bool or "auto", default=False
         After the isotropic selection, learn one width per feature by
-        minimising the leave-one-out squared error with L-BFGS-B on the log
-        widths, from the best isotropic bandwidth and two other deterministic
-        starts, with an analytic gradient, for the selected ``degree`` (0 or
-        1). With ``scoring="gcv"`` or ``"aicc"`` they minimise that
-        criterion of the fit on all the data instead, as R np's
-        ``bwmethod="cv.aic"`` does (and statsmodels' ``KernelReg(bw="aic")``
-        for local-constant fits; its trace is the local-constant one
-        whatever ``reg_type``). With categorical features they are learned
-        on the leave-one-out error only: ``per_feature=True`` with a
-        criterion raises a ``ValueError``, and ``"auto"`` learns none. Needs
-        kernels with a log form (``"gaussian"``, ``"exponential"``,
-        ``"cauchy"`` and their aliases).
+        minimising the leave-one-out squared error (or, with
+        ``scoring="gcv"`` or ``"aicc"``, that criterion, as R np's
+        ``bwmethod="cv.aic"``) with L-BFGS-B on the log widths, from three
+        deterministic starts, with an analytic gradient, for the selected
+        ``degree``. Needs kernels with a log form (``"gaussian"``,
+        ``"exponential"``, ``"cauchy"`` and their aliases). With categorical
+        features they are learned on the leave-one-out error only.
 
-        - True: the learned widths are kept where they lower the
-          leave-one-out error (the criterion) of the isotropic choice.
-          Needs ``cv=None``.
-        - ``"auto"``: they are kept only where, in addition, the procedure
-          that learns them beats the isotropic selection out of fold: five
-          shuffled folds (a fixed seed) or, with a K-fold ``cv``, its
-          splits; on each training part only, the isotropic bandwidth is
-          selected by exact leave-one-out (by the criterion) and the widths
-          learned from it, and both predict the held-out part. The
-          *one-standard-error rule* decides: the learned widths are kept
-          where their out-of-fold mean squared error (log-loss for the
-          classifier) is below the isotropic one by more than one standard
-          error of the paired differences of the held-out points' errors,
-          a gain within the noise of the folds keeping the isotropic
-          bandwidth. The training parts are learned over ``n_jobs``
-          threads.
+        - True: kept where they lower the leave-one-out error (the
+          criterion) of the isotropic choice. Needs ``cv=None``.
+        - ``"auto"``: kept only where, in addition, the procedure that
+          learns them beats the isotropic selection out of fold (five seeded
+          folds, or the splits of a K-fold ``cv``) by more than one standard
+          error of the paired differences of the held-out errors (the
+          one-standard-error rule).
         - False: one isotropic bandwidth.
 
         See :ref:`bandwidth-selection` for the bounds, the starts and the
@@ -142,25 +112,17 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         more training points of positive weight than the features plus two,
         or held-out sums of degree 1 larger than a quarter of the physical
         memory). On a small table (fewer than 20 training points of positive
-        weight per parameter of the local line, ``n / (d + 1) < 20``), with
-        leave-one-out (``cv=None``), ``scoring=None`` and no categorical
-        features, the search also scores the global weighted least-squares
-        line (kernel ``"constant"``, degree 1: the same weight on every key,
-        an infinite width; its bandwidth only scales the coordinates, and
-        where it is selected no per-feature widths are learned), and
-        selects by the one-standard-error rule of Breiman et al. (1984) on
-        the paired differences of the per-point leave-one-out squared
-        errors, toward the simpler fit: the best local-constant candidate
-        of a fixed width is the baseline; the global line replaces it if it
-        beats it by one standard error; the best candidate (local-linear, or
-        of an adaptive width) replaces that if it beats it by one standard
-        error in turn. There a few extreme points decide the mean, and a
-        slope chosen by them extrapolates out of sample. On a table of fewer
-        than 10 such points per parameter, a local-linear candidate kept
-        gives way to the widest candidate of its kernel and kind of width
-        (fixed bandwidths, or neighbour counts) whose leave-one-out squared
-        errors are within one standard error of its own and still beat the
-        baseline by one, walking from it toward wider ones.
+        weight per parameter of the local line), with ``cv=None``,
+        ``scoring=None`` and no categorical features, the search also scores
+        the global weighted least-squares line (kernel ``"constant"``,
+        degree 1; no per-feature widths are learned for it) and selects
+        toward the simpler fit by the one-standard-error rule of Breiman et
+        al. (1984) on the paired leave-one-out errors: the best
+        local-constant candidate of a fixed width, replaced by the line if
+        the line beats it by one standard error, replaced by the best
+        candidate if that beats it by one standard error in turn; under 10
+        rows per parameter a kept local-linear candidate is widened within
+        one standard error. See :ref:`small tables <tabular-small-tables>`.
         Held-out local-linear fits follow the fitted estimator's
         rules for rank-deficient and singular local designs, reported by
         ``cv_results_["singular_fraction"]`` and
@@ -168,38 +130,25 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     on_empty : {"nearest", "mean", "nan", "raise"}, default="nearest"
         What a point gets when no other point of positive weight lies in the
-        kernel's support (compact kernels), both while scoring and in
-        ``best_estimator_``:
-
-        - ``"nearest"``: the value of the nearest other key of positive
-          weight (under K-fold: of the training part), ties averaged with
-          their weights;
-        - ``"mean"``: the weighted mean of the other points' values (under
-          K-fold: of the training part);
-        - ``"nan"``, ``"raise"``: a candidate that leaves any point with an
-          empty neighbourhood is not eligible: its score is NaN and it ranks
-          last, as a failing candidate does in ``GridSearchCV``. If no
-          candidate is eligible, ``fit`` raises a ``ValueError``.
-
-        Exactly what fitting without the held-out points and predicting them
-        would give. ``cv_results_["empty_fraction"]`` reports how many
-        predictions fell back.
+        kernel's support, both while scoring (exactly what fitting without
+        the held-out points and predicting them would give) and in
+        ``best_estimator_``: ``"nearest"`` and ``"mean"`` as in
+        :class:`KernelAttentionRegressor`, over the other points (under
+        K-fold: the training part); under ``"nan"`` and ``"raise"`` a
+        candidate that leaves any point with an empty neighbourhood scores
+        NaN and ranks last, and ``fit`` raises a ``ValueError`` if none is
+        eligible. ``cv_results_["empty_fraction"]`` reports the fallbacks.
 
     algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, \
             default="auto"
         The algorithm of ``best_estimator_`` (see
         :class:`KernelAttentionRegressor`). Scoring pools every pair, except
-        on the binned path: with ``"binned"``, or with ``"auto"`` where
-        :class:`KernelAttentionRegressor` would pick it at the smallest
-        candidate width of every kernel, each candidate costs one FFT
-        convolution of one binning of the rows (see the user guide's page
-        on the binned path for the leave-one-out approximation), and
-        ``best_estimator_`` is fitted with ``algorithm="binned"``. It scores
-        fixed isotropic widths of one or two continuous features:
-        ``"binned"`` refuses categorical features, explicit ``n_neighbors``,
-        ``per_feature`` other than False and ``scoring="gcv"`` or ``"aicc"``
-        with a ``ValueError``, and ``n_neighbors="auto"`` then scores no
-        adaptive candidate.
+        on the binned path (``"binned"``, or ``"auto"`` where the regressor
+        would pick it at the smallest candidate width): each candidate then
+        costs one FFT convolution, for fixed isotropic widths of one or two
+        continuous features; categorical features, explicit
+        ``n_neighbors``, ``per_feature`` and ``scoring="gcv"`` or ``"aicc"``
+        are refused there with a ``ValueError``. See :ref:`binned`.
 
     n_jobs : int, default=None
         Threads over blocks of points while scoring (``None`` means 1 unless
@@ -254,34 +203,19 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
     linear_features : array-like of {bool, int, str}, "categorical", "auto" \
             or None, default=None
         The columns that enter as a global linear term of a partially linear
-        model (see :class:`KernelAttentionRegressor`'s ``linear_features``
-        for the model, its estimate ``coef_`` and the accepted values), the
-        other columns going through the kernel. Every candidate is then
-        scored by exact leave-one-out with its own double-residual estimate
-        ``coef(h)`` held: row ``i`` is predicted by
-        ``z_i . coef(h) + intercept + m_{-i}(x_i)``, with ``m_{-i}`` the
-        kernel part fitted without row ``i`` on the partial residuals
-        ``y - Z coef(h) - intercept``, which is the leave-one-out of the
-        plain search on shifted values; the values and the linear columns
-        are pooled in one pass over the pairs of points. It needs
+        model (see :class:`KernelAttentionRegressor`), the others going
+        through the kernel. Every candidate is scored by exact leave-one-out
+        with its own double-residual estimate ``coef(h)`` held. Needs
         ``cv=None``, ``per_feature=False`` and a scoring other than
-        ``"gcv"`` and ``"aicc"`` (``ValueError`` otherwise), never scores on
-        the binned path, and does not apply the one-standard-error rule of
-        ``degree="auto"`` on small tables. ``best_estimator_`` is the
-        partially linear :class:`KernelAttentionRegressor`, whose
-        ``coef_`` is that of the selected candidate.
-
-        ``"auto"`` scores the categorical features (those of
-        ``categorical_features`` or, where it is None, the columns of a
-        DataFrame of dtype category, object or string) linear against the
-        categorical features in the kernel, each by its own search on the
-        same leave-one-out criterion, and keeps the better
-        (``linear_features_``, ``linear_scores_``, and
-        ``cv_results_["param_linear_features"]`` over the candidates of
-        both). Without categorical features, with categorical features
-        only, or where the linear search cannot be scored (a K-fold ``cv``,
-        ``per_feature``, ``scoring="gcv"`` or ``"aicc"``), they stay in the
-        kernel.
+        ``"gcv"`` and ``"aicc"`` (``ValueError`` otherwise), and does not
+        apply the rules of small tables of ``degree="auto"``.
+        ``best_estimator_`` is the partially linear
+        :class:`KernelAttentionRegressor` of the selected candidate.
+        ``"auto"`` scores the categorical features linear against the
+        categorical features in the kernel, each by its own search, and
+        keeps the better (``linear_features_``, ``linear_scores_``); without
+        categorical features, or where the linear search cannot be scored,
+        they stay in the kernel. See :ref:`tabular-partially-linear`.
 
     Attributes
     ----------
@@ -349,34 +283,24 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
     cv_results_ : dict of ndarrays
         One entry per candidate, in the order of
         ``GridSearchCV(param_grid={"kernel": ..., "bandwidth": ...})``
-        (with ``"degree": [0, 1]`` for ``degree="auto"``, and over the
-        extended grid when the automatic grid was extended):
+        (with ``"degree": [0, 1]`` for ``degree="auto"``, over the extended
+        grid; then the global line of a small table, then the adaptive
+        candidates in the order of ``ParameterGrid({"kernel": ...,
+        "n_neighbors": ...})``, whose ``param_bandwidth`` is 1.0 and whose
+        ``param_n_neighbors``, a masked array, is masked for the others):
         ``param_kernel``, ``param_bandwidth`` (``param_degree``), ``params``,
         ``mean_test_score``, ``rank_test_score`` and ``empty_fraction`` (the
-        fraction of the held-out predictions that had an empty neighbourhood
-        and fell back to ``on_empty``). Under leave-one-out also ``loo_mse``,
-        the sample-weighted leave-one-out mean squared error (averaged over
-        the outputs); under K-fold also ``split{k}_test_score`` and
-        ``std_test_score``. With ``degree=1`` also ``singular_fraction``,
-        the fraction of the held-out predictions of positive pooled weight
-        whose local design determined no slope (rank 0) and that fell back
-        to the local mean, and ``rank_deficient_fraction``, the fraction
-        whose local design was rank-deficient but of positive rank (a
-        minimum-norm slope along the directions it determines), and
-        ``shrunk_fraction``, the fraction whose slope was shrunk towards the
-        local mean (the held-out point far from the local centre of the keys
-        that weigh on it, see
-        :class:`~sklearn_kernelpool.LocalLinearFallbackWarning`); all are 0
-        for the candidates of degree 0 under ``degree="auto"``. With
-        ``scoring="gcv"`` or ``"aicc"`` also ``effective_df``, ``gcv`` and
-        ``aicc`` of every candidate fitted on all the data.
-        With ``n_neighbors``, the adaptive candidates follow the
-        fixed ones, in the order of
-        ``ParameterGrid({"kernel": ..., "n_neighbors": ...})`` (with
-        ``"degree"`` under ``degree="auto"``), and
-        ``param_n_neighbors`` is a masked array, masked for the fixed
-        candidates (as ``GridSearchCV`` masks the parameters a candidate
-        does not have); their ``param_bandwidth`` is 1.0.
+        share of held-out predictions that fell back to ``on_empty``). Under
+        leave-one-out also ``loo_mse``, the sample-weighted leave-one-out
+        mean squared error; under K-fold ``split{k}_test_score`` and
+        ``std_test_score``. With ``degree=1`` also ``singular_fraction``
+        (held-out local designs of rank 0, which fell back to the local
+        mean), ``rank_deficient_fraction`` (of positive but deficient rank)
+        and ``shrunk_fraction`` (slopes shrunk by the safeguard, see
+        :class:`~sklearn_kernelpool.LocalLinearFallbackWarning`), 0 for the
+        candidates of degree 0. With ``scoring="gcv"`` or ``"aicc"`` also
+        ``effective_df``, ``gcv`` and ``aicc`` of every candidate fitted on
+        all the data.
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
@@ -430,20 +354,16 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
     --------
     KernelAttentionRegressor : The estimator whose parameters are selected.
     sklearn.model_selection.GridSearchCV : Refits for every candidate and split.
-    sklearn.linear_model.RidgeCV : Efficient leave-one-out for ridge regression.
 
     Notes
     -----
     Every candidate is scored from one pass over the ``n (n - 1) / 2`` pairs
-    of points, in cache-sized blocks whose squared distances serve every
-    candidate; the scores agree with refitting without the held-out points
-    to about 1e-14 relative. Memory beyond the data is a few blocks and the
-    pooled sums of every candidate (more columns with ``degree=1``: a search
-    whose sums exceed the physical memory is refused with a ``MemoryError``
-    before any work). The user guide's :ref:`bandwidth-selection` gives the
-    held-out formulas, the role of sample weights, the extension of the
-    automatic grid, and how per-feature widths are learned and guarded
-    against overfitting [1]_.
+    of points, in cache-sized blocks; the scores agree with refitting
+    without the held-out points to about 1e-14 relative. A search whose
+    pooled sums exceed the physical memory is refused with a
+    ``MemoryError`` before any work. See :ref:`bandwidth-selection` for the
+    held-out formulas, sample weights, the automatic grid and the guard of
+    learned widths [1]_.
 
     References
     ----------
@@ -539,9 +459,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training keys. SciPy sparse matrices and arrays are made dense
-            once and pooled by brute force: ``algorithm="auto"`` picks it,
-            and ``"kd_tree"`` or ``"ball_tree"`` raise a ``ValueError``.
+            Training keys (SciPy sparse ones pooled by brute force).
 
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Training values.

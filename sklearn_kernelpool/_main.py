@@ -50,7 +50,8 @@ def _figure(results, X, y, X_test):
     (top), and its attention weights on the test queries (bottom)."""
     from matplotlib.figure import Figure
 
-    from ._plotting import AttentionWeightsDisplay, FitDisplay
+    from ._plotting._attention_weights import AttentionWeightsDisplay
+    from ._plotting._fit import FitDisplay
 
     fig = Figure(figsize=(16, 7), layout="constrained")
     axes = fig.subplots(2, len(results))

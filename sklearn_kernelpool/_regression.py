@@ -113,33 +113,19 @@ class KernelAttentionRegressor(
         - ``"brute"``: distances to every key by BLAS, in chunks of queries
           bounded by scikit-learn's ``working_memory``;
         - ``"kd_tree"``, ``"ball_tree"``: a radius query in a tree of the
-          keys built in ``fit``, for kernels of compact support only (a
-          ``ValueError`` otherwise); with one feature the k-d tree is the
-          sorted array of the keys, searched by bisection;
-        - ``"auto"``: brute force for kernels of unbounded support; for
-          compact kernels the k-d tree when ``fit`` estimates that a query's
-          support holds a small enough fraction of the keys for the number
-          of features (the rule is measured in ``benchmarks/`` and given in
-          the user guide), brute force otherwise, and always for SciPy
-          sparse ``X`` (which the trees refuse). With one or two continuous
-          features, at least 100000 keys and a width the grid of ``n_bins``
-          (the default grid when None) resolves with at least 16 nodes,
-          ``"binned"``.
-        - ``"binned"``: for one or two continuous features, the kernel sums
-          are computed on a regular grid by linear binning and one FFT
-          convolution, then interpolated linearly to the queries (R's
-          KernSmooth; see the user guide's page on the binned path): a time
-          nearly independent of the number of keys and of the width, at a
-          small binning error controlled by ``n_bins``. Queries the grid
-          leaves undecided, and the methods that need each key's attention
-          weight (``attention_weights``, standard errors, intervals,
-          gradients, diagnostics), use the exact engine, built on first use
-          from the training rows. Refused for more than two features, user
-          kernel callables, categorical features, ``n_neighbors``, sparse
-          and non-NumPy arrays.
+          keys built in ``fit``, for kernels of compact support only;
+        - ``"binned"``: for one or two continuous features, kernel sums on a
+          regular grid by linear binning and one FFT convolution,
+          interpolated to the queries (R's KernSmooth), at a small binning
+          error controlled by ``n_bins``; the methods that need each key's
+          weight use the exact engine;
+        - ``"auto"``: brute force for kernels of unbounded support and
+          sparse ``X``; the k-d tree for compact kernels where a query's
+          support holds few keys; ``"binned"`` for one or two continuous
+          features, at least 100000 keys and a width the grid resolves.
 
         The choice is the fitted ``algorithm_``. Every path gives the same
-        predictions up to rounding.
+        predictions up to rounding. See :ref:`choosing-an-algorithm`.
 
     n_jobs : int, default=None
         Number of threads over chunks of queries in ``predict`` and
@@ -240,65 +226,24 @@ class KernelAttentionRegressor(
     linear_features : array-like of {bool, int, str} or "categorical", \
             default=None
         The columns that enter as a global linear term (a partially linear
-        model, Robinson 1988; R np's ``npplreg``)::
-
-            f(x, z) = intercept_ + z . coef_ + m(x)
-
-        with ``z`` the encoded linear columns and ``m`` the kernel fit of
-        the other columns ``x``:
-
-        - None: no linear column; every column goes through the kernel;
-        - ``"categorical"``: every categorical feature, those of
-          ``categorical_features`` or, where it is None, the columns of a
-          DataFrame of dtype category, object or string;
-        - an array-like of int indices, a boolean mask of shape
-          (n_features,) or feature names, as for ``categorical_features``.
-
-        A categorical linear column (categorical as above, or holding
-        strings) is one-hot encoded by
-        :class:`~sklearn.preprocessing.OneHotEncoder` with its first
-        category dropped, a numeric one enters as it is
-        (``linear_feature_names_`` names the encoded columns). ``coef_`` is
-        Robinson's double-residual estimate with this estimator's own
-        smoother of the kernel columns: ``y`` and every encoded column are
-        replaced by their residuals from their leave-one-out fits (each
-        training row fitted without its own weight, as
-        :class:`KernelAttentionRegressorCV` scores it; rows left with no
-        neighbour are left out, or refused under ``on_empty="raise"``),
-        ``coef_`` is the least-squares fit of the residuals of ``y`` on
-        those of the columns weighted with the sample weights
-        (minimum-norm where the residualised columns are collinear), and
-        ``intercept_`` is the weighted mean of ``y - z . coef_``. The kernel
-        part, ``kernel_regressor_``, is then fitted to the partial
-        residuals ``y - z . coef_ - intercept_``, so that::
-
-            predict(X) = z . coef_ + intercept_ + attention_weights(X) @ values_
-
-        exactly. Linear columns collinear with each other or with the
-        intercept (among the rows of positive weight) raise a
-        ``ValueError``, as do linear features that leave no column to the
-        kernel; a category of a linear column not seen in ``fit`` raises a
-        ``ValueError`` in ``predict``. With them ``X`` must be a dense
-        NumPy array or a DataFrame (``n_neighbors`` then takes no
-        categorical feature in the kernel part), ``bandwidth`` and
-        ``categorical_bandwidth`` given per feature apply to the features
-        of the kernel part, and the methods answer as follows:
-
-        - ``predict``: ``return_std`` is the spread of the partial
-          residuals around the kernel part (that of ``y`` around the
-          prediction), ``return_se`` the standard error of the kernel part,
-          ``coef_`` held fixed (its error is of order ``n ** -0.5``, smaller
-          than that of the kernel part);
-        - :meth:`confidence_interval` and :meth:`prediction_interval`: the
-          kernel part's intervals shifted by the linear part, ``coef_`` held
-          fixed (the jackknife+ refits do not estimate it again);
-        - :meth:`predict_gradient`: the kernel part's gradient in its
-          columns, ``coef_`` (``coef_se_`` for the standard errors) in the
-          numeric linear columns, NaN in the categorical ones;
-        - :meth:`attention_weights`: the weights of the kernel part, which
-          pools ``values_``, the partial residuals;
-        - :meth:`smoother_diagnostics`: a ``ValueError`` (the fit is not a
-          kernel smoother; those of ``kernel_regressor_`` are available).
+        model, Robinson 1988 [4]_; R np's ``npplreg``),
+        ``f(x, z) = intercept_ + z . coef_ + m(x)``, with ``z`` the encoded
+        linear columns and ``m`` the kernel fit of the others: None (every
+        column in the kernel), ``"categorical"`` (every categorical
+        feature), or int indices, a boolean mask or feature names, as for
+        ``categorical_features``. Categorical linear columns are one-hot
+        encoded with the first category dropped. ``coef_`` is Robinson's
+        double-residual estimate with this estimator's own leave-one-out
+        fits, ``intercept_`` the weighted mean of ``y - z . coef_``, and
+        ``kernel_regressor_`` is fitted to the partial residuals, so that
+        ``predict(X) = z . coef_ + intercept_ + attention_weights(X) @
+        values_`` exactly. Collinear linear columns, no column left to the
+        kernel and unseen categories raise a ``ValueError``. The intervals,
+        standard errors and gradients hold ``coef_`` fixed (its error is of
+        order ``n ** -0.5``); :meth:`predict_gradient` gives ``coef_`` in
+        the numeric linear columns and NaN in the categorical ones;
+        :meth:`smoother_diagnostics` raises a ``ValueError``. See
+        :ref:`tabular-partially-linear`.
 
     Attributes
     ----------
@@ -397,10 +342,8 @@ class KernelAttentionRegressor(
 
     An integer sample weight ``k`` is equivalent to ``k`` copies of the row
     (except under ``n_neighbors``, where a row counts as one neighbour), and
-    rows of weight zero never influence a prediction.
-
-    Predictions have the floating dtype of the training ``X`` (float32 stays
-    float32).
+    rows of weight zero never influence a prediction. Predictions have the
+    floating dtype of the training ``X`` (float32 stays float32).
 
     The local-linear fit (``degree=1``) is computed from kernel-weighted
     moments of the keys and values, gathered by the same chunked products

@@ -8,6 +8,14 @@ from ._engine._pooling import KernelPool
 from ._estimator._linear_columns import LinearDesign
 from .kernels import _REGISTRY, Kernel
 
+# The paths of the engines before the package took subpackages, which the
+# files of earlier releases name (the modules there are silent shims).
+_FORMER_PATHS = {
+    KernelPool: "sklearn_kernelpool._pooling",
+    BinnedKernelPool: "sklearn_kernelpool._binned_pool",
+    GridPool: "sklearn_kernelpool._grid_pool",
+}
+
 # Types of other packages that a fitted estimator of the package holds: the
 # dtype of the predictions of a model fitted on dask arrays
 # (:class:`._binned._grid_pool.GridPool`).
@@ -45,6 +53,8 @@ def _kernel_functions():
         ):
             if function is not None:
                 yield f"{function.__module__}.{function.__qualname__}"
+                # The private forms lived in the public module before.
+                yield f"sklearn_kernelpool.kernels.{function.__qualname__}"
 
 
 def skops_trusted_types():
@@ -56,7 +66,7 @@ def skops_trusted_types():
     the estimators (the cross-validated ones included), the engines (that of
     a model fitted on dask arrays with ``algorithm="binned"`` included, with
     the NumPy dtype of its predictions), the registered kernels and their
-    functions.
+    functions, each under its path and the path of earlier releases.
     The engine saves only its training data and parameters, which loading
     checks (shapes, dtypes, finiteness, the kernel) before it rebuilds the
     engine, trees included, as ``fit`` built it. A user-defined kernel is
@@ -94,5 +104,7 @@ def skops_trusted_types():
             "estimator.skops", trusted=skops_trusted_types()
         )
     """
-    classes = (f"{cls.__module__}.{cls.__qualname__}" for cls in _package_classes())
-    return sorted({*classes, *_OTHER_TYPES, *_kernel_functions()})
+    classes = _package_classes()
+    names = {f"{cls.__module__}.{cls.__qualname__}" for cls in classes}
+    names |= {f"{_FORMER_PATHS[cls]}.{cls.__qualname__}" for cls in _FORMER_PATHS}
+    return sorted({*names, *_OTHER_TYPES, *_kernel_functions()})

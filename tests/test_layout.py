@@ -23,7 +23,7 @@ LAYERS = {
     "_utils": 0,
     "_exceptions": 0,
     "kernels": 0,
-    "_kernel_shapes": 0,
+    "_kernel_forms": 0,
     "_engine": 1,
     "_binned": 1,
     "_held_out": 2,
@@ -31,8 +31,9 @@ LAYERS = {
     "_search": 4,
     "_inference": 5,
     "_estimator": 6,
+    "_plotting": 7,
 }
-TOP = max(LAYERS.values()) + 1
+TOP = 7
 #: Old module paths kept for the pickles of earlier releases: one import.
 SHIMS = {"_pooling", "_binned_pool", "_grid_pool"}
 

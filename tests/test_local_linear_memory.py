@@ -24,7 +24,7 @@ from sklearn_kernelpool import (
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
 )
-from sklearn_kernelpool._engine import _local_linear
+from sklearn_kernelpool._engine import _centred_fit
 from sklearn_kernelpool._engine import _moments as _moment_pooling
 from sklearn_kernelpool._engine import _weight_rows as _weights
 from sklearn_kernelpool._held_out import _sums as _held_out_sums
@@ -84,7 +84,7 @@ def test_many_features_few_queries_stay_within_a_few_hundred_mib():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # neither a fallback nor one at a time
         (mean, std), peak = traced_peak(lambda: reg.predict(Q, return_std=True))
-    assert peak <= _local_linear.fit_bytes(n, d) + 4 * X.nbytes + 4 * MIB
+    assert peak <= _centred_fit.fit_bytes(n, d) + 4 * X.nbytes + 4 * MIB
     assert peak < 300 * MIB
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(std))
 
@@ -121,7 +121,7 @@ def test_a_query_over_working_memory_goes_alone_with_one_warning():
             weights = reg.attention_weights(Q)
     assert len(record) == 2  # one per call
     message = record[0].message
-    assert message.row_bytes == _local_linear.fit_bytes(60, 300)
+    assert message.row_bytes == _centred_fit.fit_bytes(60, 300)
     assert message.row_bytes > message.working_memory_bytes
     assert_allclose(got, expected, rtol=1e-10)
     assert_allclose(weights @ y, expected, rtol=1e-10)

@@ -28,33 +28,9 @@ centred on their weighted mean, so the covariances are differences of
 moments as large as the squared extent of the data (in bandwidths), never
 of its squared offset from the origin.
 
-**The safeguard.** Where the query lies far from the local centre ``m`` in
-units of the local spread of the keys, the slope is extrapolated from few
-keys or keys of tiny weight, and the plain fit can move arbitrarily far from
-the values (a slope resting on two close keys). The fit is therefore a
-blend of the local-linear and the local-constant fits: the slope is shrunk
-to ``s beta``, the local line still passing through ``(m, ybar)``, with
-``s`` a function of the query's Mahalanobis distance from the local centre,
-``D**2 = (q - m)^T C^+ (q - m)``, against the radius
-``tau = 2 sqrt(r + 1)`` (``r`` the rank of ``C``; ``D**2`` of a key about
-its local mean averages ``r``)::
-
-    s = 1                          if D <= tau,
-    s = exp(-(D / tau - 1)**2 / 2)  otherwise.
-
-``s`` is continuous, and differentiable, in the query and the widths (no
-cliff between "slope" and "fallback"); a design whose queries lie within
-``tau`` keeps the plain local-linear answer exactly. Since
-``|beta . (q - m)| <= D sd_p(y)`` (Cauchy--Schwarz, ``sd_p`` the weighted
-spread of the values), the correction of the local mean is at most
-``1.34 tau`` local standard deviations of the values, and vanishes far from
-the keys, where the fit is the local mean. This is a blend towards the
-local-constant fit in the spirit of the ridged local-linear estimators of
-Seifert & Gasser (1996, JASA 91) and Cheng, Hall & Titterington (1997),
-driven by the distance of the query from the local weighted centre. As the
-factor multiplies ``C^+`` it applies to everything built on it: the
-shrunk inverse ``s C^+`` is returned by :func:`_pseudo_inverse` and
-:func:`_local_geometry`, whose callers need not know of it.
+The slope is shrunk by a safeguard far from the local centre of the keys
+(:mod:`._safeguard`). The two-pass fit from weighted keys is in
+:mod:`._centred_fit`.
 
 The prediction is also a weighted sum of the values,
 ``b = sum_i l_i y_i`` with the equivalent-kernel weights
@@ -63,6 +39,8 @@ and may be negative.
 """
 
 import numpy as np
+
+from ._safeguard import shrink
 
 _EPS = float(np.finfo(np.float64).eps)
 # Moments about the global centre of the keys and values lose about
@@ -145,59 +123,6 @@ def rank_counts(rank, n_features, rows=None):
         rank = rank[rows]
     singular = int(np.count_nonzero(rank == 0))
     return singular, int(np.count_nonzero(rank < n_features)) - singular
-
-
-#: The radius of the safeguard, per ``sqrt(rank + 1)``, in local standard
-#: deviations of the keys (see the module docstring).
-SLOPE_RADIUS = 2.0
-
-
-def slope_shrinkage(distance_sq, rank):
-    """The factor ``s`` of the local slope (see the module docstring).
-
-    Parameters
-    ----------
-    distance_sq : ndarray of shape (n,)
-        The squared Mahalanobis distances ``D**2`` of the queries from their
-        local centres, under the pseudo-inverse of the local covariance.
-    rank : ndarray of shape (n,)
-        The ranks of the local covariances.
-
-    Returns
-    -------
-    shrinkage : ndarray of shape (n,)
-        ``s`` in ``[0, 1]``: 1 within the radius (and where ``D`` is NaN,
-        on rows without weight), 0 at an infinite distance.
-    """
-    radius_sq = SLOPE_RADIUS**2 * (np.asarray(rank) + 1.0)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        u = np.sqrt(distance_sq / radius_sq)
-        s = np.exp(-0.5 * (u - 1.0) ** 2)
-    return np.where(u > 1.0, s, 1.0)
-
-
-def slope_shrinkage_derivative(distance_sq, rank):
-    """``ds / d(D**2)`` of :func:`slope_shrinkage` (0 within the radius)."""
-    radius_sq = SLOPE_RADIUS**2 * (np.asarray(rank) + 1.0)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        u = np.sqrt(distance_sq / radius_sq)
-        ds = -np.exp(-0.5 * (u - 1.0) ** 2) * (u - 1.0) / (2.0 * u * radius_sq)
-    return np.where((u > 1.0) & np.isfinite(ds), ds, 0.0)
-
-
-def shrink(vectors, inverse, rank, offset):
-    """Apply the safeguard to a pseudo-inverse, in place.
-
-    ``offset`` (n, d) holds ``m - q`` in the frame of ``vectors``; the
-    inverted eigenvalues ``inverse`` are multiplied by each row's factor
-    ``s`` (:func:`slope_shrinkage`), which is returned.
-    """
-    projected = np.einsum("nfe,nf->ne", vectors, offset)
-    with np.errstate(invalid="ignore", over="ignore"):
-        distance_sq = np.einsum("ne,ne,ne->n", inverse, projected, projected)
-    s = slope_shrinkage(distance_sq, rank)
-    inverse *= s[:, None]
-    return s
 
 
 def _pseudo_inverse(cov, scale, layout, offset):
@@ -419,149 +344,3 @@ def keys_cancelled(means, layout):
     second = means[:, layout.squares][:, i == j].sum(axis=1)
     spread = second - np.einsum("nf,nf->n", means[:, :d], means[:, :d])
     return second > MAX_MOMENT_RATIO * spread
-
-
-def fit_bytes(n_keys, n_features, n_outputs=1):
-    """Bytes of the work of one row of :func:`centred_fit`.
-
-    The row's keys, their centred and weighted copies (``3 n d``), its
-    covariance, the copy LAPACK's ``syevd`` factorises, its eigenvectors and
-    workspace (about ``6 d**2``), and the vectors of the row.
-    """
-    d = n_features
-    return 8 * (3 * n_keys * d + 6 * d * d + 2 * n_keys * (n_outputs + 1) + 8 * d)
-
-
-def _centred_row(p, keys, values):
-    """The local moments of one row of normalised weights, about its means.
-
-    Returns ``(m, cov, ybar, cross, variance)``: the local means of the keys
-    and values, the key covariance, the key-value cross-covariance and the
-    value variance, from the keys and values centred on the local means
-    before any product. Only the keys of positive weight enter, and nothing
-    of size ``n_keys x n_features**2`` is formed.
-    """
-    nz = np.flatnonzero(p)
-    w = p[nz]
-    K = np.asarray(keys[nz], dtype=np.float64)
-    m = w @ K
-    K -= m
-    ybar = w @ values[nz]
-    E = values[nz] - ybar
-    wK = K * w[:, None]
-    return m, wK.T @ K, ybar, wK.T @ E, w @ (E * E)
-
-
-def centred_geometry(p, keys, layout, centers=None):
-    """Local key means, covariances and rank scales of rows of ``p``.
-
-    Returns ``(m, cov, scale)``: the local means of the keys, their
-    covariances (shape (n_rows, d, d)) from the keys centred on each row's
-    mean, and the rank scale of :func:`centred_fit`.
-    """
-    d = layout.n_features
-    m = np.empty((len(p), d))
-    cov = np.empty((len(p), d, d))
-    for r in range(len(p)):
-        nz = np.flatnonzero(p[r])
-        w = p[r, nz]
-        K = np.asarray(keys[nz], dtype=np.float64)
-        m[r] = w @ K
-        K -= m[r]
-        cov[r] = (K * w[:, None]).T @ K
-    return m, cov, _centred_scale(m, cov, centers)
-
-
-def _centred_scale(m, cov, centers):
-    """The rank scale of a two-pass row (see :func:`centred_fit`)."""
-    trace = np.trace(cov, axis1=1, axis2=2)
-    offset = m if centers is None else m - centers
-    return np.sqrt((trace + np.einsum("rf,rf->r", offset, offset)) * trace)
-
-
-def centred_kernel(p, keys, queries, layout, centers=None, return_shrinkage=False):
-    """:func:`equivalent_kernel` of rows of normalised weights, two-pass.
-
-    Returns ``(offset, g, rank)`` as :func:`equivalent_kernel`, in the
-    frame of ``keys`` and ``queries``, from :func:`centred_geometry`, and
-    the factors ``s`` with ``return_shrinkage``.
-    """
-    m, cov, scale = centred_geometry(p, keys, layout, centers)
-    vectors, inverse, rank, s = _pseudo_inverse(cov, scale, layout, m - queries)
-    g = _apply_inverse(vectors, inverse, (m - queries)[:, :, None])[:, :, 0]
-    offset = 1.0 + np.einsum("rf,rf->r", g, m)
-    if return_shrinkage:
-        return offset, g, rank, s
-    return offset, g, rank
-
-
-def centred_fit(
-    p, keys, values, queries, layout, return_std, centers=None, return_shrinkage=False
-):
-    """Fits of rows of normalised weights about their own local means.
-
-    The two-pass counterpart of :func:`solve`: the keys and values are
-    centred on each row's weighted means before any product, so that no
-    moment cancels, whatever the distance of the row's keys and values from
-    the global centres. Each row is computed alone, from its keys of positive
-    weight, so that its result does not depend on the other rows and its
-    work (:func:`fit_bytes`) holds no array of ``n_keys x n_features**2``.
-
-    Parameters
-    ----------
-    p : ndarray of shape (n_rows, n_keys)
-        Normalised weights (float64), rows summing to one.
-    keys : ndarray of shape (n_keys, n_features)
-        The keys, in the frame of ``queries``.
-    values : ndarray of shape (n_keys, n_outputs)
-        The (centred) values.
-    queries : ndarray of shape (n_rows, n_features)
-        The queries.
-    layout : MomentLayout or None
-        The layout of local-linear moments, or None for the local mean
-        (degree 0).
-    return_std : bool
-        Whether to compute the spread.
-    centers : ndarray of shape (n_rows, n_features) or None
-        The mean of the keys of each row's fit (None: the origin).
-    return_shrinkage : bool, default=False
-        Whether to return the safeguard's factors ``s`` as well (ones for
-        degree 0).
-
-    The rank threshold is that of :func:`solve` with the rounding of
-    this computation: the centred keys ``k - m`` round by an ulp of
-    ``|k - c|`` (``c`` the mean of the keys), so the covariance by about
-    ``eps sqrt(E|k - c|^2 trace(C))``, which takes the place of the trace
-    ``E|k - c|^2 = trace(C) + |m - c|^2`` of the moments about ``c``. A
-    slope that this pass keeps and the moments could not tell from rounding
-    (weights of 1e-10 far from every key) is made harmless by the safeguard:
-    such a query lies far from its local centre, and its slope is shrunk
-    away continuously, before either threshold is reached.
-
-    Returns
-    -------
-    mean, std, rank
-        As :func:`solve` (std: the two-pass spread of the values around the
-        local mean for degree 0; rank: None for degree 0), followed by the
-        factors ``s`` with ``return_shrinkage``.
-    """
-    if layout is None:
-        ybar = np.einsum("rn,nk->rk", p, values)
-        E = values[None] - ybar[:, None]
-        variance = np.einsum("rn,rnk,rnk->rk", p, E, E)
-        if return_shrinkage:
-            return ybar, np.sqrt(variance), None, np.ones(len(p))
-        return ybar, np.sqrt(variance), None
-    n_rows, d, k = len(p), layout.n_features, layout.n_outputs
-    m, ybar = np.empty((n_rows, d)), np.empty((n_rows, k))
-    cov, cross = np.empty((n_rows, d, d)), np.empty((n_rows, d, k))
-    variance = np.empty((n_rows, k))
-    for r in range(n_rows):
-        m[r], cov[r], ybar[r], cross[r], variance[r] = _centred_row(p[r], keys, values)
-    scale = _centred_scale(m, cov, centers)
-    vectors, inverse, rank, s = _pseudo_inverse(cov, scale, layout, m - queries)
-    variance = variance if return_std else None
-    mean, std = _fit(m, vectors, inverse, ybar, cross, variance, queries, s)
-    if return_shrinkage:
-        return mean, std, rank, s
-    return mean, std, rank

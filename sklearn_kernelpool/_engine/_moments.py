@@ -21,7 +21,7 @@ from .._exceptions import (
 )
 from .._utils._threads import engine_threads
 from .._utils._working_memory import working_memory_bytes
-from . import _local_linear
+from . import _centred_fit, _local_linear
 from . import _query_chunks as _chunk_plan
 from . import _weight_rows as _weights
 from ._protocol import moment_spread, normalise
@@ -31,7 +31,7 @@ from ._protocol import moment_spread, normalise
 # this many bytes, whatever the budget): one product then gives every
 # query's local normal equations. Larger ones (many features) are not formed:
 # each query's equations are summed from its weighted keys instead
-# (:func:`._local_linear.centred_fit`), within ``working_memory``.
+# (:func:`._centred_fit.centred_fit`), within ``working_memory``.
 MOMENT_MATRIX_SHARE = 4
 MOMENT_MATRIX_FLOOR = 2**22
 # Bytes per query of the eigendecompositions of the local covariances, in
@@ -181,7 +181,7 @@ class MomentPooling:
         """Refuse local-linear fits whose single query exceeds the memory;
         warn when one exceeds ``working_memory`` (queries one at a time)."""
         n_keys, d = self.keys.shape
-        row = _local_linear.fit_bytes(n_keys, d, self.n_outputs)
+        row = _centred_fit.fit_bytes(n_keys, d, self.n_outputs)
         limit = _weights.physical_memory()
         if limit is not None and row > limit:
             raise MemoryError(
@@ -212,7 +212,7 @@ class MomentPooling:
     def _fit_step(self):
         """Rows of a batch of two-pass local-linear fits."""
         n_keys, d = self.keys.shape
-        row = _local_linear.fit_bytes(n_keys, d, self.n_outputs) + 8 * n_keys
+        row = _centred_fit.fit_bytes(n_keys, d, self.n_outputs) + 8 * n_keys
         return int(max(1, min(working_memory_bytes(), _chunk_plan.CHUNK_BYTES) // row))
 
     @functools.cached_property
@@ -243,7 +243,7 @@ class MomentPooling:
 
         ``moments``: from the pooled moment matrix, with the rows whose
         moments cancel fitted again in two passes; otherwise every row in two
-        passes, from its weighted keys (:func:`._local_linear.centred_fit`).
+        passes, from its weighted keys (:func:`._centred_fit.centred_fit`).
         Appends each chunk's :func:`fit_counts` to ``counts``.
         """
 
@@ -300,7 +300,7 @@ class MomentPooling:
         batches = self.scorer.refit_scores(queries, workspace, redo, step, self.weights)
         for rows, scores in batches:
             p = scores / scores.sum(axis=1, keepdims=True)
-            fit = _local_linear.centred_fit(
+            fit = _centred_fit.centred_fit(
                 p,
                 self.keys,
                 self.centered_values,
@@ -348,7 +348,7 @@ class MomentPooling:
             rows = redo[start : start + step]
             p = weights[rows]
             p = np.asarray(p.toarray() if hasattr(p, "toarray") else p, np.float64)
-            offset[rows], g[rows], rank[rows], s[rows] = _local_linear.centred_kernel(
+            offset[rows], g[rows], rank[rows], s[rows] = _centred_fit.centred_kernel(
                 p, self.keys, queries[rows], self.layout, return_shrinkage=True
             )
         offset[empty] = 1.0

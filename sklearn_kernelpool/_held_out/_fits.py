@@ -11,7 +11,7 @@ held-out sums.
 
 import numpy as np
 
-from .._engine import _local_linear
+from .._engine import _centred_fit, _local_linear
 from .._engine._exact import pairwise_squared
 from .._engine._protocol import normalise
 from .._utils._working_memory import row_batches
@@ -152,7 +152,7 @@ class HeldOutFits:
         For the rows whose moments about the global centres cancel
         (:func:`.._engine._local_linear.cancelled`): their weights over the keys of
         their fit (:meth:`_refit_scores`, in batches of :meth:`_refit_batches`),
-        and the two-pass fit of :func:`.._engine._local_linear.centred_fit`.
+        and the two-pass fit of :func:`.._engine._centred_fit.centred_fit`.
         ``predictions`` and ``flags``, the pair ``(rank, shrinkage)`` (those
         of ``candidate``, a (kernel, bandwidth) index pair), are updated in
         place; ``fits`` is the pair of :meth:`_fit_keys`. Subclasses change
@@ -177,7 +177,7 @@ class HeldOutFits:
             at, points = at[weighed], points[weighed]
             p = scores[weighed] / total[weighed, None]
             layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
-            mean, _, rank, s = _local_linear.centred_fit(
+            mean, _, rank, s = _centred_fit.centred_fit(
                 p, self.X, values, self.X[points], layout, False, centers[at], True
             )
             predictions[at], flags[0][at], flags[1][at] = mean, rank, s
@@ -186,7 +186,7 @@ class HeldOutFits:
         """Slices of the rows of :meth:`_refit` computed together."""
         n, d = self.X.shape
         # Per row: its distances and weights, and the work of its fit.
-        row = 8 * (d + 4) * n + _local_linear.fit_bytes(n, d, n_outputs)
+        row = 8 * (d + 4) * n + _centred_fit.fit_bytes(n, d, n_outputs)
         step = max(1, 2**22 // row)
         return (slice(start, start + step) for start in range(0, n_rows, step))
 
@@ -339,8 +339,8 @@ class HeldOutFits:
         about their own means, from their weights over every key of positive
         weight; updated in place.
 
-        The computation of :func:`.._engine._local_linear.centred_kernel` and
-        :func:`.._engine._local_linear.centred_fit` (the keys and values centred on
+        The computation of :func:`.._engine._centred_fit.centred_kernel` and
+        :func:`.._engine._centred_fit.centred_fit` (the keys and values centred on
         each row's local means before any product, the same rank threshold),
         vectorised over a batch of rows: the equivalent-kernel weights
         ``l_j = p_j (1 - g . (k_j - m))``, the self weight ``l_i`` and the fit
@@ -376,7 +376,7 @@ class HeldOutFits:
         m = p @ X
         centred = X[None, :, :] - m[:, None, :]
         cov = (centred * p[:, :, None]).transpose(0, 2, 1) @ centred
-        scale = _local_linear._centred_scale(m, cov, None)
+        scale = _centred_fit._centred_scale(m, cov, None)
         offset = m - self.X[points]
         vectors, inverse, _, _ = _local_linear._pseudo_inverse(
             cov, scale, layout, offset

@@ -22,7 +22,7 @@ from the plain local line:
 
 - the safeguarded fit without the key is
   ``ybar_k + s(D_k**2, r) (f0_k - ybar_k)`` with ``s``
-  :func:`.._engine._local_linear.slope_shrinkage` and ``r`` the rank of the row
+  :func:`.._engine._safeguard.slope_shrinkage` and ``r`` the rank of the row
   (kept by the deletion), as the estimator refitted without the key
   predicts.
 
@@ -33,7 +33,7 @@ the definition.
 
 import numpy as np
 
-from .._engine import _local_linear
+from .._engine import _safeguard
 from ._sparse_case_deletion import _padded
 
 # Leverages this close to one drop the rank of the local design.
@@ -66,7 +66,7 @@ def may_shrink(distance_sq, rest, rank):
     every key. Rows with a leverage of one or more (``w <= 0``) and NaN
     bounds are kept.
     """
-    radius_sq = _local_linear.SLOPE_RADIUS**2 * (rank + 1.0)
+    radius_sq = _safeguard.SLOPE_RADIUS**2 * (rank + 1.0)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         bound = (distance_sq + 1.0) / np.maximum(rest.min(axis=1), 0.0) - 1.0
     return np.flatnonzero(~(bound <= radius_sq))
@@ -96,7 +96,7 @@ def safeguard(fits, ybar, p, values, distance_sq, rank, hard, rows=None):
         The rows of ``fits``, ``ybar`` and ``values`` that the others hold
         (None: all of them).
     """
-    radius_sq = _local_linear.SLOPE_RADIUS**2 * (rank + 1.0)
+    radius_sq = _safeguard.SLOPE_RADIUS**2 * (rank + 1.0)
     beyond = distance_sq > radius_sq[:, None]  # False where NaN
     beyond &= ~hard
     some = np.flatnonzero(beyond.any(axis=1))
@@ -111,7 +111,7 @@ def safeguard(fits, ybar, p, values, distance_sq, rank, hard, rows=None):
         target = at if rows is None else rows[at]
         s = np.where(
             beyond[at],
-            _local_linear.slope_shrinkage(distance_sq[at], rank[at, None]),
+            _safeguard.slope_shrinkage(distance_sq[at], rank[at, None]),
             1.0,
         )
         w = p[at]
@@ -134,7 +134,7 @@ def safeguard(fits, ybar, p, values, distance_sq, rank, hard, rows=None):
 def _shrunk_fits(f, ybar, distance_sq, rank):
     """The safeguarded fits ``ybar + s (f - ybar)`` of whole rows, by the
     expression of :func:`safeguard` for a key of weight zero."""
-    s = _local_linear.slope_shrinkage(distance_sq, rank)
+    s = _safeguard.slope_shrinkage(distance_sq, rank)
     rows = np.flatnonzero(s < 1.0)
     if len(rows):
         f = f.copy()

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 from scipy.sparse import csr_array
 
-from .._engine import _local_linear
+from .._engine import _centred_fit, _local_linear
 from .._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from .._utils._working_memory import working_memory_bytes
 from ._case_deletion import CaseDeletion
@@ -288,7 +288,7 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         rows = np.flatnonzero(redo)
         if len(rows):
             Pr = P[rows]
-            m, cov, scale = _local_linear.centred_geometry(Pr, self.keys, layout)
+            m, cov, scale = _centred_fit.centred_geometry(Pr, self.keys, layout)
             V, inv, rank, _ = _local_linear._pseudo_inverse(cov, scale, layout, None)
             ybar = _dot(Pr, self.Y)
             cross = np.empty((len(rows), d, k))
@@ -354,7 +354,7 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
             mean = np.empty((len(Pk), Y.shape[1]))
             redo = np.arange(len(Pk))
         if len(redo):
-            mean[redo] = _local_linear.centred_fit(
+            mean[redo] = _centred_fit.centred_fit(
                 Pk[redo], keys, Y, Q[redo], layout, False
             )[0]
         return mean

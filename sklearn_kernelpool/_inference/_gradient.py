@@ -42,7 +42,8 @@ from sklearn.utils import gen_batches
 
 from .._engine._adaptive import safe_radii
 from .._engine._array_api import is_array_api_pool
-from .._engine._local_linear import MomentLayout, _centred_scale, _pseudo_inverse
+from .._engine._centred_fit import _centred_scale
+from .._engine._local_linear import MomentLayout, _pseudo_inverse
 from .._utils._input import validate_queries
 from .._utils._threads import engine_threads
 from .._utils._working_memory import working_memory_bytes

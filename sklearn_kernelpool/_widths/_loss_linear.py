@@ -30,7 +30,7 @@ g_i = a_ii (1 + s D**2) / T``, whose derivative is::
 
 import numpy as np
 
-from .._engine._local_linear import slope_shrinkage, slope_shrinkage_derivative
+from .._engine._safeguard import slope_shrinkage, slope_shrinkage_derivative
 from .._utils._working_memory import working_memory_bytes
 from ._terms import (
     _BYTES_PER_KEY,
@@ -106,7 +106,7 @@ def shrunk_fits(cov, cross, offset, tol):
     distance_sq : ndarray of shape (c,)
         ``D**2 = lever . delta``.
     s, ds : ndarray of shape (c,)
-        :func:`.._engine._local_linear.slope_shrinkage` at ``D**2`` and the rank of
+        :func:`.._engine._safeguard.slope_shrinkage` at ``D**2`` and the rank of
         the row, and its derivative in ``D**2``.
     """
     p = cross.shape[2]
