@@ -143,3 +143,74 @@ _XP_SQUARED = {
     "tricube": _xp_tricube,
     "cosine": _xp_cosine,
 }
+
+
+# -- d log(alpha) / ds, of the squared scaled distance s = u**2 -----------------
+# Valid inside the support (s < 1 for the compact kernels). The cusps at
+# u = 0 (exponential, epanechikov) get the symmetric subgradient 0; the
+# boxcar's jump at its edge is a Dirac term left out (0 almost everywhere).
+
+
+def _slope_gaussian(s):
+    return np.full_like(np.asarray(s, dtype=np.float64), -0.5)
+
+
+def _slope_flat(s):
+    return np.zeros_like(np.asarray(s, dtype=np.float64))
+
+
+def _slope_cauchy(s):
+    return -1.0 / (1.0 + s)
+
+
+def _slope_exponential(s):
+    # alpha = exp(-u): -1 / (2 u).
+    u = np.sqrt(s)
+    return np.where(u > 0, -0.5 / np.where(u > 0, u, 1.0), 0.0)
+
+
+def _slope_epanechikov(s):
+    # alpha = 1 - u: -1 / (2 u (1 - u)).
+    u = np.sqrt(s)
+    safe = np.where(u > 0, u, 1.0) * (1.0 - u)
+    return np.where(u > 0, -0.5 / safe, 0.0)
+
+
+def _slope_power(k):
+    # alpha = (1 - s)**k: -k / (1 - s).
+    def slope(s):
+        return -k / (1.0 - np.asarray(s, dtype=np.float64))
+
+    slope.__qualname__ = f"_slope_power_{k}"
+    return slope
+
+
+def _slope_tricube(s):
+    # alpha = (1 - u**3)**3: -9 u**2 / (1 - u**3) du/ds = -4.5 u / (1 - u**3).
+    u = np.sqrt(s)
+    return -4.5 * u / (1.0 - u * u * u)
+
+
+def _slope_cosine(s):
+    # alpha = cos(t), t = pi u / 2: -(pi / 2)**2 tan(t) / (2 t).
+    t = (np.pi / 2) * np.sqrt(s)
+    ratio = np.where(t > 0, np.tan(t) / np.where(t > 0, t, 1.0), 1.0)
+    return -((np.pi / 2) ** 2) * ratio / 2.0
+
+
+#: ``(d log(alpha) / ds, cusp)`` of every registered kernel: the derivative
+#: as a function of ``s``, and whether ``alpha`` has a cusp at ``u = 0``
+#: (its slope in ``s`` unbounded there).
+LOG_SLOPES = {
+    "gaussian": (_slope_gaussian, False),
+    "boxcar": (_slope_flat, False),
+    "constant": (_slope_flat, False),
+    "epanechikov": (_slope_epanechikov, True),
+    "epanechnikov": (_slope_power(1), False),
+    "biweight": (_slope_power(2), False),
+    "triweight": (_slope_power(3), False),
+    "tricube": (_slope_tricube, False),
+    "cosine": (_slope_cosine, False),
+    "exponential": (_slope_exponential, True),
+    "cauchy": (_slope_cauchy, False),
+}

@@ -37,6 +37,7 @@ import numpy as np
 
 from ._kernel_forms import (  # noqa: F401 (the paths of earlier pickles)
     _XP_SQUARED,
+    LOG_SLOPES,
     _clipped_one_minus,
     _log_cauchy,
     _log_exponential,
@@ -442,6 +443,34 @@ class Kernel:
     squared_log_function: Callable | None = field(default=None, repr=False)
     log_quadratic: float | None = None
     xp_squared_function: Callable | None = field(default=None, repr=False)
+
+    @property
+    def log_slope(self):
+        """``d log(alpha) / ds`` as a function of the squared scaled distance
+        ``s = x**2``, or None for a kernel that is not registered (a user
+        callable).
+
+        For example ``-1/2`` for the gaussian, ``-1 / (1 + s)`` for the
+        cauchy and ``-k / (1 - s)`` for ``(1 - s)**k``; valid inside the
+        support. Where ``alpha`` has a cusp at 0 (:attr:`cusp`), the slope
+        there is the symmetric subgradient 0. The gradients of the
+        predictions and the learned widths ask the kernel for it.
+        """
+        form = self._registered_form()
+        return None if form is None else form[0]
+
+    @property
+    def cusp(self):
+        """Whether ``alpha`` has a cusp at 0: its slope in ``s`` is unbounded
+        there (the exponential, ``1 - |x|``)."""
+        form = self._registered_form()
+        return False if form is None else form[1]
+
+    def _registered_form(self):
+        registered = KERNELS.get(self.name)
+        if registered is None or registered != self:
+            return None
+        return LOG_SLOPES[self.name]
 
     @property
     def is_compact(self):

@@ -15,7 +15,8 @@ the normalised attention weights ``p_i`` of the query give:
       G_i = p_i (v_i - sum_j p_j v_j),
 
   with ``phi(s) = d log alpha / d(s / 2) = alpha'(u) / (u alpha(u))`` at
-  ``u = sqrt(s)`` (:data:`_LOG_SLOPES`). Sample weights and the categorical
+  ``u = sqrt(s)``, twice :attr:`..kernels.Kernel.log_slope`. Sample weights
+  and the categorical
   factor do not depend on the continuous query and drop out of ``v_i``.
 - ``degree=1`` (the slope ``beta`` of the weighted least-squares fit of
   ``y ~ b + beta . (z - z_q)``): with ``K_i = -D_i``, ``m = sum_i p_i K_i`` and
@@ -49,73 +50,6 @@ from .._utils._threads import engine_threads
 from .._utils._working_memory import working_memory_bytes
 from ._residuals import residual_variance
 
-
-# Constant slopes are scalars, broadcast against the weights.
-def _zero(s):
-    return 0.0
-
-
-def _gaussian(s):
-    return -1.0
-
-
-def _cauchy(s):
-    return -2.0 / (1.0 + s)
-
-
-def _exponential(s):
-    # -1 / u; 0 at u = 0, where the kink has the subgradient 0.
-    u = np.sqrt(s)
-    return np.where(u > 0, -1.0 / np.where(u > 0, u, 1.0), 0.0)
-
-
-def _epanechikov(s):
-    # alpha = 1 - u: -1 / (u (1 - u)); 0 at u = 0 (the kink's subgradient).
-    u = np.sqrt(s)
-    safe = np.where(u > 0, u, 1.0) * (1.0 - u)
-    return np.where(u > 0, -1.0 / safe, 0.0)
-
-
-def _power(k):
-    # alpha = (1 - s)**k: phi = -2 k / (1 - s).
-    def phi(s):
-        return -2.0 * k / (1.0 - s)
-
-    return phi
-
-
-def _tricube(s):
-    # alpha = (1 - u**3)**3: alpha' / alpha = -9 u**2 / (1 - u**3).
-    u = np.sqrt(s)
-    return -9.0 * u / (1.0 - u * u * u)
-
-
-def _cosine(s):
-    # alpha = cos(pi u / 2): phi = -(pi / 2)**2 tan(t) / t at t = pi u / 2.
-    t = (np.pi / 2) * np.sqrt(s)
-    ratio = np.where(t > 0, np.tan(t) / np.where(t > 0, t, 1.0), 1.0)
-    return -((np.pi / 2) ** 2) * ratio
-
-
-#: ``phi(s) = d log alpha / d(s / 2)`` of each built-in kernel, as a function
-#: of the squared scaled distance ``s``, valid inside the support (``s < 1``
-#: for the compact kernels). The kinks at ``u = 0`` (exponential,
-#: epanechikov) get the symmetric subgradient 0; the boxcar's jump at the
-#: edge is a Dirac term left out (its derivative is 0 almost everywhere).
-_LOG_SLOPES = {
-    "gaussian": _gaussian,
-    "boxcar": _zero,
-    "constant": _zero,
-    "epanechikov": _epanechikov,
-    "epanechnikov": _power(1),
-    "biweight": _power(2),
-    "triweight": _power(3),
-    "tricube": _tricube,
-    "cosine": _cosine,
-    "exponential": _exponential,
-    "cauchy": _cauchy,
-}
-
 # float64 arrays of n_keys x n_features per query held at once: the
 # differences, the gradient factors, their squares and temporaries.
 _ROW_ARRAYS = 5
@@ -133,7 +67,8 @@ def check_gradient_support(estimator):
     if pool.degree == 0 and pool._arguments["user_kernel"]:
         raise ValueError(
             "predict_gradient with degree=0 needs the derivative of the kernel, "
-            f"which is known for the built-in kernels only ({sorted(_LOG_SLOPES)}); "
+            "which is known for the registered kernels only "
+            "(Kernel.log_slope); "
             f"got the callable kernel {pool.kernel.name!r}. Use a built-in kernel, "
             "or degree=1, whose slope needs no derivative of the kernel."
         )
@@ -159,7 +94,7 @@ def _gradient_factors(pool, p, diff, r2, layout, centers):
         if np.isfinite(pool.kernel.support):
             inside &= s < pool.kernel.support**2
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            phi = _LOG_SLOPES[pool.kernel.name](np.where(inside, s, 0.0))
+            phi = 2.0 * pool.kernel.log_slope(np.where(inside, s, 0.0))
         a = np.where(inside, p * phi, 0.0)
         diff *= a[:, None, :]
         diff *= (1.0 / (h[None, :] * r2[:, None]))[:, :, None]

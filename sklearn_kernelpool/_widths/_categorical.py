@@ -44,17 +44,6 @@ MAX_ITER = 200
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def _dlog_alpha(kernel, u2):
-    """``d log alpha / d u^2`` of the kernels with a log form."""
-    if kernel.name == "gaussian":
-        return np.full_like(u2, -0.5)
-    if kernel.name == "cauchy":
-        return -1.0 / (1.0 + u2)
-    if kernel.name == "exponential":
-        return -0.5 / np.sqrt(np.maximum(u2, np.finfo(np.float64).tiny))
-    raise ValueError(f"No derivative for the kernel {kernel.name!r}.")
-
-
 def _softmax_rows(theta, X, codes, weights, kernel, rows):
     """Leave-one-out weights of ``rows`` over every point, normalised, and
     the pieces of their gradient: squared scaled differences, squared
@@ -154,7 +143,7 @@ def loo_objective(theta, X, codes, Y, weights, kernel, degree=0):
         A *= p
         A *= weights[rows, None]
         grad[d:] += 2.0 * np.einsum("ik,ikj->j", A, M)
-        grad[:d] += 2.0 * np.einsum("ik,ikf->f", A * -2.0 * _dlog_alpha(kernel, u2), D2)
+        grad[:d] += 2.0 * np.einsum("ik,ikf->f", A * -2.0 * kernel.log_slope(u2), D2)
     return value / total, grad / total
 
 

@@ -13,22 +13,19 @@ _EPS = float(np.finfo(np.float64).eps)
 
 
 def _log_slope(kernel, s):
-    """``-2 d log(alpha) / ds`` at squared scaled distances ``s``.
+    """``-2 d log(alpha) / ds`` at squared scaled distances ``s``
+    (:attr:`..kernels.Kernel.log_slope`).
 
     The derivative of a kernel weight in the log width of feature ``f`` is
     ``alpha * _log_slope(s) * D_f``, ``D_f`` the squared scaled difference of
-    that feature. The exponential kernel's slope is unbounded at ``s = 0``,
-    where ``D_f = 0``: it is set to 0 there.
+    that feature. None where it is the constant 1 (a log-quadratic kernel,
+    the gaussian); a cusp's slope at ``s = 0``, where ``D_f = 0``, is 0.
     """
-    name = kernel.name
-    if name == "gaussian":
-        return None  # the constant 1
-    if name == "cauchy":
-        return 2.0 / (1.0 + s)
-    if name == "exponential":
-        root = np.sqrt(s)
-        return np.divide(1.0, root, out=np.zeros_like(s), where=s > 0)
-    raise ValueError(f"No gradient for the kernel {name!r}.")
+    if kernel.log_quadratic is not None:
+        return None  # -2 c, the constant 1 of the gaussian
+    if kernel.log_slope is None:
+        raise ValueError(f"No gradient for the kernel {kernel.name!r}.")
+    return -2.0 * kernel.log_slope(s)
 
 
 OBJECTIVES = ("squared_error", "log_loss")
@@ -80,7 +77,7 @@ def _score_chunks(
         diagonal = (np.arange(len(rows)), rows)
         s = buf[: len(rows)]
         squared_distances(left[rows], right, s)
-        if kernel.name == "exponential":
+        if kernel.cusp:
             # sqrt() turns the rounding error of a zero distance into ~1e-8:
             # pairs within it of zero are taken as duplicates.
             slack = 64 * _EPS * (left[rows, -1][:, None] + right[-2][None, :])
