@@ -137,3 +137,12 @@ def test_per_feature_widths_are_not_learned_for_the_line(per_feature):
     assert np.ndim(cv.bandwidth_) == 0
     reference = KernelAttentionRegressorCV().fit(X, y)
     np.testing.assert_allclose(cv.predict(X), reference.predict(X), rtol=1e-12)
+
+
+def test_adaptive_candidates_alone_take_their_best_as_the_baseline():
+    # bandwidths=None: no fixed width, the best adaptive local-constant
+    # candidate is the baseline the line must beat.
+    X, y = _plane()
+    cv = KernelAttentionRegressorCV(bandwidths=None, n_neighbors=[3, 8]).fit(X, y)
+    assert "constant" in set(cv.cv_results_["param_kernel"])
+    assert cv.kernel_ == "constant" and cv.degree_ == 1

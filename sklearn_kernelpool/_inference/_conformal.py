@@ -47,6 +47,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.model_selection import check_cv
 
+from .._engine._pooling import KernelPool
 from .._utils._input import validate_queries
 from .._utils._working_memory import row_batches
 from ._deleted_fits import _data_rows, _dot, _LeaveOut, exact_engine
@@ -123,57 +124,88 @@ def prediction_interval(estimator, X, level, method, cv):
 
     Returns ``(lower, upper)`` of shape (n_queries, n_outputs).
     """
-    if exact_engine(estimator).__class__.__name__ != "KernelPool":
+    engine = exact_engine(estimator)
+    if not isinstance(engine, KernelPool):
         raise ValueError(
             "prediction_interval works on NumPy arrays only; the estimator was "
             "fitted on arrays of another array API namespace."
         )
-    n = len(exact_engine(estimator).support)
+    n = len(engine.support)
     fold = _check_arguments(estimator, level, method, cv, n)
     X = validate_queries(estimator, X)
-    state = _LeaveOut(estimator)
-    pool = state.pool
-    low, high = order_ranks(level, n)
-    p = state.Y.shape[1]
-    train = np.asarray(pool._arguments["keys"])[state.support]
+    intervals = _Intervals(estimator, level, fold, n)
+    intervals.training_residuals()
+    return intervals.bounds(X)
 
-    if fold is None:
 
-        def train_fits(X_rows, P, Q, empty, rows):
-            return state.leave_one_out(X_rows, P, Q, empty, rows)[:, 0]
+class _Intervals:
+    """One jackknife+ (``fold`` None) or CV+ computation: the leave-out
+    residuals of the training rows, then the bounds of the queries, both
+    chunk by chunk within ``working_memory``.
 
-        def query_fits(X_rows, P, Q, empty):
-            return state.leave_one_out(X_rows, P, Q, empty)
+    ``n`` is the number of training rows of positive weight and ``level``
+    the coverage, whose order statistics are ``n - low + 1`` and ``high``.
+    """
 
-        width = 1
-    else:
-        n_folds = int(fold.max()) + 1
+    def __init__(self, estimator, level, fold, n):
+        self.state = _LeaveOut(estimator)
+        self.pool = self.state.pool
+        self.fold, self.n = fold, n
+        self.low, self.high = order_ranks(level, n)
+        self.p = self.state.Y.shape[1]
+        self.n_folds = 1 if fold is None else int(fold.max()) + 1
+        # Degree 0 on dense rows: from the weighted scores as they are.
+        self.constant = (
+            fold is None and self.state.degree == 0 and self.pool.algorithm == "brute"
+        )
+        # A chunk holds its weights, the leave-out fits of its rows are
+        # computed in batches of rows: each within half of working_memory
+        # (a block of brute-force rows, one row, at least).
+        self.row_bytes = 2 * self.state.row_bytes(self.n_folds)
+        n_keys = self.state.keys.shape[0]
+        # The window of the selection of degree 0: at most a row of scores.
+        self.chunk_bytes = (8 if self.constant else 16) * n_keys
 
-        def train_fits(X_rows, P, Q, empty, rows):
-            mu = state.leave_folds_out(X_rows, P, Q, empty, fold, n_folds)
-            return mu[np.arange(len(rows)), fold[rows]]
+    # -- the leave-out fits of the slow rows ------------------------------
 
-        def query_fits(X_rows, P, Q, empty):
-            mu = state.leave_folds_out(X_rows, P, Q, empty, fold, n_folds)
-            return mu[:, fold]
+    def _train_fits(self, X_rows, P, Q, empty, rows):
+        """``mu_{-i}(x_i)`` of the training ``rows``."""
+        if self.fold is None:
+            return self.state.leave_one_out(X_rows, P, Q, empty, rows)[:, 0]
+        mu = self.state.leave_folds_out(X_rows, P, Q, empty, self.fold, self.n_folds)
+        return mu[np.arange(len(rows)), self.fold[rows]]
 
-        width = n_folds
-    # Degree 0 on dense rows: from the weighted scores as they are (most rows).
-    constant = fold is None and state.degree == 0 and pool.algorithm == "brute"
-    # A chunk holds its weights, the leave-out fits of its rows are computed
-    # in batches of rows: each within half of working_memory (a block of
-    # brute-force rows, one row, at least).
-    row_bytes = 2 * state.row_bytes(width)
-    chunk_bytes = 16 * state.keys.shape[0]
-    if constant:  # the window of the selection: at most a row of scores
-        chunk_bytes = 8 * state.keys.shape[0]
+    def _query_fits(self, X_rows, P, Q, empty):
+        """``mu_{-i}(q)`` of every training row ``i``, shape (rows, n, p)."""
+        if self.fold is None:
+            return self.state.leave_one_out(X_rows, P, Q, empty)
+        mu = self.state.leave_folds_out(X_rows, P, Q, empty, self.fold, self.n_folds)
+        return mu[:, self.fold]
 
-    # The residuals R_i = |y_i - mu_{-i}(x_i)|, chunk by chunk.
-    counter = _Counter()
+    def _weights(self, X_chunk, workspace):
+        return self.state.weights(X_chunk, workspace, sparse=self.fold is None)
 
-    def residual_work(X_chunk, workspace):
-        start = counter.advance(len(X_chunk))
-        if constant:
+    # -- the residuals R_i = |y_i - mu_{-i}(x_i)| --------------------------
+
+    def training_residuals(self):
+        """The leave-out residuals of the training rows, sorted once for
+        the selection of every query."""
+        train = np.asarray(self.pool._arguments["keys"])[self.state.support]
+        self._counter = _Counter()
+        fits = _run(self.pool, train, self._residual_work, self.chunk_bytes, self.p)
+        R = np.abs(self.state.Y - fits)
+        p = self.p
+        self.order = [np.argsort(R[:, j], kind="stable") for j in range(p)]
+        self.sorted_R = [R[self.order[j], j] for j in range(p)]
+        # For sparse rows: NaN residuals as +inf, and the place of each key.
+        self.R_inf = np.where(np.isnan(R), np.inf, R)
+        self.S_inf = [self.R_inf[self.order[j], j] for j in range(p)]
+        self.place = [np.argsort(self.order[j]) for j in range(p)]
+
+    def _residual_work(self, X_chunk, workspace):
+        state = self.state
+        start = self._counter.advance(len(X_chunk))
+        if self.constant:
             W, total, queries = state.raw_weights(X_chunk, workspace)
             out, done = own_leave_one_out(W, state.Y, total, start)
             todo = np.flatnonzero(~done)
@@ -181,114 +213,136 @@ def prediction_interval(estimator, X, level, method, cv):
                 return out, np.zeros(len(X_chunk), dtype=bool)
             P, Q, empty = state.normalise(W, total, queries, workspace)
         else:
-            P, Q, empty = state.weights(X_chunk, workspace, sparse=fold is None)
-            out = np.empty((len(X_chunk), p))
+            P, Q, empty = self._weights(X_chunk, workspace)
+            out = np.empty((len(X_chunk), self.p))
             todo = np.arange(len(X_chunk))
-        for b in row_batches(len(todo), row_bytes):
+        for b in row_batches(len(todo), self.row_bytes):
             at = todo[b]
             fast, P_fast, slow, P_slow = state.split(
-                _take(P, at), empty[at], fold is None
+                _take(P, at), empty[at], self.fold is None
             )
             if len(fast):
                 W, cols = state.neighbours(P_fast)
                 found = cols == (start + at[fast])[:, None]
                 pick = np.where(found.any(axis=1), np.argmax(found, axis=1), -1)
-                X_rows = _take(X_chunk, at[fast])
                 fits = state.sparse_leave_one_out(
-                    X_rows, P_fast, Q[at[fast]], W, cols, pick
+                    _take(X_chunk, at[fast]), P_fast, Q[at[fast]], W, cols, pick
                 )
                 out[at[fast]] = fits[1][:, 0]
             if len(slow):
                 rows = at[slow]
-                out[rows] = train_fits(
+                out[rows] = self._train_fits(
                     _take(X_chunk, rows), P_slow, Q[rows], empty[rows], start + rows
                 )
         return out, np.zeros(len(X_chunk), dtype=bool)
 
-    loo_fit = _run(pool, train, residual_work, chunk_bytes, p)
-    R = np.abs(state.Y - loo_fit)
-    # The residuals sorted once, for the selection of every query.
-    order = [np.argsort(R[:, j], kind="stable") for j in range(p)]
-    sorted_R = [R[order[j], j] for j in range(p)]
-    # For sparse rows: NaN residuals as +inf, and the place of each key.
-    R_inf = np.where(np.isnan(R), np.inf, R)
-    S_inf = [R_inf[order[j], j] for j in range(p)]
-    place = [np.argsort(order[j]) for j in range(p)]
+    # -- the bounds of the queries ---------------------------------------
 
-    def query_work(X_chunk, workspace):
-        out = np.empty((len(X_chunk), 2 * p))
+    def bounds(self, X):
+        """``(lower, upper)`` at the queries ``X``."""
+        out = _run(self.pool, X, self._query_work, self.chunk_bytes, 2 * self.p)
+        center = self.state.center
+        return out[:, : self.p] + center, out[:, self.p :] + center
+
+    def _query_work(self, X_chunk, workspace):
+        out = np.empty((len(X_chunk), 2 * self.p))
         todo = np.arange(len(X_chunk))
-        if constant:
-            W, total, queries = state.raw_weights(X_chunk, workspace)
-            top = W.max(axis=1)
-            simple = simple_rows(total, top)
-            rows = np.flatnonzero(simple)
-            if len(rows):
-                f, total_, top_ = (W @ state.Y)[rows], total[rows], top[rows]
-                ranks = (sorted_R, order, n - low + 1, high)
-                out[rows] = constant_bounds(W, rows, state.Y, f, total_, top_, *ranks)
-            if len(rows) == len(X_chunk):
+        if self.constant:
+            W, total, queries = self.state.raw_weights(X_chunk, workspace)
+            todo = self._simple_constant_bounds(out, W, total)
+            if not len(todo):
                 return out, np.zeros(len(X_chunk), dtype=bool)
-            todo = np.flatnonzero(~simple)
-            P, Q, empty = state.normalise(W, total, queries, workspace)
+            P, Q, empty = self.state.normalise(W, total, queries, workspace)
         else:
-            P, Q, empty = state.weights(X_chunk, workspace, sparse=fold is None)
-        if isinstance(P, np.ndarray):
-            undefined = np.zeros(len(X_chunk), dtype=bool)
-            rows = np.flatnonzero(empty)
-            undefined[rows] = np.isnan(P[rows]).any(axis=1)
-        else:
-            undefined = np.zeros(len(X_chunk), dtype=bool)
-            undefined[_data_rows(P)[np.isnan(P.data)]] = True
-        for b in row_batches(len(todo), row_bytes):
+            P, Q, empty = self._weights(X_chunk, workspace)
+        undefined = _undefined_rows(P, empty)
+        for b in row_batches(len(todo), self.row_bytes):
             at = todo[b]
-            fast, P_fast, slow, P_slow = state.split(
-                _take(P, at), empty[at], fold is None
+            fast, P_fast, slow, P_slow = self.state.split(
+                _take(P, at), empty[at], self.fold is None
             )
             if len(fast):
-                rows = at[fast]
-                W, cols = state.neighbours(P_fast)
-                fit, mu = state.sparse_leave_one_out(
-                    _take(X_chunk, rows), P_fast, Q[rows], W, cols
-                )
-                keys = np.minimum(cols, n - 1)
-                for j in range(p):
-                    place_j = np.where(cols < n, place[j][keys], -1)
-                    R_j = R_inf[keys, j]
-                    out[rows, j] = -_select_sparse(
-                        -fit[:, j], R_j - mu[:, :, j], place_j, S_inf[j], n - low + 1
-                    )
-                    out[rows, p + j] = _select_sparse(
-                        fit[:, j], R_j + mu[:, :, j], place_j, S_inf[j], high
-                    )
-            sums = None
-            if len(slow) and fold is None and state.degree == 0:
-                done, bounds, sums = _bounded_constant(
-                    state, P_slow, sorted_R, order, n - low + 1, high
-                )
-                out[at[slow[done]]] = bounds
-                slow, P_slow, sums = slow[~done], P_slow[~done], sums[~done]
+                self._sparse_bounds(out, X_chunk, at[fast], P_fast, Q)
             if len(slow):
-                rows = at[slow]
-                X_rows = _take(X_chunk, rows)
-                if sums is None:
-                    mu = query_fits(X_rows, P_slow, Q[rows], empty[rows])
-                else:  # the sums of the whole batch, as if none were done
-                    mu = state.leave_one_out(
-                        X_rows, P_slow, Q[rows], empty[rows], f=sums
-                    )
-                for j in range(p):
-                    mu_j = mu[:, :, j]
-                    ends = mu_j.min(axis=1), mu_j.max(axis=1)
-                    args = (sorted_R[j], order[j])
-                    out[rows, j] = -_select(mu_j, *args, n - low + 1, -1.0, ends)
-                    out[rows, p + j] = _select(mu_j, *args, high, 1.0, ends)
+                self._dense_bounds(out, X_chunk, at, slow, P_slow, Q, empty)
         # A query without a prediction (empty under on_empty="nan").
         out[empty & undefined] = np.nan
         return out, empty
 
-    out = _run(pool, X, query_work, chunk_bytes, 2 * p)
-    return out[:, :p] + state.center, out[:, p:] + state.center
+    def _simple_constant_bounds(self, out, W, total):
+        """Degree 0 on brute force: the bounds of the rows whose weights
+        are simple (:func:`._jackknife_constant.simple_rows`), from the raw
+        scores ``W``. Returns the other rows."""
+        top = W.max(axis=1)
+        simple = simple_rows(total, top)
+        rows = np.flatnonzero(simple)
+        if len(rows):
+            f = (W @ self.state.Y)[rows]
+            ranks = (self.sorted_R, self.order, self.n - self.low + 1, self.high)
+            out[rows] = constant_bounds(
+                W, rows, self.state.Y, f, total[rows], top[rows], *ranks
+            )
+        return np.flatnonzero(~simple)
+
+    def _sparse_bounds(self, out, X_chunk, rows, P, Q):
+        """The bounds of ``rows`` with few keys of positive weight (their
+        sparse weights ``P``), from their neighbours and a window of the
+        sorted residuals (:func:`._order_statistics._select_sparse`)."""
+        n, p = self.n, self.p
+        W, cols = self.state.neighbours(P)
+        fit, mu = self.state.sparse_leave_one_out(
+            _take(X_chunk, rows), P, Q[rows], W, cols
+        )
+        keys = np.minimum(cols, n - 1)
+        for j in range(p):
+            place = np.where(cols < n, self.place[j][keys], -1)
+            R = self.R_inf[keys, j]
+            out[rows, j] = -_select_sparse(
+                -fit[:, j], R - mu[:, :, j], place, self.S_inf[j], n - self.low + 1
+            )
+            out[rows, p + j] = _select_sparse(
+                fit[:, j], R + mu[:, :, j], place, self.S_inf[j], self.high
+            )
+
+    def _dense_bounds(self, out, X_chunk, at, slow, P, Q, empty):
+        """The bounds of the rows ``at[slow]`` (weights ``P``) from every
+        leave-out fit, those of degree 0 bounded without them where they
+        can be (:func:`_bounded_constant`)."""
+        n, p = self.n, self.p
+        sums = None
+        if self.fold is None and self.state.degree == 0:
+            done, bounds, sums = _bounded_constant(
+                self.state, P, self.sorted_R, self.order, n - self.low + 1, self.high
+            )
+            out[at[slow[done]]] = bounds
+            slow, P, sums = slow[~done], P[~done], sums[~done]
+        if not len(slow):
+            return
+        rows = at[slow]
+        X_rows = _take(X_chunk, rows)
+        if sums is None:
+            mu = self._query_fits(X_rows, P, Q[rows], empty[rows])
+        else:  # the sums of the whole batch, as if none were done
+            mu = self.state.leave_one_out(X_rows, P, Q[rows], empty[rows], f=sums)
+        for j in range(p):
+            mu_j = mu[:, :, j]
+            ends = mu_j.min(axis=1), mu_j.max(axis=1)
+            args = (self.sorted_R[j], self.order[j])
+            out[rows, j] = -_select(mu_j, *args, n - self.low + 1, -1.0, ends)
+            out[rows, p + j] = _select(mu_j, *args, self.high, 1.0, ends)
+
+
+def _undefined_rows(P, empty):
+    """The empty rows of weights ``P`` (dense or sparse) that hold NaN: no
+    prediction there."""
+    if isinstance(P, np.ndarray):
+        undefined = np.zeros(len(empty), dtype=bool)
+        rows = np.flatnonzero(empty)
+        undefined[rows] = np.isnan(P[rows]).any(axis=1)
+        return undefined
+    undefined = np.zeros(P.shape[0], dtype=bool)
+    undefined[_data_rows(P)[np.isnan(P.data)]] = True
+    return undefined
 
 
 def _bounded_constant(state, P, sorted_R, order, rank_low, rank_high):

@@ -36,7 +36,8 @@ class SmallTableRules:
         """The best candidate under the one-standard-error rules of the
         degree on a small table (:func:`._degree_rule.keep_local_linear`).
 
-        The best local-constant candidate is the baseline; the global line
+        The best local-constant candidate of a fixed width (of any width
+        without fixed ones) is the baseline; the global line
         replaces it where it beats it by one standard error of the paired
         leave-one-out losses, and the best local-linear candidate replaces
         that where it beats it by one standard error in turn.
@@ -45,12 +46,10 @@ class SmallTableRules:
         scores = np.where(
             np.isnan(results["mean_test_score"]), -np.inf, results["mean_test_score"]
         )
-        local_constant = [
-            i
-            for i, p in enumerate(params)
-            if p["degree"] == 0 and "n_neighbors" not in p
-        ]
-        baseline = max(local_constant, key=lambda i: scores[i])
+        local_constant = [i for i, p in enumerate(params) if p["degree"] == 0]
+        # Of a fixed width, where there is one (not with bandwidths=None).
+        fixed = [i for i in local_constant if "n_neighbors" not in params[i]]
+        baseline = max(fixed or local_constant, key=lambda i: scores[i])
         if not np.isfinite(scores[baseline]):
             return best
         line = [i for i, p in enumerate(params) if is_global_line(p)]
