@@ -167,9 +167,51 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
     grid sums; sets its fitted attributes and returns it. With ``classes``
     (a classifier's), ``y`` holds labels and the binned values are their
     class indicators."""
-    import dask
-    import dask.array as da
+    _check_dask_options(estimator)
+    if classes is not None:
+        X, y = _class_indicators(X, y, classes)
+    X, y, sample_weight = _check_rows(estimator, X, y, sample_weight)
+    n_samples, n_features = X.shape
+    check_binned_options(
+        n_features, callable(estimator.kernel), False, estimator.n_neighbors
+    )
+    n_bins = check_n_bins(estimator.n_bins, n_features)
+    bandwidth = resolve_bandwidth(estimator.bandwidth, X, None)
+    kernel = resolve_kernel(estimator.kernel)
+    Y = y.reshape(n_samples, -1) if y.ndim == 1 else y
+    lower, upper, total, weighted = _summaries(estimator, X, Y, sample_weight)
+    width = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (n_features,))
+    if estimator.algorithm == "auto" and not prefers_binned(
+        n_samples, n_features, width, upper - lower, kernel, n_bins
+    ):
+        _refuse_dask(
+            estimator,
+            "algorithm='auto' would not pick the binned path here (fewer than "
+            "100000 rows, a width the grid of n_bins resolves with fewer than 16 "
+            "nodes, or the constant kernel); pass algorithm='binned' to bin "
+            "anyway",
+        )
+    sizes = _binned.engine_sizes(n_features, Y.shape[1], degree, squares=True)
+    grid = _fit_grid(kernel, lower, upper, width, n_bins, sizes)
+    warn_coarse_fit(grid, kernel, bandwidth, given=n_bins is not None)
+    center = weighted / total
+    sums = _grid_sums(X, y, sample_weight, grid, center)
+    dtype = np.float32 if X.dtype == np.float32 else np.float64
+    estimator._pool = GridPool(
+        grid, sums, kernel, width, degree, center, estimator.on_empty, dtype, n_samples
+    )
+    estimator.n_features_in_ = n_features
+    estimator.bandwidth_ = bandwidth
+    estimator.algorithm_ = "binned"
+    estimator.sample_weight_ = None
+    estimator.keys_ = None
+    estimator.values_ = None
+    estimator._y_ndim = y.ndim
+    return estimator
 
+
+def _check_dask_options(estimator):
+    """Refuse the options that the binned fit of dask arrays cannot take."""
     if estimator.algorithm not in ("binned", "auto"):
         _refuse_dask(estimator, f"algorithm={estimator.algorithm!r}")
     if getattr(estimator, "categorical_features", None) is not None:
@@ -180,43 +222,47 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
             f"bandwidth={estimator.bandwidth!r} needs the rows; pass a number or "
             "one per feature",
         )
-    if classes is not None:
-        X = X if X.ndim != 2 else X.rechunk({1: -1})
-        y = _as_dask(y, "y", X)
-        if y.ndim == 1 and X.ndim == 2 and y.shape[0] == X.shape[0]:
-            y = y.rechunk((X.chunks[0],)).map_blocks(
-                _indicators,
-                classes,
-                chunks=(X.chunks[0], (len(classes),)),
-                new_axis=1,
-                dtype=np.float64,
-                meta=np.empty((0, 0)),
-            )
-    X, y, sample_weight = _check_rows(estimator, X, y, sample_weight)
-    n_samples, n_features = X.shape
-    check_binned_options(
-        n_features, callable(estimator.kernel), False, estimator.n_neighbors
-    )
-    n_bins = check_n_bins(estimator.n_bins, n_features)
-    bandwidth = resolve_bandwidth(estimator.bandwidth, X, None)
-    kernel = resolve_kernel(estimator.kernel)
-    y2 = y.reshape(n_samples, -1) if y.ndim == 1 else y
+
+
+def _class_indicators(X, y, classes):
+    """``X`` in chunks of whole rows and the class labels ``y`` as indicator
+    columns of ``classes``, chunked like the rows of ``X``."""
+    X = X if X.ndim != 2 else X.rechunk({1: -1})
+    y = _as_dask(y, "y", X)
+    if y.ndim == 1 and X.ndim == 2 and y.shape[0] == X.shape[0]:
+        y = y.rechunk((X.chunks[0],)).map_blocks(
+            _indicators,
+            classes,
+            chunks=(X.chunks[0], (len(classes),)),
+            new_axis=1,
+            dtype=np.float64,
+            meta=np.empty((0, 0)),
+        )
+    return X, y
+
+
+def _summaries(estimator, X, Y, sample_weight):
+    """One pass over the rows: the span of the keys of positive weight
+    (``lower``, ``upper``), the total weight and the weighted sum of the
+    values; non-finite entries and negative or all-zero weights refused."""
+    import dask
+    import dask.array as da
+
+    n_samples = X.shape[0]
     w = (
         da.ones(n_samples, chunks=X.chunks[0])
         if sample_weight is None
-        else (sample_weight.astype(np.float64))
+        else sample_weight.astype(np.float64)
     )
     positive = w > 0
-    # One pass: the span of the keys of positive weight, the weight and
-    # weighted sum of y, and the non-finite entries.
     inf = np.inf
     lower, upper, total, weighted, bad_x, bad_y, bad_w, negative = dask.compute(
         da.where(positive[:, None], X, inf).min(axis=0),
         da.where(positive[:, None], X, -inf).max(axis=0),
         w.sum(),
-        (w[:, None] * y2.astype(np.float64)).sum(axis=0),
+        (w[:, None] * Y.astype(np.float64)).sum(axis=0),
         (~da.isfinite(X)).sum(),
-        (~da.isfinite(y2)).sum(),
+        (~da.isfinite(Y)).sum(),
         (~da.isfinite(w)).sum(),
         (w < 0).sum(),
     )
@@ -236,40 +282,34 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
             "Sample weights must contain at least one non-zero number; all "
             "sample_weight are zero."
         )
-    width = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (n_features,))
-    if estimator.algorithm == "auto" and not prefers_binned(
-        n_samples, n_features, width, upper - lower, kernel, n_bins
-    ):
-        _refuse_dask(
-            estimator,
-            "algorithm='auto' would not pick the binned path here (fewer than "
-            "100000 rows, a width the grid of n_bins resolves with fewer than 16 "
-            "nodes, or the constant kernel); pass algorithm='binned' to bin "
-            "anyway",
-        )
+    return lower, upper, total, weighted
+
+
+def _fit_grid(kernel, lower, upper, width, n_bins, sizes):
+    """The grid over the span of the keys, widened by the kernel's reach."""
     radius = _binned.truncation_radius(kernel)
     margin = _binned.CAUCHY_MARGIN if not np.isfinite(radius) else radius
-    key_span = upper - lower
-    lower = lower - margin * width
-    upper = upper + margin * width
-    p = y2.shape[1]
-    grid = plan_grid(
-        lower,
-        upper,
+    return plan_grid(
+        lower - margin * width,
+        upper + margin * width,
         width,
-        key_span,
+        upper - lower,
         n_bins,
         reach=radius * width,
-        sizes=_binned.engine_sizes(n_features, p, degree, squares=True),
+        sizes=sizes,
     )
-    warn_coarse_fit(grid, kernel, bandwidth, given=n_bins is not None)
-    center = weighted / total
+
+
+def _grid_sums(X, y, sample_weight, grid, center):
+    """The binned sums of every block of rows, added up a tree of tasks."""
+    import dask
+
     blocks = X.to_delayed().ravel()
     y_blocks = y.to_delayed().ravel()
     w_blocks = (
         [None] * len(blocks)
         if sample_weight is None
-        else (sample_weight.to_delayed().ravel())
+        else sample_weight.to_delayed().ravel()
     )
     bin_block = dask.delayed(_bin_block, pure=True)
     parts = [
@@ -277,25 +317,7 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
         for xb, yb, wb in zip(blocks, y_blocks, w_blocks, strict=True)
     ]
     (sums,) = dask.compute(_tree_sum(parts, dask.delayed(_add, pure=True)))
-    estimator._pool = GridPool(
-        grid,
-        sums,
-        kernel,
-        width,
-        degree,
-        center,
-        estimator.on_empty,
-        np.float32 if X.dtype == np.float32 else np.float64,
-        n_samples,
-    )
-    estimator.n_features_in_ = n_features
-    estimator.bandwidth_ = bandwidth
-    estimator.algorithm_ = "binned"
-    estimator.sample_weight_ = None
-    estimator.keys_ = None
-    estimator.values_ = None
-    estimator._y_ndim = y.ndim
-    return estimator
+    return sums
 
 
 def predict_dask(estimator, X, return_std, return_se):
