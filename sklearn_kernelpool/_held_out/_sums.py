@@ -271,7 +271,28 @@ class HeldOutSums:
         return EdgeBlock(Q, K, d2, squares, self.coordinates, self.support_radii)
 
     def _pool_pair(self, sums, left, right, moments, groups, rows, cols, d2, buf, raw):
-        """Add the block of pairs (rows, cols) to the sums of both sides."""
+        """Add the block of pairs (rows, cols) to the sums of both sides.
+
+        Parameters
+        ----------
+        sums : ndarray of shape (n_kernels, n_bandwidths, n_samples, n_columns)
+            The pooled sums of every candidate and point, added to in place.
+        left, right : ndarray
+            The augmented coordinates of the points as the rows and the
+            columns of the distance product (:func:`._pool._augment`).
+        moments : ndarray of shape (n_samples, n_columns)
+            The per-point columns summed with the weights (values, or the
+            moments of degree 1).
+        groups : ndarray of shape (n_samples,) or None
+            The sorted group of each point, whose pairs within a group are
+            left out (K-fold); None under leave-one-out.
+        rows, cols : slice
+            The block of points.
+        d2, buf : ndarray
+            Workspaces of a block: the squared distances, the weights.
+        raw : ndarray of shape (n_samples, n_features)
+            The unscaled points, for the exact support edge.
+        """
         same = None
         if groups is not None:
             # Groups are sorted: blocks of one same group pool nothing, and

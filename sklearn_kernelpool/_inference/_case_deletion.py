@@ -151,11 +151,39 @@ class CaseDeletion:
     def _deleted(self, P, Q, cols, m, V, inv, rank, ybar, cross, expanded, slots=None):
         """The fits without keys, from the local fit of each row.
 
-        ``V``, ``inv``: the eigenvectors and inverted eigenvalues of the
-        local covariances (not shrunk), ``rank`` their ranks. ``slots``:
-        normalised weights and support indices ``(W, at)`` of the keys to
-        delete, per row (index ``n``: padding); the fits ``f`` are returned
-        too.
+        Parameters
+        ----------
+        P : ndarray of shape (n_rows, n_keys)
+            The normalised weights of the rows (queries) over the keys.
+        Q : ndarray of shape (n_rows, n_features)
+            The queries, in the frame of the keys.
+        cols : ndarray of shape (n_rows,) or None
+            One key to delete per row (a training row's own key), or None
+            for every key, or for the keys of ``slots``.
+        m : ndarray of shape (n_rows, n_features)
+            The local means of the keys.
+        V, inv : ndarray of shape (n_rows, n_features, n_features), \
+                (n_rows, n_features)
+            The eigenvectors and inverted eigenvalues of the local
+            covariances (not shrunk by the safeguard).
+        rank : ndarray of shape (n_rows,)
+            Their ranks.
+        ybar : ndarray of shape (n_rows, n_outputs)
+            The local means of the values.
+        cross : ndarray of shape (n_rows, n_features, n_outputs)
+            The local cross-covariances of the keys and values.
+        expanded : bool
+            Whether every key's fit is wanted at once (the dense rows of
+            jackknife+), the closed form of :meth:`_deleted_every_key`.
+        slots : tuple of ndarray or None
+            The normalised weights and support indices ``(W, at)`` of the
+            keys to delete, per row (index ``n``: padding); the fits ``f``
+            are returned too.
+
+        Returns
+        -------
+        The fits of the rows without each deleted key, shape (n_rows,
+        n_deleted, n_outputs) (and the plain fits ``f`` with ``slots``).
         """
         r = len(m)
         A = np.einsum("rfe,re,rge->rfg", V, inv, V)  # C^+
