@@ -270,7 +270,8 @@ def _summaries(estimator, X, Y, sample_weight):
         if count:
             raise ValueError(
                 f"Input {name} contains NaN or infinity ({int(count)} entries); "
-                f"{type(estimator).__name__} needs finite values."
+                f"{type(estimator).__name__} does not accept missing or "
+                "infinite values."
             )
     if negative:
         raise ValueError(
@@ -323,10 +324,17 @@ def _grid_sums(X, y, sample_weight, grid, center):
 def predict_dask(estimator, X, return_std, return_se):
     """``estimator.predict`` of a dask array of queries: a dask array (or a
     tuple of them) computed chunk by chunk with the fitted estimator."""
-    if X.ndim != 2 or X.shape[1] != estimator.n_features_in_:
+    name, expected = type(estimator).__name__, estimator.n_features_in_
+    if X.ndim != 2:
         raise ValueError(
-            f"X has shape {X.shape}, but {type(estimator).__name__} is expecting "
-            f"2-D queries of {estimator.n_features_in_} features."
+            f"X has shape {X.shape}, but {name} is expecting 2-D queries of "
+            f"{expected} features."
+        )
+    if X.shape[1] != expected:
+        # The words of scikit-learn's check, as for every other input.
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {name} is expecting {expected} "
+            "features as input."
         )
     X = X.rechunk({1: -1})
     n_outputs = 1 + return_std + return_se
