@@ -22,17 +22,13 @@ import numpy as np
 from sklearn.base import clone
 
 from ._estimator._linear_columns import (
-    LinearDesign,
     categorical_columns,
-    check_collinear,
-    linear_mask,
 )
-from ._estimator._partially_linear import double_residual, validate_linear_input
+from ._estimator._partially_linear import double_residual, split_linear_columns
 from ._search._grid import _rank
 from ._search._params import relative_sample_weight, split_categorical
 from ._search._scores import RegressionScoring
-from ._utils._categorical_input import categorical_mask
-from ._utils._input import validate_fit_data, validate_sample_weight
+from ._utils._input import validate_fit_data
 from ._utils._validation import check_squares
 
 
@@ -108,19 +104,8 @@ def linear_candidate_search(estimator, X, y, sample_weight, make_search):
     from ._regression import KernelAttentionRegressor
 
     X_given = X
-    X, y = validate_linear_input(estimator, X, y, reset=True)
-    categorical = categorical_mask(estimator.categorical_features, X)
-    mask = linear_mask(estimator.linear_features, estimator.categorical_features, X)
-    names = getattr(estimator, "feature_names_in_", None)
-    if names is None:
-        names = np.asarray([f"x{j}" for j in range(X.shape[1])], dtype=object)
-    design = LinearDesign(mask, categorical, names)
-    Z = design.fit_transform(X)
-    given_weight = validate_sample_weight(sample_weight, Z)
-    check_collinear(
-        Z,
-        np.ones(len(Z)) if given_weight is None else given_weight,
-        design.feature_names,
+    X, y, categorical, mask, design, Z, given_weight = split_linear_columns(
+        estimator, X, y, sample_weight
     )
     # The kernel columns, validated and encoded as the kernel part takes them.
     kernel_categorical = None if categorical is None else categorical[~mask]

@@ -26,6 +26,8 @@ kernel part pools the partial residuals ``y - Z beta - intercept``.
 :func:`fit_partially_linear` the fit of the regressor.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from scipy.sparse import issparse
 from sklearn.utils import _safe_indexing
@@ -257,8 +259,27 @@ def _kernel_parameters(estimator, mask, categorical):
     return params
 
 
-def fit_partially_linear(estimator, X, y, sample_weight):
-    """``estimator.fit(X, y, sample_weight)`` with ``linear_features``."""
+class LinearSplit(NamedTuple):
+    """The training data of a partially linear fit, split.
+
+    ``X`` and ``y`` validated; ``categorical`` the categorical mask of the
+    columns (None without), ``mask`` that of the linear columns, ``design``
+    the fitted :class:`._linear_columns.LinearDesign`, ``Z`` the encoded
+    linear columns and ``sample_weight`` the validated weights (or None).
+    """
+
+    X: object
+    y: object
+    categorical: object
+    mask: np.ndarray
+    design: LinearDesign
+    Z: np.ndarray
+    sample_weight: object
+
+
+def split_linear_columns(estimator, X, y, sample_weight):
+    """Validate the training data of a partially linear fit, encode its
+    linear columns and refuse collinear ones; a :class:`LinearSplit`."""
     X, y = validate_linear_input(estimator, X, y, reset=True)
     categorical = categorical_mask(estimator.categorical_features, X)
     mask = linear_mask(estimator.linear_features, estimator.categorical_features, X)
@@ -267,9 +288,18 @@ def fit_partially_linear(estimator, X, y, sample_weight):
         names = np.asarray([f"x{j}" for j in range(X.shape[1])], dtype=object)
     design = LinearDesign(mask, categorical, names)
     Z = design.fit_transform(X)
-    weights = validate_sample_weight(sample_weight, Z)
-    weights = np.ones(len(Z)) if weights is None else weights
+    given = validate_sample_weight(sample_weight, Z)
+    weights = np.ones(len(Z)) if given is None else given
     check_collinear(Z, weights, design.feature_names)
+    return LinearSplit(X, y, categorical, mask, design, Z, given)
+
+
+def fit_partially_linear(estimator, X, y, sample_weight):
+    """``estimator.fit(X, y, sample_weight)`` with ``linear_features``."""
+    X, y, categorical, mask, design, Z, weights = split_linear_columns(
+        estimator, X, y, sample_weight
+    )
+    weights = np.ones(len(Z)) if weights is None else weights
     Y = np.asarray(y, dtype=np.float64).reshape(len(Z), -1)
     X_kernel = _safe_indexing(X, np.flatnonzero(~mask), axis=1)
     # The kernel part: an estimator of the same class, without linear part.

@@ -89,21 +89,21 @@ class PartiallyLinearMethods:
             "n_resamples": n_resamples,
             "random_state": random_state,
         }
-        if not is_partially_linear(self):
-            return super().confidence_interval(X, **options)
-        check_is_fitted(self)
-        linear, X_kernel = self._linear_parts(X)
-        bounds = self.kernel_regressor_.confidence_interval(X_kernel, **options)
-        return tuple(self._add_linear(linear, b) for b in bounds)
+        return self._shifted_bounds("confidence_interval", X, options)
 
     @_documented_by(IntervalMethods.prediction_interval)
     def prediction_interval(self, X, *, level=0.9, method="jackknife+", cv=None):
         options = {"level": level, "method": method, "cv": cv}
+        return self._shifted_bounds("prediction_interval", X, options)
+
+    def _shifted_bounds(self, name, X, options):
+        """The bounds of the interval method ``name``: those of the kernel
+        part shifted by the linear part, ``coef_`` held fixed."""
         if not is_partially_linear(self):
-            return super().prediction_interval(X, **options)
+            return getattr(super(), name)(X, **options)
         check_is_fitted(self)
         linear, X_kernel = self._linear_parts(X)
-        bounds = self.kernel_regressor_.prediction_interval(X_kernel, **options)
+        bounds = getattr(self.kernel_regressor_, name)(X_kernel, **options)
         return tuple(self._add_linear(linear, b) for b in bounds)
 
     @_documented_by(InspectionMethods.predict_gradient)
