@@ -38,6 +38,7 @@ from _array_api import strict_namespace
 from _reference import slope_factor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from numpy.testing import assert_allclose
 from sklearn import config_context
 from sklearn.model_selection import KFold
 
@@ -537,3 +538,22 @@ def test_per_feature_leave_one_out_of_groups_far_apart(kernel, offset):
         expected[i] = alpha @ Y / alpha.sum()
     M = np.abs(Z).max()
     np.testing.assert_allclose(predictions, expected, rtol=0, atol=1e-10 + 16 * EPS * M)
+
+
+@pytest.mark.parametrize("offset", [1e4, 1e8])
+def test_the_global_line_and_a_partially_linear_fit_far_from_the_origin(offset):
+    # Translation invariance where every key lies far from the origin: the
+    # global line of a small table (the search's candidate) and a partially
+    # linear fit predict as they do about the origin.
+    rng = np.random.default_rng(11)
+    X = rng.uniform(-1, 1, (24, 3))
+    y = X @ [1.0, -2.0, 0.5] + 0.3 * rng.normal(size=24)
+    Q = rng.uniform(-1, 1, (10, 3))
+    line = KernelAttentionRegressorCV().fit(X, y)
+    far = KernelAttentionRegressorCV().fit(X + offset, y)
+    assert line.kernel_ == far.kernel_ == "constant"
+    assert_allclose(far.best_score_, line.best_score_, rtol=1e-6)
+    assert_allclose(far.predict(Q + offset), line.predict(Q), rtol=1e-6, atol=1e-8)
+    model = KernelAttentionRegressor(bandwidth=0.8, linear_features=[0])
+    near = model.fit(X, y).predict(Q)
+    assert_allclose(model.fit(X + offset, y).predict(Q + offset), near, atol=1e-6)

@@ -286,3 +286,36 @@ def test_estimator_attributes_that_disagree_with_the_engine_are_refused():
     regressor.n_features_in_ = 3
     with pytest.raises(ValueError, match="n_features_in_"):
         pickle.loads(pickle.dumps(regressor))
+
+
+def _partially_linear():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(60, 3))
+    y = X[:, 0] + np.sin(X[:, 1]) + 0.1 * rng.normal(size=60)
+    return KernelAttentionRegressor(bandwidth=0.8, linear_features=[0]).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "alteration, refused",
+    [
+        (lambda m: setattr(m._linear_design, "mask", np.array([1, 0, 0])), "mask"),
+        (lambda m: setattr(m._linear_design, "mask", np.ones(3, bool)), "mask"),
+        (lambda m: setattr(m, "coef_", np.zeros(2)), "coef_"),
+        (lambda m: setattr(m, "coef_se_", np.zeros(3)), "coef_se_"),
+        (  # a kernel part of one feature, where two are not linear
+            lambda m: setattr(
+                m,
+                "kernel_regressor_",
+                KernelAttentionRegressor(bandwidth=0.5).fit(X[:, :1], Y),
+            ),
+            "kernel_regressor_",
+        ),
+    ],
+)
+def test_altered_parts_of_a_partially_linear_fit_are_refused(alteration, refused):
+    model = _partially_linear()
+    Q = np.random.default_rng(8).normal(size=(5, 3))
+    assert_array_equal(pickle.loads(pickle.dumps(model)).predict(Q), model.predict(Q))
+    alteration(model)
+    with pytest.raises(ValueError, match=refused):
+        pickle.loads(pickle.dumps(model))
