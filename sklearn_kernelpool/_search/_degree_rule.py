@@ -77,7 +77,7 @@ def keep_local_linear(
 
     Examples
     --------
-    >>> from sklearn_kernelpool._degree_rule import keep_local_linear
+    >>> from sklearn_kernelpool._search._degree_rule import keep_local_linear
     >>> errors0 = [1.0, 1.0, 1.0, 1.0, 9.0]
     >>> errors1 = [1.1, 1.1, 1.1, 1.1, 0.0]  # better on one point only
     >>> keep_local_linear(errors0, errors1, n_features=2)
@@ -152,7 +152,7 @@ def widest_within_one_se(best_errors, wider_errors, sample_weight=None, *, n_se=
 
     Examples
     --------
-    >>> from sklearn_kernelpool._degree_rule import widest_within_one_se
+    >>> from sklearn_kernelpool._search._degree_rule import widest_within_one_se
     >>> best = [1.0, 2.0, 1.0, 2.0]
     >>> wider = [[1.1, 1.9, 1.0, 2.1], [2.0, 3.0, 2.0, 3.0]]  # close, then worse
     >>> widest_within_one_se(best, wider)
