@@ -56,22 +56,8 @@ import numpy as np
 from sklearn.neighbors import KDTree
 
 from ._base import HeldOutPoints
-from ._fits import (  # noqa: F401 (imported from here)
-    FALLBACK_BYTES_PER_KEY,
-    HeldOutFits,
-    allowed_keys,
-    solve_moments,
-)
-from ._sums import (  # noqa: F401 (imported from here)
-    _LOGIT_FLOOR,
-    BLOCK,
-    HeldOutSums,
-    _augment,
-    exact_if_far,
-    kernel_block,
-    pooled_moments,
-    squared_distances,
-)
+from ._fits import HeldOutFits
+from ._sums import HeldOutSums, pooled_moments
 
 
 class HeldOut(HeldOutSums, HeldOutFits, HeldOutPoints):

@@ -279,7 +279,7 @@ class HeldOutSums:
             The pooled sums of every candidate and point, added to in place.
         left, right : ndarray
             The augmented coordinates of the points as the rows and the
-            columns of the distance product (:func:`._pool._augment`).
+            columns of the distance product (:func:`_augment`).
         moments : ndarray of shape (n_samples, n_columns)
             The per-point columns summed with the weights (values, or the
             moments of degree 1).

@@ -5,7 +5,7 @@ fallbacks, and the in-sample criteria of the smoother."""
 import numpy as np
 
 from .._held_out._criteria import in_sample_criteria
-from .._held_out._pool import FALLBACK_BYTES_PER_KEY
+from .._held_out._fits import FALLBACK_BYTES_PER_KEY
 from .._utils._working_memory import row_batches
 
 
