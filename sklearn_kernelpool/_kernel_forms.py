@@ -9,6 +9,32 @@ earlier releases name them.
 import numpy as np
 
 
+def _as_float_array(x):
+    """Return ``x`` as a floating ndarray, keeping float32 and float64."""
+    x = np.asarray(x)
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float64)
+    return x
+
+
+def _vectorised(func):
+    """Let ``func`` accept a scalar or an array-like; a scalar gives a float."""
+
+    def wrapper(x):
+        is_scalar = np.ndim(x) == 0
+        # exp(-x**2 / 2) and 1 / (1 + x**2) reach their limit 0 through an
+        # overflowing x**2 for huge x; that limit is the right answer.
+        with np.errstate(over="ignore"):
+            out = func(_as_float_array(x))
+        return float(out) if is_scalar else out
+
+    wrapper.__name__ = func.__name__
+    wrapper.__qualname__ = func.__qualname__
+    wrapper.__doc__ = func.__doc__
+    wrapper.__module__ = func.__module__
+    return wrapper
+
+
 def _log_gaussian(x):
     return -0.5 * x * x
 

@@ -35,36 +35,17 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ._kernel_forms import (  # noqa: F401 (the paths of earlier pickles)
-    _XP_SQUARED,
-    LOG_SLOPES,
-    _clipped_one_minus,
-    _log_cauchy,
-    _log_exponential,
-    _log_gaussian,
-    _sq_biweight,
-    _sq_boxcar,
-    _sq_constant,
-    _sq_cosine,
-    _sq_epanechikov,
-    _sq_epanechnikov,
-    _sq_log_cauchy,
-    _sq_log_exponential,
-    _sq_log_gaussian,
-    _sq_tricube,
-    _sq_triweight,
-    _xp_biweight,
-    _xp_boxcar,
-    _xp_clipped_one_minus,
-    _xp_constant,
-    _xp_cosine,
-    _xp_epanechikov,
-    _xp_log_cauchy,
-    _xp_log_exponential,
-    _xp_log_gaussian,
-    _xp_tricube,
-    _xp_triweight,
-)
+from . import _kernel_forms as _forms
+from ._kernel_forms import _vectorised
+
+
+def __getattr__(name):
+    # The private forms of the kernels were defined here: the pickles of
+    # earlier releases name them in this module.
+    if name.startswith(("_log_", "_sq_", "_xp_")):
+        return getattr(_forms, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "KERNELS",
@@ -86,32 +67,6 @@ __all__ = [
     "triweight",
     "uniform",
 ]
-
-
-def _as_float_array(x):
-    """Return ``x`` as a floating ndarray, keeping float32 and float64."""
-    x = np.asarray(x)
-    if x.dtype not in (np.float32, np.float64):
-        x = x.astype(np.float64)
-    return x
-
-
-def _vectorised(func):
-    """Let ``func`` accept a scalar or an array-like; a scalar gives a float."""
-
-    def wrapper(x):
-        is_scalar = np.ndim(x) == 0
-        # exp(-x**2 / 2) and 1 / (1 + x**2) reach their limit 0 through an
-        # overflowing x**2 for huge x; that limit is the right answer.
-        with np.errstate(over="ignore"):
-            out = func(_as_float_array(x))
-        return float(out) if is_scalar else out
-
-    wrapper.__name__ = func.__name__
-    wrapper.__qualname__ = func.__qualname__
-    wrapper.__doc__ = func.__doc__
-    wrapper.__module__ = func.__module__
-    return wrapper
 
 
 @_vectorised
@@ -470,7 +425,7 @@ class Kernel:
         registered = KERNELS.get(self.name)
         if registered is None or registered != self:
             return None
-        return LOG_SLOPES[self.name]
+        return _forms.LOG_SLOPES[self.name]
 
     @property
     def is_compact(self):
@@ -486,31 +441,39 @@ _REGISTRY = (
         "gaussian",
         gaussian,
         np.inf,
-        _log_gaussian,
-        squared_log_function=_sq_log_gaussian,
+        _forms._log_gaussian,
+        squared_log_function=_forms._sq_log_gaussian,
         log_quadratic=-0.5,
     ),
-    Kernel("boxcar", boxcar, 1.0, None, ("tophat", "uniform"), _sq_boxcar),
-    Kernel("constant", constant, np.inf, None, (), _sq_constant),
-    Kernel("epanechikov", epanechikov, 1.0, None, ("triangular",), _sq_epanechikov),
-    Kernel("epanechnikov", epanechnikov, 1.0, None, (), _sq_epanechnikov),
-    Kernel("biweight", biweight, 1.0, None, ("quartic",), _sq_biweight),
-    Kernel("triweight", triweight, 1.0, None, (), _sq_triweight),
-    Kernel("tricube", tricube, 1.0, None, (), _sq_tricube),
-    Kernel("cosine", cosine, 1.0, None, (), _sq_cosine),
+    Kernel("boxcar", boxcar, 1.0, None, ("tophat", "uniform"), _forms._sq_boxcar),
+    Kernel("constant", constant, np.inf, None, (), _forms._sq_constant),
+    Kernel(
+        "epanechikov", epanechikov, 1.0, None, ("triangular",), _forms._sq_epanechikov
+    ),
+    Kernel("epanechnikov", epanechnikov, 1.0, None, (), _forms._sq_epanechnikov),
+    Kernel("biweight", biweight, 1.0, None, ("quartic",), _forms._sq_biweight),
+    Kernel("triweight", triweight, 1.0, None, (), _forms._sq_triweight),
+    Kernel("tricube", tricube, 1.0, None, (), _forms._sq_tricube),
+    Kernel("cosine", cosine, 1.0, None, (), _forms._sq_cosine),
     Kernel(
         "exponential",
         exponential,
         np.inf,
-        _log_exponential,
+        _forms._log_exponential,
         ("laplacian",),
-        squared_log_function=_sq_log_exponential,
+        squared_log_function=_forms._sq_log_exponential,
     ),
-    Kernel("cauchy", cauchy, np.inf, _log_cauchy, squared_log_function=_sq_log_cauchy),
+    Kernel(
+        "cauchy",
+        cauchy,
+        np.inf,
+        _forms._log_cauchy,
+        squared_log_function=_forms._sq_log_cauchy,
+    ),
 )
 
 _REGISTRY = tuple(
-    replace(kernel, xp_squared_function=_XP_SQUARED[kernel.name])
+    replace(kernel, xp_squared_function=_forms._XP_SQUARED[kernel.name])
     for kernel in _REGISTRY
 )
 

@@ -348,9 +348,23 @@ def test_skops_round_trip_with_the_trusted_types():
         with pytest.raises(sio.exceptions.UntrustedTypesFoundException):
             sio.loads(dumped)
     # ...and names nothing that no fitted estimator holds: the types of a
-    # model fitted on dask arrays are those of tests/test_compliance.py.
+    # model fitted on dask arrays are those of tests/test_compliance.py, and
+    # the paths of earlier releases those of tests/test_former_paths.py.
     dask_binned = {"numpy.dtype", "sklearn_kernelpool._binned._grid_pool.GridPool"}
-    assert untrusted_seen | dask_binned == set(trusted)
+    former = {
+        name
+        for name in trusted
+        if name.startswith(
+            (
+                "sklearn_kernelpool._pooling.",
+                "sklearn_kernelpool._binned_pool.",
+                "sklearn_kernelpool._grid_pool.",
+                "sklearn_kernelpool.kernels._",
+            )
+        )
+    }
+    assert former and not former & untrusted_seen
+    assert untrusted_seen | dask_binned == set(trusted) - former
 
 
 def test_skops_trusted_types_is_a_sorted_list_of_names():
