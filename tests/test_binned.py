@@ -48,7 +48,11 @@ def compare(X, y, Q, **params):
     )
 
 
-@pytest.mark.parametrize("kernel", SMOOTH_KERNELS)
+@pytest.mark.parametrize(
+    "kernel",
+    [k if k in ("gaussian", "epanechnikov") else pytest.param(k, marks=pytest.mark.slow)
+     for k in SMOOTH_KERNELS],
+)  # fmt: skip
 @pytest.mark.parametrize("degree", [0, 1])
 @pytest.mark.parametrize("d", [1, 2])
 def test_matches_exact_within_tolerance(kernel, degree, d):

@@ -201,13 +201,63 @@ def expected_failed_checks(estimator):
 ESTIMATORS = list(_configurations()) + list(_cv_configurations())
 
 
+def _in_the_default_run(estimator):
+    """One configuration per path and kernel family runs every check by
+    default; the others run with ``-m slow`` (see ``.ci/run``)."""
+    fast = (
+        KernelAttentionRegressor(),
+        KernelAttentionRegressor(kernel="epanechnikov", bandwidth=3.0),
+        KernelAttentionRegressor(kernel="boxcar", bandwidth=1.0, on_empty="nan"),
+        KernelAttentionRegressor(bandwidth="scott"),
+        KernelAttentionRegressor(bandwidth=PER_FEATURE_BANDWIDTH),
+        KernelAttentionRegressor(degree=1),
+        KernelAttentionRegressor(
+            kernel="epanechnikov", bandwidth=3.0, algorithm="kd_tree"
+        ),
+        KernelAttentionRegressor(bandwidth=0.3, n_neighbors=5),
+        KernelAttentionRegressor(categorical_features=[0]),
+        KernelAttentionRegressorCV(),
+        KernelAttentionRegressorCV(bandwidths=None, n_neighbors=[3, 8]),
+        KernelAttentionClassifier(kernel="gaussian", bandwidth=1.0),
+        KernelAttentionClassifier(kernel="boxcar", bandwidth=0.3, on_empty="nearest"),
+        KernelAttentionClassifier(bandwidth=1.0, categorical_features=[0]),
+        KernelAttentionClassifierCV(),
+    )
+    return any(repr(estimator) == repr(other) for other in fast)
+
+
+def _slow(configurations):
+    return [e for e in configurations if not _in_the_default_run(e)]
+
+
+def _fast(configurations):
+    return [e for e in configurations if _in_the_default_run(e)]
+
+
 # The fallback warnings are the documented behaviour of these configurations.
 @pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
 @pytest.mark.filterwarnings("ignore::sklearn_kernelpool.LocalLinearFallbackWarning")
 # The checks' toy data may stop the optimiser of per-feature widths at its cap.
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
+@parametrize_with_checks(
+    _fast(ESTIMATORS), expected_failed_checks=expected_failed_checks
+)
 def test_sklearn_compatible_estimator(estimator, check):
+    _run_check(estimator, check)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.LocalLinearFallbackWarning")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@parametrize_with_checks(
+    _slow(ESTIMATORS), expected_failed_checks=expected_failed_checks
+)
+def test_sklearn_compatible_estimator_every_configuration(estimator, check):
+    _run_check(estimator, check)
+
+
+def _run_check(estimator, check):
     name = getattr(check, "func", check).__name__
     if name.startswith("check_array_api") and not ARRAY_API_DISPATCH:
         pytest.skip("array API dispatch needs SciPy >= 1.14 with scikit-learn < 1.8")
@@ -273,7 +323,17 @@ def expected_failed_classifier_checks(estimator):
 @pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @parametrize_with_checks(
-    CLASSIFIERS, expected_failed_checks=expected_failed_classifier_checks
+    _fast(CLASSIFIERS), expected_failed_checks=expected_failed_classifier_checks
 )
 def test_sklearn_compatible_classifier(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@parametrize_with_checks(
+    _slow(CLASSIFIERS), expected_failed_checks=expected_failed_classifier_checks
+)
+def test_sklearn_compatible_classifier_every_configuration(estimator, check):
     check(estimator)

@@ -183,6 +183,7 @@ def test_simultaneous_bootstrap_band_covers_the_whole_line(heteroscedastic):
     assert np.mean(covered) >= 0.93, np.mean(covered)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("simultaneous", [False, True])
 def test_bootstrap_memory_within_working_memory(simultaneous):
     # The smoother matrix of the keys would take 8 n**2 = 18 MB.

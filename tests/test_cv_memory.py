@@ -59,7 +59,19 @@ def _fit(params, X, y):
         return KernelAttentionRegressorCV(**params).fit(X, y)
 
 
-@pytest.mark.parametrize("route", ROUTES)
+# One route of each kind by default; every route with -m slow.
+DEFAULT_ROUTES = ("loo-nearest", "kfold-degree1", "splits-mean")
+
+
+@pytest.mark.parametrize(
+    "route",
+    [
+        route
+        if route in DEFAULT_ROUTES
+        else pytest.param(route, marks=pytest.mark.slow)
+        for route in ROUTES
+    ],
+)
 def test_every_route_of_fit_stays_within_working_memory(route, monkeypatch):
     params = ROUTES[route]
     X, y = _data(N)

@@ -143,13 +143,20 @@ def _cases():
     for name, (_, _, bandwidths) in DATASETS.items():
         kernels = ["boxcar"] if name == "offset" else COMPACT + ["gaussian"]
         for kernel in kernels:
-            for h in bandwidths:
+            for index, h in enumerate(bandwidths):
+                # Every kernel, weighting and policy at the first width of
+                # each data set by default; the other widths with -m slow.
+                marks = [pytest.mark.slow] if index else []
                 for weighted in (False, True):
                     for on_empty in ("nearest", "mean", "nan"):
                         if kernel == "gaussian" and on_empty != "nearest":
                             continue  # nothing falls back
                         case = (name, kernel, h, weighted, on_empty)
-                        cases.append(pytest.param(*case, id="-".join(map(str, case))))
+                        cases.append(
+                            pytest.param(
+                                *case, id="-".join(map(str, case)), marks=marks
+                            )
+                        )
     return cases
 
 
@@ -174,7 +181,7 @@ def _quiet():
 
 
 NUMPY_CASES = [
-    pytest.param(*case.values, algorithm, id=f"{case.id}-{algorithm}")
+    pytest.param(*case.values, algorithm, id=f"{case.id}-{algorithm}", marks=case.marks)
     for case in CASES
     for algorithm in ("brute", "kd_tree", "ball_tree")
     if algorithm == "brute" or case.values[1] != "gaussian"  # trees: compact only

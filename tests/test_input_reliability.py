@@ -183,6 +183,7 @@ def test_categorical_path_validates_as_the_dense_path(estimator, bad_input):
     assert message == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "estimator", CATEGORICAL_ESTIMATORS, ids=lambda cls: cls.__name__
 )

@@ -71,6 +71,7 @@ def test_per_query_equations_equal_the_moment_matrix(algorithm, dtype, monkeypat
         assert_allclose(a, b, rtol=tol, atol=tol)
 
 
+@pytest.mark.slow
 def test_many_features_few_queries_stay_within_a_few_hundred_mib():
     # 2,000 features: the moment matrix would take 8 n (d + 1)(d + 2) / 2
     # bytes, 6.4 GB for 400 keys.

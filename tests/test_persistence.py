@@ -287,6 +287,7 @@ def shipped_kernel(request):
     return module_kernel
 
 
+@pytest.mark.slow
 def test_loky_ships_fitted_estimators_with_a_module_kernel(shipped_kernel):
     # Workers fit and send the fitted estimators back through cloudpickle.
     Y2 = np.column_stack([Y, X[:, 0]])
@@ -400,6 +401,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_a_script_kernel_ships_to_loky_workers_and_back(tmp_path):
     # The kernel of a script lives in its __main__, which cloudpickle ships
     # by value: in the workers it is not found by reference.

@@ -387,6 +387,7 @@ def test_jackknife_plus_covers_fresh_observations(truth, degree, bandwidth):
     assert 0.87 <= coverage <= 0.93
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("degree", [0, 1])
 @pytest.mark.parametrize("method", ["jackknife+", "cv+"])
 def test_memory_stays_within_working_memory(degree, method):

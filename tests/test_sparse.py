@@ -328,6 +328,7 @@ def _encoder(categorical, sparse_threshold):
     )
 
 
+@pytest.mark.slow
 def test_one_hot_encoded_categories_in_a_pipeline():
     X_, y, categorical = _fair()
     X_train, X_test, y_train, y_test = train_test_split(X_, y, random_state=0)

@@ -261,6 +261,7 @@ else:
     "alteration",
     ["indices-out-of-range", "indices-negative", "node-bounds", "counts-negative"],
 )
+@pytest.mark.slow
 def test_altered_tree_internals_are_refused_without_a_crash(alteration):
     # The script imports the package under test, wherever it is.
     root = str(Path(sklearn_kernelpool.__file__).parents[1])
