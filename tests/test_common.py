@@ -234,11 +234,20 @@ def _fast(configurations):
     return [e for e in configurations if _in_the_default_run(e)]
 
 
-# The fallback warnings are the documented behaviour of these configurations.
-@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
-@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.LocalLinearFallbackWarning")
-# The checks' toy data may stop the optimiser of per-feature widths at its cap.
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def _documented_warnings(test):
+    """The fallback warnings are the documented behaviour of these
+    configurations; the checks' toy data may stop the optimiser of
+    per-feature widths at its cap."""
+    for category in (
+        "sklearn_kernelpool.EmptyNeighborhoodWarning",
+        "sklearn_kernelpool.LocalLinearFallbackWarning",
+        "sklearn.exceptions.ConvergenceWarning",
+    ):
+        test = pytest.mark.filterwarnings(f"ignore::{category}")(test)
+    return test
+
+
+@_documented_warnings
 @parametrize_with_checks(
     _fast(ESTIMATORS), expected_failed_checks=expected_failed_checks
 )
@@ -247,9 +256,7 @@ def test_sklearn_compatible_estimator(estimator, check):
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
-@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.LocalLinearFallbackWarning")
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@_documented_warnings
 @parametrize_with_checks(
     _slow(ESTIMATORS), expected_failed_checks=expected_failed_checks
 )
@@ -320,8 +327,7 @@ def expected_failed_classifier_checks(estimator):
     return _refuses_sparse_weight_check(estimator)
 
 
-@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@_documented_warnings
 @parametrize_with_checks(
     _fast(CLASSIFIERS), expected_failed_checks=expected_failed_classifier_checks
 )
@@ -330,8 +336,7 @@ def test_sklearn_compatible_classifier(estimator, check):
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.EmptyNeighborhoodWarning")
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@_documented_warnings
 @parametrize_with_checks(
     _slow(CLASSIFIERS), expected_failed_checks=expected_failed_classifier_checks
 )
