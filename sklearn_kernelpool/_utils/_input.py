@@ -1,12 +1,11 @@
-"""One way in: the validation of the data of ``fit`` and of the queries.
+"""The validation of the input of the NumPy engine, for ``fit`` and the
+queries: NumPy arrays, lists and DataFrames, with categorical columns too
+(:mod:`._categorical_input`), and SciPy sparse matrices (:mod:`._sparse`).
 
-Every estimator validates its training data with :func:`validate_fit_data`
-and its queries with :func:`validate_queries`, whatever their kind: NumPy
-arrays, DataFrames with categorical columns (:mod:`._categorical_input`)
-and SciPy sparse matrices (:mod:`._sparse`). Array API arrays
-(:mod:`.._estimator._array_api`) and dask arrays (:mod:`.._binned._dask`)
-are dispatched before it by the estimators, and validated by their own
-namespace with the same checks.
+The estimators reach it through the one way in of every kind of input,
+:mod:`.._estimator._input_kinds`, which sends the arrays of other array API
+namespaces and dask arrays to their own checks, written with the same rules
+and errors.
 """
 
 import inspect
