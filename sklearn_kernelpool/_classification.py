@@ -8,11 +8,15 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
-from ._binned._dask import fit_dask_classifier, is_dask_array
+from ._binned._dask import fit_dask_classifier
 from ._engine._categorical import CATEGORICAL_CONSTRAINTS
 from ._estimator._base import POOL_PARAMETER_CONSTRAINTS, fit_pool
+from ._estimator._input_kinds import (
+    NUMPY_KINDS,
+    validate_fit_input,
+    validate_query_input,
+)
 from ._estimator._pool_estimator import PoolEstimatorMixin
-from ._utils._input import validate_fit_data, validate_queries
 from ._utils._sparse import takes_sparse
 
 # NaN probabilities have no argmax, so the classifier offers no "nan" policy.
@@ -314,9 +318,12 @@ class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimat
         self : object
             The fitted estimator.
         """
-        if is_dask_array(X):
+        data = validate_fit_input(
+            self, X, y, sample_weight, target="labels", kinds=(*NUMPY_KINDS, "dask")
+        )
+        X, y, sample_weight = data.X, data.y, data.sample_weight
+        if data.kind == "dask":
             return fit_dask_classifier(self, X, y, sample_weight)
-        X, y = validate_fit_data(self, X, y)
         # scikit-learn tells integral floats by a cast to int, which warns
         # before its clear error on huge continuous targets.
         with np.errstate(invalid="ignore"):
@@ -343,8 +350,12 @@ class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimat
             The probability of each class of ``classes_``; every row sums to
             one.
         """
+        return self._probabilities(X, "predict_proba")
+
+    def _probabilities(self, X, method):
+        """:meth:`predict_proba` of the queries ``X`` of ``method``."""
         check_is_fitted(self)
-        X = validate_queries(self, X)
+        X = validate_query_input(self, X, method).X
         proba = self._pool.pool(X, n_jobs=self.n_jobs)
         # The rows sum to one up to the rounding of the pooling product.
         proba /= proba.sum(axis=1, keepdims=True)
@@ -363,8 +374,9 @@ class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimat
         log_proba : ndarray of shape (n_queries, n_classes)
             ``log(predict_proba(X))``: ``-inf`` for a class of probability 0.
         """
+        proba = self._probabilities(X, "predict_log_proba")
         with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
+            return np.log(proba)
 
     def predict(self, X):
         """The class of largest attention-weighted frequency for each query.
@@ -380,7 +392,7 @@ class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimat
             The predicted labels; ties go to the first tied class in
             ``classes_``.
         """
-        proba = self.predict_proba(X)
+        proba = self._probabilities(X, "predict")
         return self.classes_[np.argmax(proba, axis=1)]
 
     def __sklearn_tags__(self):

@@ -17,10 +17,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
+from ._estimator._input_kinds import validate_fit_input, validate_query_input
 from ._search._candidates import SELECTED, CandidateSearch
 from ._search._params import SEARCH_CONSTRAINTS, relative_sample_weight
 from ._search._proba import ProbabilityScoring
-from ._utils._input import validate_fit_data, validate_queries, validate_sample_weight
 from ._utils._sparse import dense_keys, takes_sparse
 from ._utils._validation import check_squares
 
@@ -318,7 +318,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
-        X, y = validate_fit_data(self, X, y)
+        data = validate_fit_input(self, X, y, sample_weight, target="labels")
+        X, y, given_weight = data.X, data.y, data.sample_weight
         with np.errstate(invalid="ignore"):
             check_classification_targets(y)
         self.classes_, true = np.unique(y, return_inverse=True)
@@ -341,7 +342,6 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         # dense for them; the refit takes them as given.
         keys = dense_keys(X)
         check_squares(keys, "X", "squared distances")
-        given_weight = validate_sample_weight(sample_weight, keys)
         # The search of the pooled one-hot labels: degree 0, on the binned
         # path when asked for.
         search = CandidateSearch(
@@ -388,7 +388,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
             The probability of each class of ``classes_``.
         """
         check_is_fitted(self)
-        return self.best_estimator_.predict_proba(validate_queries(self, X))
+        X = validate_query_input(self, X, "predict_proba").X
+        return self.best_estimator_.predict_proba(X)
 
     def predict_log_proba(self, X):
         """Logarithm of the class probabilities of ``best_estimator_``.
@@ -404,7 +405,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
             ``-inf`` for a class of probability 0.
         """
         check_is_fitted(self)
-        return self.best_estimator_.predict_log_proba(validate_queries(self, X))
+        X = validate_query_input(self, X, "predict_log_proba").X
+        return self.best_estimator_.predict_log_proba(X)
 
     def predict(self, X):
         """Class labels of ``best_estimator_``.
@@ -421,7 +423,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
             class in ``classes_``.
         """
         check_is_fitted(self)
-        return self.best_estimator_.predict(validate_queries(self, X))
+        X = validate_query_input(self, X, "predict").X
+        return self.best_estimator_.predict(X)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

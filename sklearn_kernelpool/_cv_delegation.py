@@ -7,6 +7,7 @@ import warnings
 
 from sklearn.utils.validation import check_is_fitted
 
+from ._estimator._input_kinds import validate_query_input
 from ._estimator._partially_linear import validate_linear_input
 from ._estimator._partially_linear_methods import (
     is_partially_linear,
@@ -15,7 +16,6 @@ from ._estimator._partially_linear_methods import (
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._inference._diagnostics import smoother_diagnostics
 from ._regression import KernelAttentionRegressor
-from ._utils._input import validate_queries
 
 
 def _quiet_diagnostics(estimator):
@@ -40,7 +40,7 @@ def _delegate(name, doc):
         except TypeError as error:  # as Python words it for a plain method
             raise TypeError(f"{type(self).__name__}.{name}() {error}") from None
         del arguments["self"]
-        X = self._best_queries(arguments.pop("X"))
+        X = self._best_queries(arguments.pop("X"), name)
         return getattr(self.best_estimator_, name)(X, **arguments)
 
     method.__name__ = name
@@ -74,18 +74,16 @@ class BestEstimatorMethods:
             self._effective_df = _quiet_diagnostics(self.best_estimator_).effective_df
         return self._effective_df
 
-    def _best_queries(self, X):
-        """``X`` validated as this search's queries, for ``best_estimator_``
-        (which reads the categories of categorical features from ``X`` as
-        given)."""
+    def _best_queries(self, X, method):
+        """``X`` validated as the queries of this search's ``method``, for
+        ``best_estimator_`` (which reads the categories of categorical
+        features from ``X`` as given)."""
         check_is_fitted(self)
         if getattr(self, "linear_features_", None) is not None:
             validate_linear_input(self, X)
             return X
-        X_valid = validate_queries(self, X)
-        if getattr(self, "is_categorical_", None) is None:
-            return X_valid
-        return X
+        queries = validate_query_input(self, X, method)
+        return X if queries.kind == "categorical" else queries.X
 
     predict = _delegate(
         "predict",

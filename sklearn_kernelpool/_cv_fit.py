@@ -3,6 +3,7 @@ candidate search: the data validated for the search, and the refit of the
 selected candidate on all of it."""
 
 from ._cv_delegation import _quiet_diagnostics
+from ._estimator._input_kinds import validate_fit_input
 from ._partially_linear_cv import linear_candidate_search
 from ._regression import KernelAttentionRegressor
 from ._search._candidates import CandidateSearch
@@ -12,7 +13,6 @@ from ._search._params import (
     split_categorical,
 )
 from ._search._scores import RegressionScoring
-from ._utils._input import validate_fit_data, validate_sample_weight
 from ._utils._sparse import dense_keys
 from ._utils._validation import check_squares
 
@@ -33,22 +33,22 @@ def candidate_search(estimator, X, y, sample_weight):
     estimator.linear_features_ = estimator.linear_features
     if estimator.linear_features is not None:
         return linear_candidate_search(estimator, X, y, sample_weight, make_search)
-    X_given = X
-    X, y = validate_fit_data(estimator, X, y, multi_output=True, y_numeric=True)
+    data = validate_fit_input(estimator, X, y, sample_weight)
+    y, given_weight = data.y, data.sample_weight
     # The scores need the distances of every pair: sparse keys are made
     # dense for them; the refit takes them as given.
-    keys, X = X, dense_keys(X)
-    X, codes, lambdas, placeholder = split_categorical(
-        X, estimator.is_categorical_, estimator.categorical_bandwidths
+    keys, codes, lambdas, placeholder = split_categorical(
+        dense_keys(data.X), estimator.is_categorical_, estimator.categorical_bandwidths
     )
     # The scores square the distances of the data as it is, and the errors.
-    check_squares(X, "X", "squared distances")
-    check_squares(y.reshape(X.shape[0], -1), "y", "squared errors")
-    given_weight = validate_sample_weight(sample_weight, X)
+    check_squares(keys, "X", "squared distances")
+    check_squares(y.reshape(keys.shape[0], -1), "y", "squared errors")
     search = make_search(RegressionScoring(estimator), estimator.algorithm)
-    scored = (X, y, relative_sample_weight(given_weight), codes, lambdas, placeholder)
-    categorical = codes is not None
-    refit = (X_given if categorical else keys, y, given_weight, categorical)
+    weights = relative_sample_weight(given_weight)
+    scored = (keys, y, weights, codes, lambdas, placeholder)
+    # The refit reads the categories from X as given.
+    categorical = data.kind == "categorical"
+    refit = (X if categorical else data.X, y, given_weight, categorical)
     return search, scored, refit
 
 

@@ -7,6 +7,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._engine._categorical import CATEGORICAL_CONSTRAINTS
 from ._engine._pooling import ON_EMPTY
+from ._estimator._array_api import takes_array_api
 from ._estimator._base import POOL_PARAMETER_CONSTRAINTS
 from ._estimator._partially_linear import clear_fitted, fit_partially_linear
 from ._estimator._partially_linear_methods import PartiallyLinearMethods
@@ -487,14 +488,6 @@ class KernelAttentionRegressor(
         tags.input_tags.sparse = self.linear_features is None and takes_sparse(
             self.algorithm, self.categorical_features
         )
-        # The array API path: degree 0, a named kernel, brute force, no
-        # categorical features.
-        tags.array_api_support = (
-            self.degree == 0
-            and not callable(self.kernel)
-            and self.algorithm in ("auto", "brute")
-            and self.n_neighbors is None
-            and self.categorical_features is None
-            and self.linear_features is None
-        )
+        # The array API path: degree 0, a named kernel, brute force...
+        tags.array_api_support = takes_array_api(self)
         return tags

@@ -212,15 +212,15 @@ def test_bad_input():
     reg = KernelAttentionRegressor(algorithm="binned", bandwidth=0.05)
     X_nan = X.copy()
     X_nan[12_345] = np.nan
-    with pytest.raises(ValueError, match="X contains NaN or infinity"):
+    with pytest.raises(ValueError, match="Input X contains NaN"):
         reg.fit(da.from_array(X_nan, chunks=(5000, 1)), yd)
     y_nan = y.copy()
     y_nan[7] = np.inf
-    with pytest.raises(ValueError, match="y contains NaN or infinity"):
+    with pytest.raises(ValueError, match="Input y contains infinity"):
         reg.fit(Xd, da.from_array(y_nan, chunks=5000))
     with pytest.raises(ValueError, match="3 features, and the binned path takes one"):
         reg.fit(da.from_array(np.zeros((100, 3)), chunks=(50, 3)), yd[:100])
-    with pytest.raises(ValueError, match="different numbers of rows: 20000 and 19999"):
+    with pytest.raises(ValueError, match=r"inconsistent .* \[20000, 19999\]"):
         reg.fit(Xd, yd[:-1])
     with pytest.raises(ValueError, match="non-negative"):
         reg.fit(Xd, yd, sample_weight=-np.ones(len(X)))
@@ -311,7 +311,7 @@ def test_classifier_refuses_bad_labels():
     continuous = da.from_array(X[:, 0] + 0.123, chunks=500)
     with pytest.raises(ValueError, match="Unknown label type"):
         clf.fit(X_lazy, continuous)
-    with pytest.raises(ValueError, match="1-D class labels"):
+    with pytest.raises(ValueError, match="y should be a 1d array"):
         clf.fit(X_lazy, da.from_array(np.c_[labels, labels], chunks=(500, 2)))
     with pytest.raises(ValueError, match="algorithm='binned'"):
         KernelAttentionClassifier(algorithm="brute").fit(

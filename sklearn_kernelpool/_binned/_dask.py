@@ -1,14 +1,19 @@
 """``algorithm="binned"`` on dask arrays: a map-reduce of the grid sums.
 
-Linear binning is additive in the rows (:mod:`._binning`): ``fit`` on dask
-arrays computes, in one pass, the span of the keys, the total weight and the
-weighted mean of ``y`` (and counts the non-finite entries); in a second pass
-each partition of rows is binned onto the grid on the worker that holds it,
-and the grids are summed by a tree reduction. The client then holds the grid
-sums only (their size is the grid's) and runs one FFT convolution. The fitted
-:class:`._grid_pool.GridPool` keeps the grid sums and nothing of the rows.
+Linear binning is additive in the rows (:mod:`._binning`). ``fit`` takes
+dask arrays checked without computing a value
+(:mod:`.._utils._dask_input`) and, after :func:`check_dask_parameters`,
+computes in one pass the span of the keys, the total weight and the weighted
+mean of ``y``, refusing non-finite values and negative weights with the
+errors of NumPy input (:func:`_summaries`); in a second pass each partition
+of rows is binned onto the grid on the worker that holds it, and the grids
+are summed by a tree reduction (:func:`_grid_sums`). The client then holds
+the grid sums only (their size is the grid's) and runs one FFT convolution.
+The fitted :class:`._grid_pool.GridPool` keeps the grid sums and nothing of
+the rows.
 
-``predict`` on a dask array maps the fitted estimator over the chunks of
+``predict`` on a dask array (its shape and features checked by
+:mod:`.._utils._dask_input`) maps the fitted estimator over the chunks of
 rows (:func:`predict_dask`).
 
 The classifier's fit (:func:`fit_dask_classifier`) finds the classes in one
@@ -20,17 +25,14 @@ import numpy as np
 
 from .._engine._algorithm import prefers_binned
 from .._engine._pooling import resolve_kernel
+from .._utils._dask_input import is_dask_array as is_dask_array
+from .._utils._validation import float_dtype, raise_not_finite
 from .._utils._width_rules import resolve_bandwidth
 from . import _engine as _binned
 from ._binning import linear_bin
 from ._grid import plan_grid, warn_coarse_fit
 from ._grid_pool import NO_ROWS, GridPool
 from ._pool import check_binned_options, check_n_bins
-
-
-def is_dask_array(X):
-    """Whether ``X`` is a dask array (without importing dask)."""
-    return type(X).__module__.startswith("dask.") and hasattr(X, "__dask_graph__")
 
 
 def check_holds_rows(estimator, method):
@@ -45,67 +47,6 @@ def _refuse_dask(estimator, reason):
         f"algorithm='binned' (or 'auto' where it picks it): {reason}. Compute "
         "X and y into NumPy arrays to fit in memory with the other algorithms."
     )
-
-
-def _as_dask(array, name, like):
-    import dask.array as da
-
-    if array is None:
-        return None
-    if not is_dask_array(array):
-        array = np.asarray(array)
-        chunks = like.chunks[:1] + tuple((s,) for s in array.shape[1:])
-        return da.from_array(array, chunks=chunks)
-    return array
-
-
-def _check_rows(estimator, X, y, sample_weight):
-    """Shapes and dtypes, checked lazily; y and the weights rechunked to the
-    rows of X, the columns of X in one chunk."""
-    if X.ndim != 2:
-        raise ValueError(
-            f"Expected a 2-D dask array X of shape (n_samples, n_features); got "
-            f"{X.ndim} dimension(s)."
-        )
-    y = _as_dask(y, "y", X)
-    sample_weight = _as_dask(sample_weight, "sample_weight", X)
-    for name, array, ndims in [
-        ("X", X, (2,)),
-        ("y", y, (1, 2)),
-        ("sample_weight", sample_weight, (1,)),
-    ]:
-        if array is None:
-            continue
-        if array.ndim not in ndims:
-            raise ValueError(
-                f"{name} must have {' or '.join(map(str, ndims))} dimension(s); "
-                f"got {array.ndim}."
-            )
-        if not np.issubdtype(array.dtype, np.number) or np.iscomplexobj(
-            np.empty(0, array.dtype)
-        ):
-            raise ValueError(f"{name} must hold real numbers; got dtype {array.dtype}.")
-        if any(np.isnan(c) for c in array.chunks[0]):
-            raise ValueError(
-                f"{name} has unknown chunk sizes; call {name}.compute_chunk_sizes() "
-                "before fit."
-            )
-        if array.shape[0] != X.shape[0]:
-            raise ValueError(
-                f"X and {name} have different numbers of rows: {X.shape[0]} and "
-                f"{array.shape[0]}."
-            )
-    n_features = X.shape[1]
-    if n_features == 0 or n_features > 2:
-        _refuse_dask(
-            estimator,
-            f"X has {n_features} features, and the binned path takes one or two",
-        )
-    X = X.rechunk({1: -1})
-    y = y.rechunk((X.chunks[0],) + tuple((s,) for s in y.shape[1:]))
-    if sample_weight is not None:
-        sample_weight = sample_weight.rechunk((X.chunks[0],))
-    return X, y, sample_weight
 
 
 def _bin_block(X, y, w, grid, center):
@@ -136,23 +77,29 @@ def _add(a, b):
 
 
 def fit_dask_classifier(estimator, X, y, sample_weight):
-    """Fit the classifier ``estimator`` on dask arrays: its classes from one
-    pass, then the map-reduce of :func:`fit_dask` over the class indicators
-    (one output per class); sets ``classes_`` and returns it."""
+    """Fit the classifier ``estimator`` on dask arrays (checked by
+    :mod:`.._utils._dask_input`): its classes from one pass, then the
+    map-reduce of :func:`fit_dask` over the class indicators (one output per
+    class); sets ``classes_`` and returns it."""
     import dask.array as da
     from sklearn.utils.multiclass import check_classification_targets
 
-    if not is_dask_array(y):
-        y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(
-            f"y must be 1-D class labels for {type(estimator).__name__}; got "
-            f"{y.ndim} dimensions."
-        )
-    classes = np.asarray(da.unique(y).compute() if is_dask_array(y) else np.unique(y))
+    check_dask_parameters(estimator)
+    classes = np.asarray(da.unique(y).compute())
+    if classes.dtype.kind == "f" and not np.all(np.isfinite(classes)):
+        has_nan = bool(np.any(np.isnan(classes)))
+        raise_not_finite(estimator, "y", has_nan, classes.dtype)
     with np.errstate(invalid="ignore"):
         check_classification_targets(classes)
-    fit_dask(estimator, X, y, sample_weight, 0, classes=classes)
+    indicators = y.map_blocks(
+        _indicators,
+        classes,
+        chunks=(X.chunks[0], (len(classes),)),
+        new_axis=1,
+        dtype=np.float64,
+        meta=np.empty((0, 0)),
+    )
+    fit_dask(estimator, X, indicators, sample_weight, 0)
     estimator.classes_ = classes
     return estimator
 
@@ -162,16 +109,17 @@ def _indicators(labels, classes):
     return (np.asarray(labels)[:, None] == classes[None, :]).astype(np.float64)
 
 
-def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
-    """Fit the regressor ``estimator`` on dask arrays by a map-reduce of the
-    grid sums; sets its fitted attributes and returns it. With ``classes``
-    (a classifier's), ``y`` holds labels and the binned values are their
-    class indicators."""
-    _check_dask_options(estimator)
-    if classes is not None:
-        X, y = _class_indicators(X, y, classes)
-    X, y, sample_weight = _check_rows(estimator, X, y, sample_weight)
+def fit_dask(estimator, X, y, sample_weight, degree):
+    """Fit the regressor ``estimator`` on dask arrays (checked by
+    :mod:`.._utils._dask_input`) by a map-reduce of the grid sums; sets its
+    fitted attributes and returns it."""
+    check_dask_parameters(estimator)
     n_samples, n_features = X.shape
+    if n_features > 2:
+        _refuse_dask(
+            estimator,
+            f"X has {n_features} features, and the binned path takes one or two",
+        )
     check_binned_options(
         n_features, callable(estimator.kernel), False, estimator.n_neighbors
     )
@@ -196,11 +144,10 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
     warn_coarse_fit(grid, kernel, bandwidth, given=n_bins is not None)
     center = weighted / total
     sums = _grid_sums(X, y, sample_weight, grid, center)
-    dtype = np.float32 if X.dtype == np.float32 else np.float64
+    dtype = float_dtype(X.dtype).type
     estimator._pool = GridPool(
         grid, sums, kernel, width, degree, center, estimator.on_empty, dtype, n_samples
     )
-    estimator.n_features_in_ = n_features
     estimator.bandwidth_ = bandwidth
     estimator.algorithm_ = "binned"
     estimator.sample_weight_ = None
@@ -210,12 +157,13 @@ def fit_dask(estimator, X, y, sample_weight, degree, classes=None):
     return estimator
 
 
-def _check_dask_options(estimator):
-    """Refuse the options that the binned fit of dask arrays cannot take."""
+def check_dask_parameters(estimator):
+    """Refuse the options that the binned fit of dask arrays cannot take: an
+    algorithm other than ``"binned"`` or ``"auto"``, a rule-of-thumb
+    bandwidth (categorical features declared of a dask array are refused
+    with those of every other array, :mod:`.._estimator._input_kinds`)."""
     if estimator.algorithm not in ("binned", "auto"):
         _refuse_dask(estimator, f"algorithm={estimator.algorithm!r}")
-    if getattr(estimator, "categorical_features", None) is not None:
-        _refuse_dask(estimator, "categorical features")
     if isinstance(estimator.bandwidth, str):
         _refuse_dask(
             estimator,
@@ -224,27 +172,11 @@ def _check_dask_options(estimator):
         )
 
 
-def _class_indicators(X, y, classes):
-    """``X`` in chunks of whole rows and the class labels ``y`` as indicator
-    columns of ``classes``, chunked like the rows of ``X``."""
-    X = X if X.ndim != 2 else X.rechunk({1: -1})
-    y = _as_dask(y, "y", X)
-    if y.ndim == 1 and X.ndim == 2 and y.shape[0] == X.shape[0]:
-        y = y.rechunk((X.chunks[0],)).map_blocks(
-            _indicators,
-            classes,
-            chunks=(X.chunks[0], (len(classes),)),
-            new_axis=1,
-            dtype=np.float64,
-            meta=np.empty((0, 0)),
-        )
-    return X, y
-
-
 def _summaries(estimator, X, Y, sample_weight):
     """One pass over the rows: the span of the keys of positive weight
     (``lower``, ``upper``), the total weight and the weighted sum of the
-    values; non-finite entries and negative or all-zero weights refused."""
+    values; non-finite values and negative or all-zero weights refused, with
+    the errors of NumPy input."""
     import dask
     import dask.array as da
 
@@ -254,25 +186,29 @@ def _summaries(estimator, X, Y, sample_weight):
         if sample_weight is None
         else sample_weight.astype(np.float64)
     )
+    arrays = {"X": X, "y": Y, "sample_weight": w}
+    finite = {name: da.isfinite(array) for name, array in arrays.items()}
+    found = {
+        name: (da.isnan(array).any(), (~finite[name]).any())
+        for name, array in arrays.items()
+    }
+    # The sums of the finite values only (non-finite ones are refused after
+    # the pass), so that they raise no warning of their own.
+    w = da.where(finite["sample_weight"], w, 0.0)
+    Y = da.where(finite["y"], Y.astype(np.float64), 0.0)
     positive = w > 0
-    inf = np.inf
-    lower, upper, total, weighted, bad_x, bad_y, bad_w, negative = dask.compute(
-        da.where(positive[:, None], X, inf).min(axis=0),
-        da.where(positive[:, None], X, -inf).max(axis=0),
+    lower, upper, total, weighted, found, negative = dask.compute(
+        da.where(positive[:, None], X, np.inf).min(axis=0),
+        da.where(positive[:, None], X, -np.inf).max(axis=0),
         w.sum(),
-        (w[:, None] * Y.astype(np.float64)).sum(axis=0),
-        (~da.isfinite(X)).sum(),
-        (~da.isfinite(Y)).sum(),
-        (~da.isfinite(w)).sum(),
+        (w[:, None] * Y).sum(axis=0),
+        found,
         (w < 0).sum(),
     )
-    for name, count in [("X", bad_x), ("y", bad_y), ("sample_weight", bad_w)]:
-        if count:
-            raise ValueError(
-                f"Input {name} contains NaN or infinity ({int(count)} entries); "
-                f"{type(estimator).__name__} does not accept missing or "
-                "infinite values."
-            )
+    for name, (has_nan, not_finite) in found.items():
+        if not_finite:
+            dtype = float_dtype(arrays[name].dtype)
+            raise_not_finite(estimator, name, has_nan, dtype)
     if negative:
         raise ValueError(
             f"sample_weight must be non-negative; got {int(negative)} negative "
@@ -322,21 +258,9 @@ def _grid_sums(X, y, sample_weight, grid, center):
 
 
 def predict_dask(estimator, X, return_std, return_se):
-    """``estimator.predict`` of a dask array of queries: a dask array (or a
-    tuple of them) computed chunk by chunk with the fitted estimator."""
-    name, expected = type(estimator).__name__, estimator.n_features_in_
-    if X.ndim != 2:
-        raise ValueError(
-            f"X has shape {X.shape}, but {name} is expecting 2-D queries of "
-            f"{expected} features."
-        )
-    if X.shape[1] != expected:
-        # The words of scikit-learn's check, as for every other input.
-        raise ValueError(
-            f"X has {X.shape[1]} features, but {name} is expecting {expected} "
-            "features as input."
-        )
-    X = X.rechunk({1: -1})
+    """``estimator.predict`` of a dask array of queries (checked by
+    :mod:`.._utils._dask_input`): a dask array (or a tuple of them) computed
+    chunk by chunk with the fitted estimator."""
     n_outputs = 1 + return_std + return_se
 
     def block(chunk):

@@ -1,10 +1,11 @@
 """The array API path of the estimator: its checks, ``fit`` and queries.
 
 With ``sklearn.config_context(array_api_dispatch=True)``, arrays that are not
-NumPy's (PyTorch tensors, CuPy arrays...) are validated here with
-``validate_data`` and fitted into the engine of :mod:`.._engine._array_api`, in their
-own namespace and on their own device; what only the NumPy engine does is
-refused with a clear error.
+NumPy's (PyTorch tensors, CuPy arrays...) are validated here, for the one way
+in of every kind of input (:mod:`._input_kinds`), with ``validate_data``, and
+fitted into the engine of :mod:`.._engine._array_api`, in their own namespace
+and on their own device; what only the NumPy engine does is refused with a
+clear error.
 """
 
 import math
@@ -17,9 +18,10 @@ from sklearn.utils._array_api import (
     device,
     get_namespace,
 )
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_array, validate_data
 
 from .._engine._array_api import ArrayAPIPool, is_array_api_pool
+from .._utils._categorical_input import declares_array_features
 from .._utils._sparse import check_not_sparse_array_api
 from .._utils._width_rules import RULES_OF_THUMB, resolve_bandwidth
 from ..kernels import KERNELS
@@ -49,6 +51,21 @@ def _move(array, xp, device_):
     if _move_to is not None:
         return _move_to(array, xp=xp, device=device_)
     return xp.asarray(array, device=device_)
+
+
+def takes_array_api(estimator):
+    """Whether the parameters of ``estimator`` take arrays of other
+    namespaces: its ``array_api_support`` tag (degree 0, a named kernel,
+    brute force, fixed widths, no categorical feature declared of an array
+    and no linear feature)."""
+    return (
+        estimator.degree == 0
+        and not callable(estimator.kernel)
+        and estimator.algorithm in ("auto", "brute")
+        and estimator.n_neighbors is None
+        and not declares_array_features(estimator.categorical_features)
+        and estimator.linear_features is None
+    )
 
 
 def check_array_api_parameters(estimator):
@@ -87,14 +104,18 @@ def _name(xp):
 
 
 def check_same_namespace(estimator, X, method):
-    """Refuse queries of another namespace or device than the training keys."""
-    keys = estimator.keys_
-    pool = estimator._pool
-    fitted = _name(pool.xp) if is_array_api_pool(pool) else "numpy"
+    """Refuse queries of another namespace or device than the training keys
+    (NumPy's, on the CPU, for an estimator fitted on the NumPy engine or
+    without an engine of its own, as the searches)."""
+    pool = getattr(estimator, "_pool", None)
+    if is_array_api_pool(pool):
+        fitted, fitted_device = _name(pool.xp), device(estimator.keys_)
+    else:
+        fitted, fitted_device = "numpy", "cpu"
     if get_config()["array_api_dispatch"]:
         xp, _ = get_namespace(X)
         name = _name(xp)
-        if name == fitted and device(X) == device(keys):
+        if name == fitted and device(X) == fitted_device:
             return
         what = f"{method} ({name}, device {device(X)})"
     else:
@@ -102,7 +123,7 @@ def check_same_namespace(estimator, X, method):
     raise ValueError(
         f"Inputs passed to {type(estimator).__name__}.{method}() must use the "
         "same namespace and the same device as those passed to fit(): "
-        f"fit ({fitted}, device {device(keys)}), {what}. Call it "
+        f"fit ({fitted}, device {fitted_device}), {what}. Call it "
         "under sklearn.config_context(array_api_dispatch=True) with arrays "
         "like those of fit."
     )
@@ -152,8 +173,8 @@ def _sample_weight(sample_weight, X, xp, device_, dtype):
             f"sample_weight.shape == {tuple(sample_weight.shape)}, expected "
             f"{(X.shape[0],)}!"
         )
-    if not bool(xp.all(xp.isfinite(sample_weight))):
-        raise ValueError("Input sample_weight contains NaN or infinity.")
+    # scikit-learn's errors for NaN and infinity, as for NumPy weights.
+    check_array(sample_weight, ensure_2d=False, dtype=None, input_name="sample_weight")
     n_negative = int(xp.sum(xp.astype(sample_weight < 0, xp.int64)))
     if n_negative:
         raise ValueError(
@@ -167,12 +188,11 @@ def _sample_weight(sample_weight, X, xp, device_, dtype):
     return sample_weight
 
 
-def fit_array_api(estimator, X, y, sample_weight, xp):
-    """``fit`` of the regressor for arrays of the namespace ``xp``.
-
-    Sets the fitted attributes the NumPy path sets, as arrays of ``xp`` on
-    the device of ``X``, and the engine ``_pool``.
-    """
+def validate_array_api_fit(estimator, X, y, sample_weight, xp):
+    """``(X, y, sample_weight)`` of a fit on arrays of the namespace ``xp``,
+    validated as every kind of input is (:mod:`._input_kinds`), in that
+    namespace and on the device of ``X``; the options only the NumPy engine
+    has are refused first."""
     check_array_api_parameters(estimator)
     device_ = device(X)
     precise = _max_precision_float_dtype(xp, device_)
@@ -181,8 +201,20 @@ def fit_array_api(estimator, X, y, sample_weight, xp):
         estimator, X, y, dtype=dtypes, multi_output=True, y_numeric=True
     )
     y = _move(y, xp, device_)
-    weights = _sample_weight(sample_weight, X, xp, device_, precise)
-    estimator.sample_weight_ = weights
+    sample_weight = _sample_weight(sample_weight, X, xp, device_, precise)
+    return X, y, sample_weight
+
+
+def fit_array_api(estimator, X, y, sample_weight, xp):
+    """``fit`` of the regressor on arrays of the namespace ``xp``, validated
+    by :func:`validate_array_api_fit`.
+
+    Sets the fitted attributes the NumPy path sets, as arrays of ``xp`` on
+    the device of ``X``, and the engine ``_pool``.
+    """
+    device_ = device(X)
+    precise = _max_precision_float_dtype(xp, device_)
+    estimator.sample_weight_ = weights = sample_weight
     if weights is None:
         weights = xp.ones(X.shape[0], dtype=precise, device=device_)
     bandwidth = estimator.bandwidth

@@ -4,19 +4,12 @@ from numbers import Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import (
-    check_is_fitted,
-)
 
 from .._binned._pool import BinnedKernelPool
 from .._engine import _categorical
 from .._engine._algorithm import ALGORITHMS, key_span, prefers_binned
 from .._engine._pooling import KernelPool, resolve_kernel
-from .._utils._input import (
-    N_JOBS_CONSTRAINT,
-    validate_queries,
-    validate_sample_weight,
-)
+from .._utils._input import N_JOBS_CONSTRAINT
 from .._utils._sparse import (
     dense_keys,
     fitted_algorithm,
@@ -42,16 +35,18 @@ POOL_PARAMETER_CONSTRAINTS = {
 def fit_pool(estimator, X, values, sample_weight, **options):
     """Fit the engine of ``estimator`` on the keys ``X`` and 2-D ``values``.
 
-    Validates the sample weights, resolves the bandwidth and builds the
-    :class:`KernelPool` from the estimator's parameters; ``options`` go to
-    the engine as they are. Sets the fitted attributes every estimator has:
+    ``X`` and ``sample_weight`` come validated from
+    :func:`._input_kinds.validate_fit_input`. Resolves the bandwidth and
+    builds the :class:`KernelPool` from the estimator's parameters;
+    ``options`` go to the engine as they are. Sets the fitted attributes
+    every estimator has:
     ``sample_weight_``, ``bandwidth_``, ``algorithm_`` and the engine
     ``_pool``. Sparse keys are made dense here, and ``algorithm="auto"``
     picks brute force for them (:mod:`.._utils._sparse`).
     """
     algorithm = fitted_algorithm(estimator.algorithm, X)
     X = dense_keys(X)
-    estimator.sample_weight_ = validate_sample_weight(sample_weight, X)
+    estimator.sample_weight_ = sample_weight
     weights = (
         np.ones(X.shape[0], dtype=X.dtype)
         if estimator.sample_weight_ is None
@@ -112,11 +107,3 @@ def check_flag(name, value):
     """Refuse a ``return_std`` or ``sparse`` that is not a boolean."""
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False; got {value!r}.")
-
-
-def pooled_attention_weights(estimator, X, sparse):
-    """The ``attention_weights(X, sparse=...)`` of a fitted estimator."""
-    check_is_fitted(estimator)
-    check_flag("sparse", sparse)
-    X = validate_queries(estimator, X)
-    return estimator._pool.attention_weights(X, n_jobs=estimator.n_jobs, sparse=sparse)

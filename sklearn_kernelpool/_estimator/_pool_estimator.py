@@ -5,12 +5,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._binned._dask import check_holds_rows
 from .._engine._array_api import is_array_api_pool
-from ._array_api import (
-    array_api_namespace,
-    check_same_namespace,
-    validate_array_api_queries,
-)
-from ._base import check_flag, pooled_attention_weights
+from ._array_api import array_api_namespace, check_same_namespace
+from ._base import check_flag
+from ._input_kinds import validate_query_input
 from ._persistence import (
     check_loaded_estimator,
     check_picklable_kernel,
@@ -87,20 +84,23 @@ class PoolEstimatorMixin:
         """
         check_is_fitted(self)
         check_holds_rows(self, "attention_weights")
-        if not is_array_api_pool(self._pool):
-            self._check_numpy_queries(X, "attention_weights")
-            return pooled_attention_weights(self, X, sparse)
         check_flag("sparse", sparse)
-        if sparse:
+        if sparse and is_array_api_pool(self._pool):
             raise ValueError(
                 "sparse=True returns a SciPy sparse array, for NumPy input only; "
                 "use sparse=False with arrays of other namespaces."
             )
-        X = validate_array_api_queries(self, X, "attention_weights")
-        return self._pool.attention_weights(X)
+        queries = validate_query_input(self, X, "attention_weights")
+        if queries.kind == "array_api":
+            return self._pool.attention_weights(queries.X)
+        return self._pool.attention_weights(
+            queries.X, n_jobs=self.n_jobs, sparse=sparse
+        )
 
     def _check_numpy_queries(self, X, method):
-        """Refuse non-NumPy queries to an estimator fitted on NumPy arrays."""
+        """Refuse non-NumPy queries to an estimator fitted on NumPy arrays
+        (as :func:`._input_kinds.validate_query_input` does, for the methods
+        that check them before the NumPy engine validates them)."""
         if array_api_namespace(X) is not None:
             check_same_namespace(self, X, method)
 

@@ -1,28 +1,26 @@
 """The fit and :meth:`predict` of :class:`KernelAttentionRegressor` for each
-kind of input: dask arrays (the binned grid sums), arrays of another array
-API namespace (the array API pool), and NumPy arrays or SciPy sparse
-matrices (the NumPy engine)."""
+kind of input (:mod:`._input_kinds`): dask arrays (the binned grid sums),
+arrays of another array API namespace (the array API pool), and NumPy
+arrays, DataFrames or SciPy sparse matrices (the NumPy engine)."""
 
 from sklearn.utils.validation import check_is_fitted
 
-from .._binned._dask import check_holds_rows, fit_dask, is_dask_array, predict_dask
+from .._binned._dask import check_holds_rows, fit_dask, predict_dask
 from .._engine._array_api import is_array_api_pool
-from .._engine._categorical import check_no_categorical
 from .._inference._standard_errors import check_numpy_estimator, standard_error
-from .._utils._input import validate_fit_data, validate_queries
-from ._array_api import array_api_namespace, fit_array_api, validate_array_api_queries
+from ._array_api import fit_array_api
 from ._base import check_flag, fit_pool
+from ._input_kinds import KINDS, NUMPY_KINDS, validate_fit_input, validate_query_input
 
 
 def fit_regressor(estimator, X, y, sample_weight):
     """``estimator.fit(X, y, sample_weight)`` on the path of ``X``'s kind."""
-    if is_dask_array(X):
+    data = validate_fit_input(estimator, X, y, sample_weight, kinds=KINDS)
+    X, y, sample_weight = data.X, data.y, data.sample_weight
+    if data.kind == "dask":
         return fit_dask(estimator, X, y, sample_weight, estimator.degree)
-    xp = array_api_namespace(X)
-    if xp is not None:
-        check_no_categorical(estimator)
-        return fit_array_api(estimator, X, y, sample_weight, xp)
-    X, y = validate_fit_data(estimator, X, y, multi_output=True, y_numeric=True)
+    if data.kind == "array_api":
+        return fit_array_api(estimator, X, y, sample_weight, data.xp)
     fit_pool(
         estimator,
         X,
@@ -113,16 +111,15 @@ class PredictionMethods:
         check_flag("return_se", return_se)
         if return_se:
             check_holds_rows(self, "predict(return_se=True)")
-        if is_dask_array(X):
-            return predict_dask(self, X, return_std, return_se)
-        if is_array_api_pool(self._pool):
-            if return_se:
+            if is_array_api_pool(self._pool):
                 check_numpy_estimator(self, "return_se=True")
-            X = validate_array_api_queries(self, X, "predict")
+        queries = validate_query_input(self, X, "predict", (*NUMPY_KINDS, "dask"))
+        X = queries.X
+        if queries.kind == "dask":
+            return predict_dask(self, X, return_std, return_se)
+        if queries.kind == "array_api":
             pooled = self._pool.pool(X, return_std=return_std)
         else:
-            self._check_numpy_queries(X, "predict")
-            X = validate_queries(self, X)
             pooled = self._pool.pool(X, n_jobs=self.n_jobs, return_std=return_std)
         outputs = list(pooled) if return_std else [pooled]
         if return_se:

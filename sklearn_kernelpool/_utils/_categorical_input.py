@@ -7,7 +7,7 @@ integer code (-1 for an unknown category). :mod:`.._engine._categorical` holds t
 kernel that uses the codes.
 
 The input goes through ``validate_data`` first, in
-:func:`._base.validate_fit_data` and :func:`._base.validate_queries`, with
+:func:`._input.validate_fit_data` and :func:`._input.validate_queries`, with
 the checks of the dense path but those of the values: its shape, samples,
 features, feature names and target. The values are checked here, column by
 column: the categories must not be missing, the continuous columns are
@@ -17,8 +17,9 @@ validated as the dense path validates ``X``.
 import sys
 
 import numpy as np
-from scipy.sparse import issparse
 from sklearn.utils.validation import _num_features, check_array
+
+from ._validation import FLOAT_DTYPES, check_no_dates, check_no_strings
 
 # Codes are stored in the float columns of the keys: float32 holds every
 # integer up to 2**24 exactly.
@@ -237,15 +238,13 @@ def encode(column, categories, j):
 def _continuous(estimator, X_cont, n_samples):
     """The continuous columns, validated as ``validate_data`` validates ``X``
     on the dense path."""
-    from ._validation import check_no_dates, check_no_strings
-
     check_no_dates(X_cont)
     check_no_strings(X_cont)
     if np.shape(X_cont)[1] == 0:
         return np.empty((n_samples, 0), dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         return check_array(
-            X_cont, dtype=[np.float64, np.float32], input_name="X", estimator=estimator
+            X_cont, dtype=list(FLOAT_DTYPES), input_name="X", estimator=estimator
         )
 
 
@@ -259,27 +258,28 @@ def _combine(continuous, codes):
     return out
 
 
-def refuse_sparse(X):
-    """Refuse SciPy sparse ``X`` to categorical features."""
-    if issparse(X):
-        raise ValueError(
-            "categorical_features cannot be used with sparse X (a "
-            f"{type(X).__name__} of shape {X.shape}): categorical features are "
-            "columns of category values. Pass the categorical columns as they "
-            "are in a dense array or DataFrame, or one-hot encode them and set "
-            "categorical_features=None."
-        )
+def refuse_categorical(X, what):
+    """Refuse categorical features of ``X`` that is not dense: ``what`` says
+    what it is, in the words of the error (``"sparse X"``...)."""
+    raise ValueError(
+        f"categorical_features cannot be used with {what} (a "
+        f"{type(X).__name__} of shape {tuple(X.shape)}): categorical features "
+        "are columns of category values. Pass the categorical columns as they "
+        "are in a dense NumPy array or DataFrame, or one-hot encode them and "
+        "set categorical_features=None."
+    )
 
 
-def fit_mask(estimator, X):
+def fit_mask(estimator, X, what=None):
     """The mask of the categorical features of the training ``X``, or None.
 
     Sets ``is_categorical_`` to it, and ``categories_`` to an empty list
-    (:func:`fit_columns` learns them). SciPy sparse ``X`` is refused when
-    ``categorical_features`` declares features of an array.
+    (:func:`fit_columns` learns them). ``X`` that is not dense (``what``
+    says what it is: ``"sparse X"``...) takes none: the features that
+    ``categorical_features`` declares of an array are refused.
     """
-    if declares_array_features(estimator.categorical_features):
-        refuse_sparse(X)
+    if what is not None and declares_array_features(estimator.categorical_features):
+        refuse_categorical(X, what)
     mask = categorical_mask(estimator.categorical_features, X)
     estimator.is_categorical_ = mask
     estimator.categories_ = []
@@ -290,7 +290,7 @@ def fit_columns(estimator, X, mask):
     """Split ``X`` for ``fit``: the continuous columns then the codes, as one
     float array.
 
-    ``X`` has passed ``validate_data`` (:func:`._base.validate_fit_data`);
+    ``X`` has passed ``validate_data`` (:func:`._input.validate_fit_data`);
     ``mask`` is :func:`fit_mask` of it. Sets ``categories_``.
     """
     categorical, continuous = _columns(X, mask)
@@ -306,7 +306,7 @@ def fit_columns(estimator, X, mask):
 def query_columns(estimator, X):
     """Split the queries ``X`` of a fitted estimator like :func:`fit_columns`.
 
-    ``X`` has passed ``validate_data`` (:func:`._base.validate_queries`).
+    ``X`` has passed ``validate_data`` (:func:`._input.validate_queries`).
     """
     mask = estimator.is_categorical_
     categorical, continuous = _columns(X, mask)

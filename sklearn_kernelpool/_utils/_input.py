@@ -1,14 +1,14 @@
-"""One way in: the validation of the data of ``fit`` and of the queries.
+"""The validation of the input of the NumPy engine, for ``fit`` and the
+queries: NumPy arrays, lists and DataFrames, with categorical columns too
+(:mod:`._categorical_input`), and SciPy sparse matrices (:mod:`._sparse`).
 
-Every estimator validates its training data with :func:`validate_fit_data`
-and its queries with :func:`validate_queries`, whatever their kind: NumPy
-arrays, DataFrames with categorical columns (:mod:`._categorical_input`)
-and SciPy sparse matrices (:mod:`._sparse`). Array API arrays
-(:mod:`.._estimator._array_api`) and dask arrays (:mod:`.._binned._dask`)
-are dispatched before it by the estimators, and validated by their own
-namespace with the same checks.
+The estimators reach it through the one way in of every kind of input,
+:mod:`.._estimator._input_kinds`, which sends the arrays of other array API
+namespaces and dask arrays to their own checks, written with the same rules
+and errors.
 """
 
+import inspect
 from numbers import Integral
 
 import numpy as np
@@ -18,7 +18,7 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from . import _categorical_input
 from ._sparse import FIT_FORMATS, QUERY_FORMATS, check_sparse_algorithm
-from ._validation import check_no_dates, check_no_strings, first_string
+from ._validation import FLOAT_DTYPES, check_no_dates, check_no_strings, first_string
 
 # joblib's convention: None, -1 for all processors, -2 for all but one...; 0
 # has no meaning.
@@ -53,13 +53,24 @@ def check_numeric_target(estimator, y):
         )
 
 
-def _value_checks(mask):
+def _value_checks(mask, X):
     """The checks of the values of ``X`` by ``validate_data``: all of them
     without categorical features (``mask`` None); with them, none, as the
-    values are checked column by column (:mod:`._categorical_input`)."""
+    values are checked column by column (:mod:`._categorical_input`).
+
+    A DataFrame is then read as objects, so that no column is converted to
+    a number along with the others (scikit-learn converts the boolean and
+    nullable columns of a DataFrame first, with all the others to one float
+    dtype, which the categories' strings do not take).
+    """
     if mask is None:
-        return {"dtype": [np.float64, np.float32]}
-    return {"dtype": None, "ensure_all_finite": False}
+        return {"dtype": list(FLOAT_DTYPES)}
+    if not _categorical_input._is_dataframe(X):
+        return {"dtype": None, "ensure_all_finite": False}
+    # (the complex columns that scikit-learn refuses before any conversion)
+    if any(getattr(dtype, "kind", "") == "c" for dtype in X.dtypes):
+        raise ValueError(f"Complex data not supported\n{X}\n")
+    return {"dtype": object, "ensure_all_finite": False}
 
 
 def validate_fit_data(estimator, X, y, **options):
@@ -80,13 +91,19 @@ def validate_fit_data(estimator, X, y, **options):
         check_numeric_target(estimator, y)
     mask = None
     if hasattr(estimator, "categorical_features"):
-        mask = _categorical_input.fit_mask(estimator, X)
+        what = "sparse X" if issparse(X) else None
+        mask = _categorical_input.fit_mask(estimator, X, what)
     check_dense_features(X, strings=mask is None)
     # scikit-learn spots non-finite input by a sum, which warns before its
     # clear error when +inf and -inf meet.
     with np.errstate(invalid="ignore", over="ignore"):
         X_valid, y = validate_data(
-            estimator, X, y, accept_sparse=FIT_FORMATS, **_value_checks(mask), **options
+            estimator,
+            X,
+            y,
+            accept_sparse=FIT_FORMATS,
+            **_value_checks(mask, X),
+            **options,
         )
     if mask is not None:
         return _categorical_input.fit_columns(estimator, X, mask), y
@@ -103,8 +120,8 @@ def validate_queries(estimator, X):
     continuous columns followed by the codes of their categories.
     """
     mask = getattr(estimator, "is_categorical_", None)
-    if mask is not None:
-        _categorical_input.refuse_sparse(X)
+    if mask is not None and issparse(X):
+        _categorical_input.refuse_categorical(X, "sparse X")
     check_dense_features(X, strings=mask is None)
     with np.errstate(invalid="ignore", over="ignore"):
         X_valid = validate_data(
@@ -112,11 +129,20 @@ def validate_queries(estimator, X):
             X,
             reset=False,
             accept_sparse=QUERY_FORMATS,
-            **_value_checks(mask),
+            **_value_checks(mask, X),
         )
     if mask is None:
         return X_valid
     return _categorical_input.query_columns(estimator, X)
+
+
+# scikit-learn >= 1.7 refuses all-zero weights itself, in other words: the
+# error below is the one of every kind of input, on every release.
+_ZERO_WEIGHTS = (
+    {"allow_all_zero_weights": True}
+    if "allow_all_zero_weights" in inspect.signature(_check_sample_weight).parameters
+    else {}
+)
 
 
 def validate_sample_weight(sample_weight, X):
@@ -128,7 +154,9 @@ def validate_sample_weight(sample_weight, X):
     if sample_weight is None:
         return None
     with np.errstate(invalid="ignore", over="ignore"):
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=np.float64, **_ZERO_WEIGHTS
+        )
     if np.any(sample_weight < 0):
         raise ValueError(
             "sample_weight must be non-negative; got "

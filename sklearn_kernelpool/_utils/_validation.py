@@ -1,6 +1,8 @@
-"""Checks of the numeric range of the data, beyond scikit-learn's validation.
+"""Checks of the values of the data, beyond scikit-learn's validation.
 
 scikit-learn's ``validate_data`` rejects NaN and infinity; these helpers
+give its rules and errors to the values it does not see (:func:`float_dtype`,
+:func:`raise_not_finite`), refuse dates and strings with what to do instead,
 reject what is finite but cannot be computed with, with an error that says
 what to change, and rescale what can be computed exactly after rescaling.
 """
@@ -8,6 +10,10 @@ what to change, and rescale what can be computed exactly after rescaling.
 import datetime
 
 import numpy as np
+from sklearn.utils.validation import check_array
+
+# The dtypes the keys and queries keep; other real numbers become the first.
+FLOAT_DTYPES = (np.float64, np.float32)
 
 _TEMPORAL = (
     datetime.date,
@@ -16,6 +22,33 @@ _TEMPORAL = (
     np.datetime64,
     np.timedelta64,
 )
+
+
+def float_dtype(dtype):
+    """The dtype of keys or queries given as ``dtype``: float64 and float32
+    are kept, other real numbers become float64, as ``validate_data`` with
+    ``dtype=FLOAT_DTYPES`` converts them."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype in FLOAT_DTYPES else np.dtype(np.float64)
+
+
+def raise_not_finite(estimator, name, has_nan, dtype):
+    """Raise the error of ``validate_data`` for NaN (``has_nan``) or
+    infinity among the values ``name`` of ``dtype``.
+
+    For values that ``validate_data`` does not see (the rows of dask arrays,
+    checked in a pass of their own): every kind of input gets the same
+    message, naming the argument and the estimator.
+    """
+    value = np.nan if has_nan else np.inf
+    check_array(
+        np.full(1, value, dtype=dtype),
+        ensure_2d=False,
+        dtype=None,
+        input_name=name,
+        estimator=estimator,
+    )
+    raise AssertionError("check_array took a non-finite value")  # pragma: no cover
 
 
 def _dtypes(X):
