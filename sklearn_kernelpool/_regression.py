@@ -10,7 +10,6 @@ from ._engine._pooling import ON_EMPTY
 from ._estimator._array_api import takes_array_api
 from ._estimator._base import POOL_PARAMETER_CONSTRAINTS
 from ._estimator._partially_linear import clear_fitted, fit_partially_linear
-from ._estimator._partially_linear_methods import PartiallyLinearMethods
 from ._estimator._pool_estimator import PoolEstimatorMixin
 from ._estimator._regression_inspection import InspectionMethods
 from ._estimator._regression_intervals import IntervalMethods
@@ -19,7 +18,6 @@ from ._utils._sparse import takes_sparse
 
 
 class KernelAttentionRegressor(
-    PartiallyLinearMethods,
     PredictionMethods,
     IntervalMethods,
     InspectionMethods,

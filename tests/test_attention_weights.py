@@ -14,7 +14,7 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     LocalLinearFallbackWarning,
 )
-from sklearn_kernelpool._engine import _pooling
+from sklearn_kernelpool._engine import _attention
 from sklearn_kernelpool._engine import _weight_rows as _weights
 
 PATHS = ["brute", "kd_tree", "ball_tree"]
@@ -154,7 +154,7 @@ def test_a_failed_allocation_is_explained(data, monkeypatch):
         raise MemoryError("Unable to allocate")
 
     monkeypatch.setattr(_weights, "physical_memory", lambda: None)
-    monkeypatch.setattr(_pooling.KernelPool, "_run_chunks", fail)
+    monkeypatch.setattr(_attention, "run_chunks", fail)
     with pytest.raises(MemoryError, match="sparse=True, which stores"):
         reg.attention_weights(Q)
 

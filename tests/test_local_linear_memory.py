@@ -60,11 +60,11 @@ def test_per_query_equations_equal_the_moment_matrix(algorithm, dtype, monkeypat
         "epanechnikov", 0.4, algorithm=algorithm, degree=1, on_empty="nearest"
     ).fit(X, y, sample_weight=w)
     pool = reg._pool
-    assert pool._uses_moments()
+    assert pool.moments.uses_moment_matrix()
     expected = calls(reg, Q)
     monkeypatch.setattr(_moment_pooling, "MOMENT_MATRIX_FLOOR", 0)
     with config_context(working_memory=1e-6):
-        assert not pool._uses_moments()
+        assert not pool.moments.uses_moment_matrix()
         got = calls(reg, Q)
     tol = 1e-10 if dtype == np.float64 else 1e-4
     for a, b in zip(got, expected, strict=True):
@@ -80,7 +80,7 @@ def test_many_features_few_queries_stay_within_a_few_hundred_mib():
     X = rng.normal(size=(n, d))
     y = X[:, 0] + rng.normal(size=n)
     reg = KernelAttentionRegressor(bandwidth=np.sqrt(d), degree=1).fit(X, y)
-    assert 8 * n * reg._pool.moment_columns > 6e9
+    assert 8 * n * reg._pool.moments.moment_columns > 6e9
     Q = X[:2] + 0.1
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # neither a fallback nor one at a time

@@ -195,7 +195,7 @@ def test_per_query_equations_follow_the_rule(kernel, monkeypatch):
     # 8 KiB: less than four times the moment matrix, more than one query's
     # equations.
     with config_context(working_memory=8 / 1024):
-        assert not reg._pool._uses_moments()
+        assert not reg._pool.moments.uses_moment_matrix()
         mean, std = _quietly(reg.predict, Q, return_std=True)
         weights = _quietly(reg.attention_weights, Q)
         for method in (reg.predict, reg.attention_weights):

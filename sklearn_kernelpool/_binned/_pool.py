@@ -199,7 +199,7 @@ class BinnedKernelPool:
 
     def attention_weights(self, X, n_jobs=None, sparse=False, counts=None):
         """The exact engine's attention weights of the queries ``X``, as
-        :meth:`.._engine._attention.AttentionWeights.attention_weights`: the weight
+        :func:`.._engine._attention.attention_weights`: the weight
         of each key, which the binned sums do not hold."""
         return self.exact_pool.attention_weights(
             X, n_jobs=n_jobs, sparse=sparse, counts=counts

@@ -83,7 +83,13 @@ class BruteChunks(BruteScorer):
 
     def support_counts(self, pool, X, n_jobs):
         """The number of keys of positive score of each query."""
-        return np.concatenate(pool._run_chunks(X, None, pool._count_work, n_jobs))
+
+        def work(X_chunk, workspace):
+            scores = self.chunk_scores(pool._queries(X_chunk), workspace)
+            counts = np.count_nonzero(scores[: len(X_chunk)], axis=1)
+            return counts, np.zeros(len(X_chunk), dtype=bool)
+
+        return np.concatenate(pool._run_chunks(X, None, work, n_jobs))
 
     # -- the scores ----------------------------------------------------------
     def chunk_scores(self, queries, workspace, rows=None):

@@ -4,8 +4,8 @@ A query with no key of positive attention weight inside the kernel's
 support gets the ``on_empty`` fallback: the weights of its nearest keys,
 the sample weights of every key, or NaN, put in its rows by
 :func:`._protocol.fill_empty`; :func:`report_empty` warns of (or refuses)
-them. :class:`Fallbacks` is the part of :class:`._pooling.KernelPool` that
-finds the nearest keys and fills the rows.
+them. :class:`EmptyQueries`, held by a :class:`._pooling.KernelPool`, finds
+the nearest keys and fills the rows.
 """
 
 import numpy as np
@@ -48,12 +48,47 @@ def report_empty(on_empty, n_empty, n_queries, kernel, bandwidth, n_neighbors=No
     )
 
 
-class Fallbacks:
-    """The fallbacks of empty queries (a part of :class:`._pooling.KernelPool`)."""
+class EmptyQueries:
+    """The ``on_empty`` policy of a :class:`._pooling.KernelPool`.
 
-    # -- fallbacks -----------------------------------------------------------
-    def _nearest_weights(self, queries, workspace):
-        """Sparse weights of the nearest keys, ties shared by sample weight."""
+    It is the ``engine`` of :func:`._protocol.fill_empty` and
+    :func:`._protocol.policy_weights`: it holds what the fallbacks are made
+    of, shared with the pool that builds it.
+
+    Parameters
+    ----------
+    pool : KernelPool
+        The fitted pool: its scorer, exact keys, sample weights, values,
+        their weighted mean and spread (``moments``), ``on_empty`` and the
+        configuration named in the warnings are read from it once.
+    """
+
+    # What an empty query's attention weights are under on_empty="nan".
+    nan_weights = np.nan
+
+    def __init__(self, pool):
+        self.on_empty = pool.on_empty
+        self.scorer = pool.scorer
+        self.exact = pool.exact
+        self.weights = pool.weights
+        self.values = pool.values
+        self.mean_weights = pool.mean_weights
+        self.moments = pool.moments
+        self.n_keys = pool.keys.shape[0]
+        self.dtype = pool.dtype
+        self.configuration = (pool.kernel, pool.bandwidth, pool.n_neighbors)
+
+    @property
+    def centered_values(self):
+        """The values minus their weighted mean, in float64 (the spread of
+        the ``"mean"`` fallback)."""
+        return self.moments.centered_values
+
+    def fallback_weights(self, chosen):
+        """Sparse weights of the nearest keys of the ``(queries, workspace)``
+        pair ``chosen``, ties shared by sample weight (for
+        :func:`._protocol.fill_empty`)."""
+        queries, workspace = chosen
         rows, cols = self.scorer.nearest_candidates(queries, workspace)
         # The ties are settled on the unscaled coordinates, on every path.
         Q = queries[2]
@@ -61,34 +96,20 @@ class Fallbacks:
         data = self.weights[cols]
         totals = np.bincount(rows, weights=data, minlength=len(Q))
         data = (data / totals[rows]).astype(self.dtype)
-        return csr_array((data, (rows, cols)), shape=(len(Q), self.keys.shape[0]))
+        return csr_array((data, (rows, cols)), shape=(len(Q), self.n_keys))
 
-    def fallback_weights(self, chosen):
-        """Sparse weights of the nearest keys of the ``(queries, workspace)``
-        pair ``chosen`` (for :func:`._protocol.fill_empty`)."""
-        return self._nearest_weights(*chosen)
-
-    # What an empty query's attention weights are under on_empty="nan".
-    nan_weights = np.nan
-
-    def _fill_fallback(self, out, empty, queries, workspace, pooled, std=None):
+    def fill(self, out, empty, queries, workspace, pooled, std=None):
         """Overwrite the empty rows of ``out`` (and ``std``) with the
         ``on_empty`` fallback (:func:`._protocol.fill_empty`)."""
         if np.any(empty):
             chosen = tuple(q[empty] for q in queries[:3]), workspace
             fill_empty(self, out, empty, chosen, std, pooled)
 
-    def _report_empty(self, n_empty, n_queries):
-        report_empty(
-            self.on_empty,
-            n_empty,
-            n_queries,
-            self.kernel,
-            self.bandwidth,
-            self._n_neighbors,
-        )
+    def report(self, n_empty, n_queries):
+        """Warn of (or refuse) the empty queries of a call (:func:`report_empty`)."""
+        report_empty(self.on_empty, n_empty, n_queries, *self.configuration)
 
-    def _sparse_fallback(self, scores, total, empty, queries, workspace):
+    def sparse_rows(self, scores, total, empty, queries, workspace):
         """Normalise sparse scores and put the fallback rows in the empty ones."""
         scores = _weights.normalize_sparse_rows(scores, total, empty)
         if not np.any(empty):

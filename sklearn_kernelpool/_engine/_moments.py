@@ -5,8 +5,9 @@
 moments with the values (``moment_matrix``, :mod:`._local_linear`), by the
 same product of the chunk's scores as the pooled values. Rows whose moments
 cancel are fitted again in two passes about their own local means.
-:class:`MomentPooling` is the part of :class:`._pooling.KernelPool` that
-builds the matrices and does this work.
+:class:`LocalMoments`, held by a :class:`._pooling.KernelPool`, builds the
+matrices and decides how their fits are held in memory; the functions
+below are the chunk works of the pool's spread and local-linear fit.
 """
 
 import functools
@@ -16,7 +17,6 @@ import numpy as np
 from .._exceptions import (
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
-    describe,
     warn,
 )
 from .._utils._threads import engine_threads
@@ -120,20 +120,35 @@ def report_fits(counts, n_queries, configuration):
     )
 
 
-class MomentPooling:
-    """The spread and the local-linear fit (a part of
-    :class:`._pooling.KernelPool`)."""
+class LocalMoments:
+    """The moment matrices of a pool's keys and values, built on first use.
 
-    # -- the matrices of the spread and of the local-linear moments ----------
-    # Built on first use, in float64, with the values centred on their
-    # weighted mean so that variances are differences of moments of the
-    # order of the spread, not of the squared mean.
-    @property
-    def _matrix_weights(self):
-        """The weights for matrices, or None when the scores carry them."""
-        if self.scorer.weights_folded:
-            return None
-        return self.weights.astype(np.float64)
+    In float64, with the values centred on their weighted mean so that
+    variances are differences of moments of the order of the spread, not of
+    the squared mean.
+
+    Parameters
+    ----------
+    keys : ndarray of shape (n_keys, n_features)
+        The pool's scaled and centred keys.
+    values : ndarray of shape (n_keys, n_outputs)
+        The pool's scaled values.
+    weights : ndarray of shape (n_keys,)
+        The pool's relative sample weights.
+    mean_weights : ndarray of shape (n_keys,)
+        The sample weights normalised to sum to one.
+    weights_folded : bool
+        Whether the scorer's scores carry the weights (then the matrices do
+        not).
+    """
+
+    def __init__(self, keys, values, weights, mean_weights, weights_folded):
+        self.keys = keys
+        self.values = values
+        self.mean_weights = mean_weights
+        self.n_outputs = values.shape[1]
+        # The weights for matrices, or None when the scores carry them.
+        self.matrix_weights = None if weights_folded else weights.astype(np.float64)
 
     @functools.cached_property
     def value_center(self):
@@ -147,14 +162,17 @@ class MomentPooling:
 
     @functools.cached_property
     def spread_matrix(self):
-        """``[y - mean, (y - mean)**2, 1]``, weighted like ``pool_matrix``."""
+        """``[y - mean, (y - mean)**2, 1]``, weighted like the pool's
+        ``pool_matrix``."""
         c = self.centered_values
         matrix = np.hstack([c, c * c, np.ones((len(c), 1))])
-        weights = self._matrix_weights
+        weights = self.matrix_weights
         return matrix if weights is None else matrix * weights[:, None]
 
     @functools.cached_property
     def layout(self):
+        """The columns of :attr:`moment_matrix` (a
+        :class:`._local_linear.MomentLayout`)."""
         n_keys, n_features = self.keys.shape
         return _local_linear.MomentLayout(n_features, self.n_outputs, n_keys)
 
@@ -162,22 +180,27 @@ class MomentPooling:
     def moment_matrix(self):
         """The local-linear moments of keys and values, total last."""
         return _local_linear.moment_matrix(
-            self.keys, self.centered_values, self._matrix_weights
+            self.keys, self.centered_values, self.matrix_weights
         )
+
+    @functools.cached_property
+    def geometry_matrix(self):
+        """``[k, upper(k k^T), 1]``, for weights that are already normalised."""
+        return _local_linear.moment_matrix(self.keys)
 
     @property
     def moment_columns(self):
         """The number of local-linear moments pooled per key."""
         return self.layout.values_sq.stop + 1
 
-    def _uses_moments(self):
+    def uses_moment_matrix(self):
         """Whether local-linear pooling pools the moment matrix (small
         ``n_keys x n_features**2``) or sums each query's equations alone."""
         size = 8 * self.keys.shape[0] * self.moment_columns
         budget = working_memory_bytes() / MOMENT_MATRIX_SHARE
         return size <= max(budget, MOMENT_MATRIX_FLOOR)
 
-    def _check_fit_memory(self, n_jobs):
+    def check_fit_memory(self, n_jobs):
         """Refuse local-linear fits whose single query exceeds the memory;
         warn when one exceeds ``working_memory`` (queries one at a time)."""
         n_keys, d = self.keys.shape
@@ -209,150 +232,155 @@ class MomentPooling:
                 )
             )
 
-    def _fit_step(self):
+    def fit_step(self):
         """Rows of a batch of two-pass local-linear fits."""
         n_keys, d = self.keys.shape
         row = _centred_fit.fit_bytes(n_keys, d, self.n_outputs) + 8 * n_keys
         return int(max(1, min(working_memory_bytes(), _chunk_plan.CHUNK_BYTES) // row))
 
-    @functools.cached_property
-    def geometry_matrix(self):
-        """``[k, upper(k k^T), 1]``, for weights that are already normalised."""
-        return _local_linear.moment_matrix(self.keys)
 
-    def _spread_work(self, X_chunk, workspace):
-        """Pooled values and their weighted spread of a chunk (degree 0)."""
-        queries = self._queries(X_chunk)
-        sums, spread = self._weighted_sums(
-            queries, workspace, (self.pool_matrix, self.spread_matrix)
+# -- the chunk works of a pool ----------------------------------------------
+def spread_work(pool):
+    """The chunk work of pooled values and their weighted spread (degree 0)
+    of a :class:`._pooling.KernelPool`."""
+    moments = pool.moments
+
+    def work(X_chunk, workspace):
+        queries = pool._queries(X_chunk)
+        sums, spread = pool._weighted_sums(
+            queries, workspace, (pool.pool_matrix, moments.spread_matrix)
         )
         mean, empty = normalise(sums)
-        moments, _ = normalise(spread)
-        p = self.n_outputs
-        variance, std = moment_spread(moments, p)
+        second, _ = normalise(spread)
+        p = pool.n_outputs
+        variance, std = moment_spread(second, p)
         # Rows whose local mean is far from the global one, in local
         # standard deviations, lose their variance to cancellation.
         ratio = _local_linear.MAX_MOMENT_RATIO
-        redo = ~empty & np.any(moments[:, p:] > ratio * variance, axis=1)
-        self._refit_rows(redo, queries, workspace, None, std)
-        self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
-        return np.hstack([mean * self.value_scale, std * self.value_scale]), empty
+        redo = ~empty & np.any(second[:, p:] > ratio * variance, axis=1)
+        refit_rows(pool, redo, queries, workspace, None, std)
+        pool.empty_queries.fill(mean, empty, queries, workspace, pooled=True, std=std)
+        return np.hstack([mean * pool.value_scale, std * pool.value_scale]), empty
 
-    def _local_linear_work(self, return_std, counts, moments=True):
-        """The chunk work of local-linear pooling.
+    return work
 
-        ``moments``: from the pooled moment matrix, with the rows whose
-        moments cancel fitted again in two passes; otherwise every row in two
-        passes, from its weighted keys (:func:`._centred_fit.centred_fit`).
-        Appends each chunk's :func:`fit_counts` to ``counts``.
-        """
 
-        def work(X_chunk, workspace):
-            queries = self._queries(X_chunk)
-            if moments:
-                (sums,) = self._weighted_sums(queries, workspace, (self.moment_matrix,))
-                mean, std, rank, s = _local_linear.solve(
-                    sums, queries[1], self.layout, return_std, return_shrinkage=True
-                )
-                empty = ~(sums[:, -1] > 0)
-                redo = ~empty & _local_linear.cancelled(sums, self.layout)
-            else:
-                (sums,) = self._weighted_sums(queries, workspace, (self.pool_matrix,))
-                empty = ~(sums[:, -1] > 0)
-                n, p = len(X_chunk), self.n_outputs
-                mean = np.full((n, p), np.nan)
-                std = np.full((n, p), np.nan) if return_std else None
-                rank = np.full(n, self.keys.shape[1])
-                s = np.ones(n)
-                redo = ~empty
-            self._refit_rows(redo, queries, workspace, mean, std, (rank, s))
-            mean += self.value_center
-            self._fill_fallback(mean, empty, queries, workspace, pooled=True, std=std)
-            counts.append(fit_counts(rank, s, self.keys.shape[1], ~empty))
-            mean *= self.value_scale
-            if std is None:
-                return mean, empty
-            std *= self.value_scale
-            return np.hstack([mean, std]), empty
+def local_linear_work(pool, return_std, counts, moments=True):
+    """The chunk work of local-linear pooling of a :class:`._pooling.KernelPool`.
 
-        return work
+    ``moments``: from the pooled moment matrix, with the rows whose
+    moments cancel fitted again in two passes; otherwise every row in two
+    passes, from its weighted keys (:func:`._centred_fit.centred_fit`).
+    Appends each chunk's :func:`fit_counts` to ``counts``.
+    """
+    local = pool.moments
 
-    # -- rows fitted again about their own local means -----------------------
-    def _refit_rows(self, redo, queries, workspace, mean, std, fits=None):
-        """Recompute the ``redo`` rows of a chunk in two passes.
-
-        Their keys and values are centred on the row's own weighted means
-        before any product: the fit (``mean``, degree 1) and the spread
-        (``std``, if not None) then lose nothing to cancellation. The
-        arrays are updated in place, with (degree 1) those of ``fits``, the
-        pair ``(rank, shrinkage)``; ``mean`` and ``std`` are in the frame
-        of the centred values.
-        """
-        redo = np.flatnonzero(redo)
-        if not len(redo):
-            return
-        n_keys, d = self.keys.shape
-        if self.degree == 1:
-            step = self._fit_step()
-        else:
-            width = 3 * self.n_outputs + 2
-            step = max(1, _chunk_plan.CHUNK_BYTES // (8 * n_keys * width))
-        batches = self.scorer.refit_scores(queries, workspace, redo, step, self.weights)
-        for rows, scores in batches:
-            p = scores / scores.sum(axis=1, keepdims=True)
-            fit = _centred_fit.centred_fit(
-                p,
-                self.keys,
-                self.centered_values,
-                queries[1][rows],
-                self.layout if self.degree == 1 else None,
-                std is not None,
-                return_shrinkage=True,
-            )  # the keys are centred on their mean: centers is the origin
-            if self.degree == 1:
-                mean[rows], fits[0][rows], fits[1][rows] = fit[0], fit[2], fit[3]
-            if std is not None:
-                std[rows] = fit[1]
-
-    def _report_singular(self, counts, n_queries):
-        """Warn of the queries whose local design determines no slope, or
-        whose slope was strongly shrunk (:func:`report_fits`)."""
-        report_fits(
-            counts, n_queries, describe(self.kernel, self.bandwidth, self._n_neighbors)
-        )
-
-    def _equivalent_kernel(self, weights, queries, empty, moments=True):
-        """Local-linear equivalent-kernel weights from local-constant ones.
-
-        The fallback rows of empty queries keep their weights. ``moments``:
-        as in :meth:`_local_linear_work`. Returns the weights, the ranks and
-        the safeguard's factors ``s`` of the rows.
-        """
-        n_keys, d = self.keys.shape
+    def work(X_chunk, workspace):
+        queries = pool._queries(X_chunk)
         if moments:
-            means = weights @ self.geometry_matrix
-            offset, g, rank, s = _local_linear.equivalent_kernel(
-                means[:, :-1], queries, self.layout, return_shrinkage=True
+            matrices = (local.moment_matrix,)
+            (sums,) = pool._weighted_sums(queries, workspace, matrices)
+            mean, std, rank, s = _local_linear.solve(
+                sums, queries[1], local.layout, return_std, return_shrinkage=True
             )
-            # Rows whose key moments about the centre cancel: about their own
-            # local means, as in _refit_rows.
-            redo = ~empty & _local_linear.keys_cancelled(means, self.layout)
+            empty = ~(sums[:, -1] > 0)
+            redo = ~empty & _local_linear.cancelled(sums, local.layout)
         else:
-            n = len(queries)
-            offset, g, rank = np.ones(n), np.zeros((n, d)), np.full(n, d)
+            (sums,) = pool._weighted_sums(queries, workspace, (pool.pool_matrix,))
+            empty = ~(sums[:, -1] > 0)
+            n, p = len(X_chunk), pool.n_outputs
+            mean = np.full((n, p), np.nan)
+            std = np.full((n, p), np.nan) if return_std else None
+            rank = np.full(n, pool.keys.shape[1])
             s = np.ones(n)
             redo = ~empty
-        redo = np.flatnonzero(redo)
-        step = self._fit_step()
-        for start in range(0, len(redo), step):
-            rows = redo[start : start + step]
-            p = weights[rows]
-            p = np.asarray(p.toarray() if hasattr(p, "toarray") else p, np.float64)
-            offset[rows], g[rows], rank[rows], s[rows] = _centred_fit.centred_kernel(
-                p, self.keys, queries[rows], self.layout, return_shrinkage=True
-            )
-        offset[empty] = 1.0
-        g[empty] = 0.0
-        s[empty] = 1.0
-        weights = _weights.scale_rows(weights, offset, g, self.keys, self.dtype)
-        return weights, rank, s
+        refit_rows(pool, redo, queries, workspace, mean, std, (rank, s))
+        mean += local.value_center
+        pool.empty_queries.fill(mean, empty, queries, workspace, pooled=True, std=std)
+        counts.append(fit_counts(rank, s, pool.keys.shape[1], ~empty))
+        mean *= pool.value_scale
+        if std is None:
+            return mean, empty
+        std *= pool.value_scale
+        return np.hstack([mean, std]), empty
+
+    return work
+
+
+def refit_rows(pool, redo, queries, workspace, mean, std, fits=None):
+    """Recompute the ``redo`` rows of a chunk of a pool in two passes.
+
+    Their keys and values are centred on the row's own weighted means
+    before any product: the fit (``mean``, degree 1) and the spread
+    (``std``, if not None) then lose nothing to cancellation. The arrays
+    are updated in place, with (degree 1) those of ``fits``, the pair
+    ``(rank, shrinkage)``; ``mean`` and ``std`` are in the frame of the
+    centred values.
+    """
+    redo = np.flatnonzero(redo)
+    if not len(redo):
+        return
+    local = pool.moments
+    n_keys = pool.keys.shape[0]
+    if pool.degree == 1:
+        step = local.fit_step()
+    else:
+        width = 3 * pool.n_outputs + 2
+        step = max(1, _chunk_plan.CHUNK_BYTES // (8 * n_keys * width))
+    batches = pool.scorer.refit_scores(queries, workspace, redo, step, pool.weights)
+    for rows, scores in batches:
+        p = scores / scores.sum(axis=1, keepdims=True)
+        fit = _centred_fit.centred_fit(
+            p,
+            pool.keys,
+            local.centered_values,
+            queries[1][rows],
+            local.layout if pool.degree == 1 else None,
+            std is not None,
+            return_shrinkage=True,
+        )  # the keys are centred on their mean: centers is the origin
+        if pool.degree == 1:
+            mean[rows], fits[0][rows], fits[1][rows] = fit[0], fit[2], fit[3]
+        if std is not None:
+            std[rows] = fit[1]
+
+
+def equivalent_kernel(moments, weights, queries, empty, use_matrix=True):
+    """Local-linear equivalent-kernel weights from local-constant ones.
+
+    ``moments`` is the pool's :class:`LocalMoments`, ``queries`` the
+    chunk's centred scaled queries. The fallback rows of empty queries keep
+    their weights. ``use_matrix``: as ``moments`` in
+    :func:`local_linear_work`. Returns the weights, the ranks and the
+    safeguard's factors ``s`` of the rows.
+    """
+    keys, layout = moments.keys, moments.layout
+    n_keys, d = keys.shape
+    if use_matrix:
+        means = weights @ moments.geometry_matrix
+        offset, g, rank, s = _local_linear.equivalent_kernel(
+            means[:, :-1], queries, layout, return_shrinkage=True
+        )
+        # Rows whose key moments about the centre cancel: about their own
+        # local means, as in refit_rows.
+        redo = ~empty & _local_linear.keys_cancelled(means, layout)
+    else:
+        n = len(queries)
+        offset, g, rank = np.ones(n), np.zeros((n, d)), np.full(n, d)
+        s = np.ones(n)
+        redo = ~empty
+    redo = np.flatnonzero(redo)
+    step = moments.fit_step()
+    for start in range(0, len(redo), step):
+        rows = redo[start : start + step]
+        p = weights[rows]
+        p = np.asarray(p.toarray() if hasattr(p, "toarray") else p, np.float64)
+        offset[rows], g[rows], rank[rows], s[rows] = _centred_fit.centred_kernel(
+            p, keys, queries[rows], layout, return_shrinkage=True
+        )
+    offset[empty] = 1.0
+    g[empty] = 0.0
+    s[empty] = 1.0
+    # The keys are in the dtype of the pool's work.
+    weights = _weights.scale_rows(weights, offset, g, keys, keys.dtype)
+    return weights, rank, s

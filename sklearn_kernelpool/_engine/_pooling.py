@@ -18,25 +18,34 @@ engine. What differs between the paths is behind the scorer protocol of
 :mod:`._protocol`, met by :class:`._brute_chunks.BruteChunks` and
 :class:`._tree.TreeScorer`: nothing here branches on the path.
 :class:`KernelPool` holds the fitted state, the scores and the
-pooled values; its other parts are :class:`._query_chunks.ChunkPlan` (the
-chunks and their buffers), :class:`._fallbacks.Fallbacks` (empty
-queries), :class:`._moments.MomentPooling` (``return_std`` and
-``degree=1``) and :class:`._attention.AttentionWeights`.
+pooled values. It is composed of its scorer, its
+:class:`._moments.LocalMoments` (the moment matrices of ``return_std`` and
+``degree=1``) and its :class:`._fallbacks.EmptyQueries` (the ``on_empty``
+policy); its operations run over the chunks of
+:func:`._query_chunks.run_chunks`, with the chunk works of
+:mod:`._moments` and :mod:`._attention`.
 """
 
 import numpy as np
+from scipy.sparse import csr_array
 
+from .._exceptions import describe
 from .._utils._validation import relative_weights, scale_coordinates, scale_values
 from ..kernels import KERNELS, Kernel
-from . import _adaptive, _categorical
+from . import _adaptive, _attention, _categorical
 from ._algorithm import choose_algorithm
-from ._attention import AttentionWeights
 from ._brute_chunks import BruteChunks
 from ._exact import ExactKeys
-from ._fallbacks import Fallbacks, report_empty  # noqa: F401 (imported from here)
-from ._moments import EIGH_SQUARES, MomentPooling
-from ._protocol import normalise
-from ._query_chunks import ChunkPlan
+from ._fallbacks import EmptyQueries, report_empty  # noqa: F401 (imported from here)
+from ._moments import (
+    EIGH_SQUARES,
+    LocalMoments,
+    local_linear_work,
+    report_fits,
+    spread_work,
+)
+from ._protocol import normalise, normalise_rows
+from ._query_chunks import run_chunks
 from ._saved_state import check_pool_arguments
 from ._tree import TreeScorer
 
@@ -76,7 +85,7 @@ def saved_arguments(*arguments, **named):
     return saved
 
 
-class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
+class KernelPool:
     """Fitted state of attention pooling and the arithmetic on it.
 
     Parameters
@@ -177,7 +186,7 @@ class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
         self.weights = relative_weights(sample_weight[self.support], self.dtype)
         # Per-query widths: the squared scale of each query's distances.
         self.radii = None
-        self._n_neighbors = n_neighbors
+        self.n_neighbors = n_neighbors
         if n_neighbors is not None:
             self.radii = _adaptive.NeighborRadii(
                 scaled, self.exact.keys, self.bandwidth, n_neighbors
@@ -201,6 +210,10 @@ class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
         # [values, 1], weighted unless the scores carry the weights.
         folded = self.scorer.weights_folded
         self.pool_matrix = np.hstack([values, ones]) if folded else unfolded
+        self.moments = LocalMoments(
+            self.keys, values, self.weights, self.mean_weights, folded
+        )
+        self.empty_queries = EmptyQueries(self)
 
     def __getstate__(self):
         # Only the arguments of the constructor are saved: a loaded engine is
@@ -261,23 +274,12 @@ class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
         if self.degree == 1 or return_std:
             report = counts is None
             counts = [] if report else counts
-            if self.degree == 1:
-                moments = self._uses_moments()
-                if not moments:
-                    self._check_fit_memory(n_jobs)
-                work = self._local_linear_work(return_std, counts, moments)
-                # The chunk's sums, and the eigendecompositions of its rows.
-                d = self.keys.shape[1]
-                extra = 8 * (self.moment_columns + EIGH_SQUARES * d * d)
-                if not moments:
-                    extra = 8 * (self.n_outputs + 1)  # fits one batch at a time
-            else:
-                work, extra = self._spread_work, 8 * self.spread_matrix.shape[1]
+            work, extra = self._moment_work(return_std, counts, n_jobs)
             p = self.n_outputs
             width = 2 * p if return_std else p
             out = self._run_chunks(X, width, work, n_jobs, extra_row_bytes=extra)
             if report:
-                self._report_singular(counts, X.shape[0])
+                self._report_fits(counts, X.shape[0])
             return (out[:, :p], out[:, p:]) if return_std else out
 
         def work(X_chunk, workspace):
@@ -285,11 +287,56 @@ class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
             # One product gives every weighted sum and the denominator.
             (sums,) = self._weighted_sums(queries, workspace, (self.pool_matrix,))
             out, empty = normalise(sums)
-            self._fill_fallback(out, empty, queries, workspace, pooled=True)
+            self.empty_queries.fill(out, empty, queries, workspace, pooled=True)
             out *= self.value_scale
             return out, empty
 
         return self._run_chunks(X, self.n_outputs, work, n_jobs)
+
+    def _moment_work(self, return_std, counts, n_jobs):
+        """The chunk work of the spread (degree 0) or of the local-linear fit
+        (:mod:`._moments`), and the bytes it needs per query beside the
+        scores."""
+        if self.degree == 0:
+            work = spread_work(self)
+            return work, 8 * self.moments.spread_matrix.shape[1]
+        moments = self.moments.uses_moment_matrix()
+        if not moments:
+            self.moments.check_fit_memory(n_jobs)
+            # Fits one batch at a time.
+            return local_linear_work(self, return_std, counts, False), 8 * (
+                self.n_outputs + 1
+            )
+        # The chunk's sums, and the eigendecompositions of its rows.
+        d = self.keys.shape[1]
+        extra = 8 * (self.moments.moment_columns + EIGH_SQUARES * d * d)
+        return local_linear_work(self, return_std, counts, True), extra
+
+    def attention_weights(self, X, n_jobs=None, sparse=False, counts=None):
+        """Normalised weights over all training rows, shape (n_queries, n_fit)
+        (:func:`._attention.attention_weights`)."""
+        return _attention.attention_weights(self, X, n_jobs, sparse, counts)
+
+    # -- the chunks and the scores of a chunk ---------------------------------
+    def _batches(self, X, extra_row_bytes=0, n_threads=1, empty_row_pairs=0):
+        """The chunks of queries, as slices, and the number of pairs they
+        hold, planned by the scorer (``plan_batches`` of :mod:`._protocol`)."""
+        return self.scorer.plan_batches(
+            self, X, extra_row_bytes, n_threads, empty_row_pairs
+        )
+
+    def _run_chunks(self, X, width, work, n_jobs, extra_row_bytes=0, empty_row_pairs=0):
+        """Apply ``work(chunk, workspace) -> (rows, empty)`` over the chunks
+        of ``X`` (:func:`._query_chunks.run_chunks`)."""
+        return run_chunks(
+            self, X, width, work, n_jobs, extra_row_bytes, empty_row_pairs
+        )
+
+    def _report_fits(self, counts, n_queries):
+        """Warn of the queries whose local design determines no slope, or
+        whose slope was strongly shrunk (:func:`._moments.report_fits`)."""
+        configuration = describe(self.kernel, self.bandwidth, self.n_neighbors)
+        report_fits(counts, n_queries, configuration)
 
     def _weighted_sums(self, queries, workspace, matrices):
         """``scores @ matrix`` of a chunk for each matrix, underflows redone.
@@ -310,3 +357,34 @@ class KernelPool(ChunkPlan, Fallbacks, MomentPooling, AttentionWeights):
             for out, matrix in zip(sums, matrices, strict=True):
                 out[rows] = product(stable, matrix, workspace)[at]
         return sums
+
+    def _normalized_scores(self, queries, workspace, sparse):
+        """A chunk's local-constant weights over the support, and its empty rows."""
+        scores, total = self._weighted_scores(queries, workspace, sparse)
+        return self._normalise_scores(scores, total, queries, workspace, sparse)
+
+    def _normalise_scores(self, scores, total, queries, workspace, sparse):
+        """The weights of :meth:`_normalized_scores` from the weighted scores
+        and their row sums (dense scores are divided in place)."""
+        if isinstance(scores, np.ndarray):
+            # Dense scores are divided in place.
+            scores, empty = normalise_rows(scores, total)
+            self.empty_queries.fill(scores, empty, queries, workspace, pooled=False)
+            return (csr_array(scores) if sparse else scores), empty
+        empty = ~(total > 0)
+        rows = self.empty_queries.sparse_rows(scores, total, empty, queries, workspace)
+        return rows, empty
+
+    def _weighted_scores(self, queries, workspace, sparse):
+        """A chunk's scores times the sample weights over the support, and
+        their row sums; rows whose sums underflow are recomputed stably."""
+        n = len(queries[0])
+        scores = self.scorer.chunk_scores(queries, workspace)
+        scores = self.scorer.weighted(scores, self.weights, n, sparse)
+        total = np.asarray(scores.sum(axis=1)).ravel()
+        redo = self.scorer.underflowed(total)
+        if redo is not None:
+            blocks, rows, at = redo
+            scores[rows] = self.scorer.chunk_scores(queries, workspace, rows=blocks)[at]
+            total = scores.sum(axis=1)
+        return scores, total

@@ -30,7 +30,7 @@ The engines:
   tree (:class:`._tree.TreeScorer`), behind :class:`._pooling.KernelPool`
   (NumPy, chunked within ``working_memory`` by :mod:`._query_chunks`): the
   sums are :meth:`._pooling.KernelPool._weighted_sums`, the nearest keys
-  :meth:`._fallbacks.Fallbacks.fallback_weights`, both on the scorer
+  :meth:`._fallbacks.EmptyQueries.fallback_weights`, both on the scorer
   protocol below; adaptive widths (:mod:`._adaptive`) are one more
   argument of the scorers' scores, each query's ``r^2``;
 - the array API path, :class:`._array_api.ArrayAPIPool`, in the namespace of
@@ -71,7 +71,7 @@ arrays of any array API namespace ``xp``:
 - :func:`policy_weights` and :func:`fill_empty`: the ``on_empty`` policy,
   the fallback rows put in the empty rows of pooled values, of their spread
   or of attention weights (dense, or sparse with
-  :meth:`._fallbacks.Fallbacks._sparse_fallback`).
+  :meth:`._fallbacks.EmptyQueries.sparse_rows`).
 
 The scorer protocol
 -------------------
@@ -255,7 +255,7 @@ def fill_empty(engine, out, empty, chosen, std=None, pooled=True, xp=None):
 
     Parameters
     ----------
-    engine : KernelPool or ArrayAPIPool
+    engine : EmptyQueries or ArrayAPIPool
         Provides ``on_empty``, ``values``, ``mean_weights`` (the normalised
         sample weights), ``centered_values`` and ``fallback_weights(chosen)``
         (the normalised weights of the nearest keys of the chosen queries),

@@ -6,8 +6,8 @@ by the scorer (``plan_batches`` of the protocol of :mod:`._protocol`): brute
 chunks of whole blocks of the scorer's products, sized to keep their scores
 in cache (:mod:`._brute_chunks`); tree chunks cut from the neighbours
 counted in each query's support (:mod:`._tree`), with the sizes below.
-:class:`ChunkPlan` is the part of :class:`._pooling.KernelPool` that runs a
-chunk's work over them, each thread with its scorer's workspace.
+:func:`run_chunks` runs a chunk's work of a :class:`._pooling.KernelPool`
+over them, each thread with its scorer's workspace.
 """
 
 import numpy as np
@@ -40,72 +40,65 @@ MIN_THREADED_PAIRS = 2**22
 BLAS_THREADED_PAIRS = 2**16
 
 
-class ChunkPlan:
-    """Chunk planning and the run of a work over the chunks (a part of
-    :class:`._pooling.KernelPool`)."""
+def run_chunks(pool, X, width, work, n_jobs, extra_row_bytes=0, empty_row_pairs=0):
+    """Apply ``work(chunk, workspace) -> (rows, empty)`` over the chunks of
+    the queries ``X`` of a :class:`._pooling.KernelPool`.
 
-    # -- chunks --------------------------------------------------------------
-    def _batches(self, X, extra_row_bytes=0, n_threads=1, empty_row_pairs=0):
-        """The chunks of queries, as slices, and the number of pairs they
-        hold, planned by the scorer (:mod:`._protocol`) within the share of
-        ``working_memory`` of each of ``n_threads`` threads; a query with no
-        neighbour counts as ``empty_row_pairs`` pairs (its fallback row of
-        sparse weights)."""
-        return self.scorer.plan_batches(
-            self, X, extra_row_bytes, n_threads, empty_row_pairs
-        )
+    The chunks are planned by the pool's scorer (``plan_batches`` of
+    :mod:`._protocol`) within the share of ``working_memory`` of each
+    thread, counting ``extra_row_bytes`` per query beside the scores and
+    ``empty_row_pairs`` pairs for a query with no neighbour (its fallback
+    row of sparse weights). The rows fill an (n_queries, width) array of the
+    pool's dtype, or, for ``width=None``, a list of each chunk's rows in
+    order; the empty queries are reported (:mod:`._fallbacks`).
+    """
+    n_queries = X.shape[0]
+    # Each thread holds a chunk: the chunks share working_memory.
+    max_threads = engine_threads(n_jobs)
+    batches, pairs = pool.scorer.plan_batches(
+        pool, X, extra_row_bytes, max_threads, empty_row_pairs
+    )
+    n_rows = max((b.stop - b.start for b in batches), default=1)
+    if width is None:
+        out = [None] * len(batches)
+    else:
+        out = np.empty((n_queries, width), dtype=pool.dtype)
+    empty = np.zeros(n_queries, dtype=bool)
+    bar = new_bar(n_queries)
 
-    def _run_chunks(self, X, width, work, n_jobs, extra_row_bytes=0, empty_row_pairs=0):
-        """Apply ``work(chunk, workspace) -> (rows, empty)`` over the chunks.
+    def run(group):
+        workspace = pool.scorer.workspace(min(n_rows, n_queries))
+        for i in group:
+            batch = batches[i]
+            # Sparse queries are made dense a chunk at a time.
+            rows, empty[batch] = work(dense_rows(X, batch), workspace)
+            out[batch if width is not None else i] = rows
+            bar.update(batch.stop - batch.start)
 
-        The rows fill an (n_queries, width) array of the work's dtype, or,
-        for ``width=None``, a list of each chunk's rows in order.
-        """
-        n_queries = X.shape[0]
-        # Each thread holds a chunk: the chunks share working_memory.
-        max_threads = engine_threads(n_jobs)
-        batches, pairs = self._batches(X, extra_row_bytes, max_threads, empty_row_pairs)
-        n_rows = max((b.stop - b.start for b in batches), default=1)
-        if width is None:
-            out = [None] * len(batches)
+    def run_all():
+        n_threads = 1
+        if pairs >= MIN_THREADED_PAIRS:
+            n_threads = min(max_threads, len(batches))
+        if n_threads <= 1:
+            run(range(len(batches)))
         else:
-            out = np.empty((n_queries, width), dtype=self.dtype)
-        empty = np.zeros(n_queries, dtype=bool)
-        bar = new_bar(n_queries)
+            Parallel(n_jobs=n_threads, require="sharedmem")(
+                delayed(run)(range(t, len(batches), n_threads))
+                for t in range(n_threads)
+            )
 
-        def run(group):
-            workspace = self.scorer.workspace(min(n_rows, n_queries))
-            for i in group:
-                batch = batches[i]
-                # Sparse queries are made dense a chunk at a time.
-                rows, empty[batch] = work(dense_rows(X, batch), workspace)
-                out[batch if width is not None else i] = rows
-                bar.update(batch.stop - batch.start)
-
-        def run_all():
-            n_threads = 1
-            if pairs >= MIN_THREADED_PAIRS:
-                n_threads = min(max_threads, len(batches))
-            if n_threads <= 1:
-                run(range(len(batches)))
-            else:
-                Parallel(n_jobs=n_threads, require="sharedmem")(
-                    delayed(run)(range(t, len(batches), n_threads))
-                    for t in range(n_threads)
-                )
-
-        try:
-            if pairs < BLAS_THREADED_PAIRS:
+    try:
+        if pairs < BLAS_THREADED_PAIRS:
+            run_all()
+        else:
+            # BLAS threads cost more than they save on the small products
+            # of the engine: the engine's own threads share the cores.
+            with single_threaded_blas():
                 run_all()
-            else:
-                # BLAS threads cost more than they save on the small products
-                # of the engine: the engine's own threads share the cores.
-                with single_threaded_blas():
-                    run_all()
-        except KernelShapeError as exc:
-            # Said of the call, not of one of its chunks.
-            raise exc.for_call(n_queries, self.n_samples_fit) from None
-        finally:
-            bar.close()
-        self._report_empty(int(empty.sum()), n_queries)
-        return out
+    except KernelShapeError as exc:
+        # Said of the call, not of one of its chunks.
+        raise exc.for_call(n_queries, pool.n_samples_fit) from None
+    finally:
+        bar.close()
+    pool.empty_queries.report(int(empty.sum()), n_queries)
+    return out

@@ -5,6 +5,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._binned._dask import check_holds_rows
 from .._engine._array_api import is_array_api_pool
+from . import _partially_linear_methods as _partially_linear
 from ._array_api import array_api_namespace, check_same_namespace
 from ._base import check_flag
 from ._input_kinds import validate_query_input
@@ -82,6 +83,8 @@ class PoolEstimatorMixin:
         >>> bool(np.allclose(w @ clf.values_, clf.predict_proba([[48.0]])))
         True
         """
+        if _partially_linear.is_partially_linear(self):
+            return _partially_linear.attention_weights(self, X, sparse)
         check_is_fitted(self)
         check_holds_rows(self, "attention_weights")
         check_flag("sparse", sparse)

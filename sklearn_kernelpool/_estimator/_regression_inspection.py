@@ -7,6 +7,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._binned._dask import check_holds_rows
 from .._inference import _gradient
 from .._inference._diagnostics import smoother_diagnostics
+from . import _partially_linear_methods as _partially_linear
 from ._base import check_flag
 
 
@@ -120,6 +121,8 @@ class InspectionMethods:
         array([[3.],
                [3.]])
         """
+        if _partially_linear.is_partially_linear(self):
+            return _partially_linear.predict_gradient(self, X, return_se)
         check_is_fitted(self)
         check_holds_rows(self, "predict_gradient")
         check_flag("return_se", return_se)
@@ -201,6 +204,8 @@ class InspectionMethods:
         >>> rough.smoother_diagnostics().effective_df > 20
         True
         """
+        if _partially_linear.is_partially_linear(self):
+            _partially_linear.refuse_smoother_diagnostics(self)
         check_is_fitted(self)
         check_holds_rows(self, "smoother_diagnostics")
         return smoother_diagnostics(self)

@@ -6,6 +6,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._binned._dask import check_holds_rows
 from .._inference._conformal import prediction_interval
 from .._inference._standard_errors import confidence_interval
+from . import _partially_linear_methods as _partially_linear
 
 
 class IntervalMethods:
@@ -142,17 +143,20 @@ class IntervalMethods:
         >>> lower.shape
         (2,)
         """
+        options = {
+            "level": level,
+            "method": method,
+            "simultaneous": simultaneous,
+            "n_resamples": n_resamples,
+            "random_state": random_state,
+        }
+        if _partially_linear.is_partially_linear(self):
+            return _partially_linear.shifted_bounds(
+                self, "confidence_interval", X, options
+            )
         check_is_fitted(self)
         check_holds_rows(self, "confidence_interval")
-        return confidence_interval(
-            self,
-            X,
-            level=level,
-            method=method,
-            simultaneous=simultaneous,
-            n_resamples=n_resamples,
-            random_state=random_state,
-        )
+        return confidence_interval(self, X, **options)
 
     def prediction_interval(self, X, *, level=0.9, method="jackknife+", cv=None):
         """Jackknife+ or CV+ prediction intervals for new observations.
@@ -248,6 +252,11 @@ class IntervalMethods:
         >>> bool(lower[0] < 1.0 < upper[0])
         True
         """
+        if _partially_linear.is_partially_linear(self):
+            options = {"level": level, "method": method, "cv": cv}
+            return _partially_linear.shifted_bounds(
+                self, "prediction_interval", X, options
+            )
         check_is_fitted(self)
         check_holds_rows(self, "prediction_interval")
         self._check_numpy_queries(X, "prediction_interval")

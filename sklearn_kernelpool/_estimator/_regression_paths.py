@@ -8,6 +8,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._binned._dask import check_holds_rows, fit_dask, predict_dask
 from .._engine._array_api import is_array_api_pool
 from .._inference._standard_errors import check_numpy_estimator, standard_error
+from . import _partially_linear_methods as _partially_linear
 from ._array_api import fit_array_api
 from ._base import check_flag, fit_pool
 from ._input_kinds import KINDS, NUMPY_KINDS, validate_fit_input, validate_query_input
@@ -106,6 +107,8 @@ class PredictionMethods:
             over the queries, each within ``working_memory``; NumPy input
             only (a ``ValueError`` on the array API path).
         """
+        if _partially_linear.is_partially_linear(self):
+            return _partially_linear.predict(self, X, return_std, return_se)
         check_is_fitted(self)
         check_flag("return_std", return_std)
         check_flag("return_se", return_se)

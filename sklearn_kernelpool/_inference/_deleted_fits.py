@@ -36,7 +36,7 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         self.Y = values - self.center
         self.keys = pool.keys.astype(np.float64)
         self.degree = pool.degree
-        self.moments = self.degree == 1 and pool._uses_moments()
+        self.moments = self.degree == 1 and pool.moments.uses_moment_matrix()
         self._cache = {}  # per-fold masks and moment matrices
         self._pools = {}  # engines without a fold
 
@@ -257,7 +257,7 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         cancel are computed about their own local means.
         """
         P = P / P.sum(axis=1, keepdims=True)
-        layout = self.pool.layout
+        layout = self.pool.moments.layout
         r, d = len(P), self.keys.shape[1]
         k = self.Y.shape[1]
         mu = hard = None
@@ -314,7 +314,7 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         local = np.zeros(r, dtype=bool)
         if self.degree == 1:
             local = ~empty & np.all(np.isfinite(P), axis=1)
-        layout = self.pool.layout
+        layout = self.pool.moments.layout
         for k in range(n_folds):
             keep = self._kept(fold, k)
             Pk = P[:, keep]

@@ -76,7 +76,7 @@ class SparseLeaveOut:
         whose moments cancel by the dense :meth:`_linear`."""
         r, n = P.shape
         k = self.Y.shape[1]
-        layout = self.pool.layout
+        layout = self.pool.moments.layout
         total = np.asarray(P.sum(axis=1)).ravel()
         Pn = P.copy()
         Pn.data = Pn.data / np.repeat(total, np.diff(P.indptr))
