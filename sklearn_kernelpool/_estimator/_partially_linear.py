@@ -54,18 +54,6 @@ LINEAR_ATTRIBUTES = (
 
 
 # -- the leave-one-out fits of the smoother -------------------------------------
-class _LeaveOneOut(HeldOutPasses):
-    """The leave-one-out pass of the search, for one candidate."""
-
-    point_errors = None
-
-    def __init__(self, on_empty):
-        self.on_empty = on_empty
-
-    def smoother_scoring(self):
-        return False
-
-
 class _ScaledAdaptive(AdaptiveHeldOut):
     """Adaptive widths ``multiplier * d_k(q)`` (the search scores 1.0)."""
 
@@ -130,7 +118,10 @@ def leave_one_out_fits(regressor, values):
         )
     else:
         held_out = HeldOut(X, *arguments, degree=regressor.degree)
-    passes = _LeaveOneOut(regressor.on_empty)
+    # The leave-one-out pass of the search, for one candidate: predictions
+    # only, no scores.
+    passes = HeldOutPasses(None, regressor.on_empty)
+    adaptive = None
     if regressor.n_neighbors is not None:
         if codes is not None:
             raise ValueError(
@@ -139,18 +130,18 @@ def leave_one_out_fits(regressor, values):
                 "continuous features only); make the categorical features linear "
                 "too, or use a fixed bandwidth."
             )
-        passes._adaptive = _ScaledAdaptive(
-            held_out, [regressor.n_neighbors], multiplier
-        )
+        adaptive = _ScaledAdaptive(held_out, [regressor.n_neighbors], multiplier)
     rows = np.arange(n)
-    predictions, empty, _ = passes._held_out(held_out, rows, [regressor.degree])
+    predictions, empty, _ = passes.held_out(
+        held_out, rows, [regressor.degree], adaptive=adaptive
+    )
 
     def others(batch):
         allowed = np.ones((len(batch), n), dtype=bool)
         allowed[np.arange(len(batch)), batch] = False
         return allowed
 
-    passes._fallback(held_out, predictions, empty, rows, others)
+    passes.fallback(held_out, predictions, empty, rows, others)
     return predictions[0], empty[0]
 
 

@@ -32,12 +32,7 @@ from ._grid import (
 )
 from ._params import SearchParameters
 from ._passes import HeldOutPasses
-from ._rules import (
-    GLOBAL_KERNEL,
-    SmallTableRules,
-    _candidate_key,
-    is_global_line,
-)
+from ._rules import GLOBAL_KERNEL, SmallTableRules, is_global_line
 from ._widths import learn_categorical_widths, learn_feature_widths
 
 # What a search selects, set on the estimator after it.
@@ -57,20 +52,16 @@ SELECTED = (
 )
 
 
-class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
+class CandidateSearch(SearchParameters):
     """Score every candidate and select the best one.
 
-    Takes the parameters of :class:`._params.SearchParameters`.
-    After :meth:`fit`, the attributes of :data:`SELECTED` that the search
-    set hold the selection, and ``binned`` whether it scored on the binned
-    path.
+    Takes the parameters of :class:`._params.SearchParameters`, which it
+    extends with the search. Its held-out passes are a
+    :class:`._passes.HeldOutPasses`; on a small table its rules a
+    :class:`._rules.SmallTableRules`. After :meth:`fit`, the attributes of
+    :data:`SELECTED` that the search set hold the selection, and ``binned``
+    whether it scored on the binned path.
     """
-
-    # The per-point leave-one-out losses of the candidates, by candidate,
-    # while the degree rule of small tables needs them (else None).
-    point_errors = None
-    # The better simple candidate, between the degree and the width rules.
-    _best_simple = None
 
     def selected(self):
         """The attributes of :data:`SELECTED` that the search set."""
@@ -121,7 +112,15 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
         self._say_search(X, names, grid, data.splits, len(degrees), counts)
         # The rules of small tables need the per-point leave-one-out losses
         # of the candidates: kept for them only.
-        self.point_errors = {} if self._small_table(data, degrees) else None
+        self.rules = None
+        if self._small_table(data, degrees):
+            self.rules = SmallTableRules(self.say)
+        self.passes = HeldOutPasses(
+            self.policy,
+            self.on_empty,
+            in_sample=self.smoother_scoring(),
+            point_errors=self.rules is not None,
+        )
         params, results, fixed_grid, capped = self._score_candidates(
             data, names, degrees, grid, counts
         )
@@ -198,7 +197,7 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
                     self, data, names, degrees, params, results
                 )
         fixed_grid = np.unique(results["param_bandwidth"]) if len(grid) else grid
-        if self.point_errors is not None:
+        if self.rules is not None:
             params, results = self._append(
                 params, results, *self._score_global_line(data)
             )
@@ -227,11 +226,11 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
         they apply) and set what the search selected."""
         self.cv_results_ = results
         self.best_index_ = int(np.argmin(results["rank_test_score"]))
-        if self.point_errors is not None:
-            d = data.X.shape[1]
-            self.best_index_ = self._degree_rule(params, results, data.weights, d)
-            self.best_index_ = self._width_rule(params, results, data.weights, d)
-        self.point_errors = None
+        if self.rules is not None:
+            self.best_index_ = self.rules.select(
+                params, results, self.best_index_, data.weights, data.X.shape[1]
+            )
+            self.rules = None
         self.best_params_ = dict(params[self.best_index_])
         self.kernel_ = self.best_params_["kernel"]
         self.bandwidth_ = float(self.best_params_["bandwidth"])
@@ -401,11 +400,8 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
             self.n_jobs,
             degree=max(degrees),
         )
-        self._adaptive = AdaptiveHeldOut(held_out, counts)
-        try:
-            results = self._run(held_out, data, params, degrees)
-        finally:
-            del self._adaptive
+        adaptive = AdaptiveHeldOut(held_out, counts)
+        results = self._run(held_out, data, params, degrees, adaptive)
         results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
         results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
         if len(degrees) > 1:
@@ -415,21 +411,18 @@ class CandidateSearch(SearchParameters, HeldOutPasses, SmallTableRules):
         results["params"] = params
         return params, self.smoother_criteria(params, results)
 
-    def _run(self, held_out, data, params, degrees):
-        """The leave-one-out or K-fold results of the candidates ``params``."""
-        X, y, scorer, weighted = data.X, data.y, data.scorer, data.weighted
-        if data.splits is None:
-            results = self._loo(held_out, X, y, data.weights, scorer, weighted, degrees)
-            if self.point_errors is not None:
-                for p, errors in zip(params, self.last_errors, strict=True):
-                    self.point_errors[_candidate_key(p)] = errors
-                del self.last_errors
-            return results
-        return self._kfold(
-            held_out, X, y, data.sample_weight, scorer, params, data.splits, degrees
-        )
+    def _run(self, held_out, data, params, degrees, adaptive=None):
+        """The leave-one-out or K-fold results of the candidates ``params``
+        of ``held_out`` (or of ``adaptive``, :meth:`_score_adaptive`)."""
+        if data.splits is not None:
+            return self.passes.kfold(held_out, data, degrees, adaptive)
+        results = self.passes.loo(held_out, data, degrees, adaptive)
+        if self.rules is not None:
+            self.rules.record(params, self.passes.last_errors)
+        return results
 
     def say(self, message, level=1):
+        """Print ``message`` where ``verbose`` is at least ``level``."""
         if self.verbose >= level:
             print(f"[{self.name}] {message}")
 

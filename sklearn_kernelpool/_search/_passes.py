@@ -36,13 +36,37 @@ def _partition_groups(splits, n):
 
 
 class HeldOutPasses:
-    """The held-out predictions and scores of :class:`._candidates.CandidateSearch`.
+    """The held-out predictions and scores of the candidates of a held-out
+    engine (:mod:`.._held_out`), leave-one-out or K-fold.
 
-    Reads its ``on_empty``, ``policy`` (the scores of the predictions) and,
-    while adaptive candidates are scored, ``_adaptive``.
+    Parameters
+    ----------
+    policy : RegressionScoring or ProbabilityScoring or None
+        Scores the held-out predictions (:mod:`._scores`, :mod:`._proba`);
+        None where only the predictions are asked for.
+    on_empty : {"nearest", "mean", "nan", "raise"}
+        The fallback of a held-out point with no key in its support.
+    in_sample : bool, default=False
+        Whether leave-one-out also gives the in-sample criteria of every
+        candidate (``scoring="gcv"`` or ``"aicc"``).
+    point_errors : bool, default=False
+        Whether leave-one-out keeps the per-point squared errors of every
+        candidate in :attr:`last_errors` (the rules of small tables).
+
+    Attributes
+    ----------
+    last_errors : ndarray of shape (n_candidates, n) or None
+        With ``point_errors``, those of the last leave-one-out pass.
     """
 
-    def _fallback(self, held_out, predictions, empty, queries, allowed_rows):
+    def __init__(self, policy, on_empty, in_sample=False, point_errors=False):
+        self.policy = policy
+        self.on_empty = on_empty
+        self.in_sample = in_sample
+        self.point_errors = point_errors
+        self.last_errors = None
+
+    def fallback(self, held_out, predictions, empty, queries, allowed_rows):
         """Fill the empty rows of ``predictions`` (candidates, rows, outputs).
 
         ``queries`` are the indices of the rows among the training points, and
@@ -85,12 +109,20 @@ class HeldOutPasses:
             flat.append(stacked.reshape(-1, *stacked.shape[3:]))
         return tuple(flat)
 
-    def _held_out(
-        self, held_out, rows, degrees, groups=None, train=None, in_sample=False
+    def held_out(
+        self,
+        held_out,
+        rows,
+        degrees,
+        groups=None,
+        train=None,
+        in_sample=False,
+        adaptive=None,
     ):
         """Held-out predictions, empty and flagged rows of every candidate of
-        ``held_out`` (fixed widths) or, while adaptive candidates are scored,
-        of those (:meth:`_score_adaptive`), in ``params`` order.
+        ``held_out`` (fixed widths) or of the adaptive candidates of
+        ``adaptive`` (an :class:`.._held_out._adaptive.AdaptiveHeldOut` of
+        ``held_out``), in ``params`` order.
 
         ``train`` None: every point, excluding its group (its own key under
         leave-one-out when ``groups`` is None); else the ``rows`` held out
@@ -98,7 +130,7 @@ class HeldOutPasses:
         widths only) also the in-sample summaries of every candidate
         (:meth:`_in_sample`), from the same sums.
         """
-        pool = getattr(self, "_adaptive", None)
+        pool = adaptive
         if pool is None:
             if train is None:
                 sums = held_out.sums_excluding_groups(groups)
@@ -142,11 +174,14 @@ class HeldOutPasses:
         stacked = np.asarray(parts).transpose(order).reshape(4, -1)
         return {"effective_df": stacked[0], "gcv": stacked[2], "aicc": stacked[3]}
 
-    def _loo(self, held_out, X, y, weights, scorer, weighted, degrees):
+    def loo(self, held_out, data, degrees, adaptive=None):
+        """The leave-one-out results of every candidate of ``held_out`` (or
+        of ``adaptive``, see :meth:`held_out`) on the search's ``data``
+        (:class:`._data.SearchData`)."""
+        X, y, weights = data.X, data.y, data.weights
         n = X.shape[0]
-        in_sample = self.smoother_scoring()
-        predictions, empty, singular, *summaries = self._held_out(
-            held_out, np.arange(n), degrees, in_sample=in_sample
+        predictions, empty, singular, *summaries = self.held_out(
+            held_out, np.arange(n), degrees, in_sample=self.in_sample, adaptive=adaptive
         )
 
         def others(rows):
@@ -154,12 +189,12 @@ class HeldOutPasses:
             allowed[np.arange(len(rows)), rows] = False
             return allowed
 
-        self._fallback(held_out, predictions, empty, np.arange(n), others)
-        if self.point_errors is not None:
+        self.fallback(held_out, predictions, empty, np.arange(n), others)
+        if self.point_errors:
             # The per-point losses of the degree rule (small tables only).
             self.last_errors = np.mean((predictions - held_out.Y[None]) ** 2, axis=2)
         results = self.policy.loo_scores(
-            held_out, predictions, empty, X, y, weights, scorer, weighted
+            held_out, predictions, empty, X, y, weights, data.scorer, data.weighted
         )
         results["empty_fraction"] = empty.mean(axis=1)
         if held_out.degree == 1:
@@ -170,8 +205,12 @@ class HeldOutPasses:
             results.update(summary)
         return results
 
-    def _kfold(self, held_out, X, y, sample_weight, scorer, params, splits, degrees):
-        n = X.shape[0]
+    def kfold(self, held_out, data, degrees, adaptive=None):
+        """The K-fold results of every candidate of ``held_out`` (or of
+        ``adaptive``, see :meth:`held_out`) on the search's ``data``
+        (:class:`._data.SearchData`), over its ``splits``."""
+        X, y, sample_weight = data.X, data.y, data.sample_weight
+        scorer, splits = data.scorer, data.splits
         if scorer is None:
             scorer = self.policy.default_scorer()
         for train, _ in splits:
@@ -180,41 +219,12 @@ class HeldOutPasses:
                     "A cross-validation split has no training sample of positive "
                     "weight."
                 )
-        groups = _partition_groups(splits, n)
-        n_candidates = len(params)
+        per_split = self._fold_predictions(held_out, splits, degrees, adaptive)
+        n_candidates = per_split[0][1].shape[0]
         split_scores = np.empty((n_candidates, len(splits)))
         n_empty = np.zeros(n_candidates)
         n_singular = np.zeros((n_candidates, 3))
         n_held_out = 0
-        if groups is not None:
-            predictions, empty, singular = self._held_out(
-                held_out, np.arange(n), degrees, groups=groups
-            )
-            self._fallback(
-                held_out,
-                predictions,
-                empty,
-                np.arange(n),
-                lambda rows: groups[rows][:, None] != groups[None, :],
-            )
-            per_split = [
-                (test, predictions[:, test], empty[:, test], singular[:, test])
-                for _, test in splits
-            ]
-        else:
-            per_split = []
-            for train, test in splits:
-                pred, emp, sing = self._held_out(held_out, test, degrees, train=train)
-                keep = np.zeros(n, dtype=bool)
-                keep[train] = True
-                self._fallback(
-                    held_out,
-                    pred,
-                    emp,
-                    test,
-                    lambda rows, keep=keep: np.tile(keep, (len(rows), 1)),
-                )
-                per_split.append((test, pred, emp, sing))
         for s, (test, pred, emp, sing) in enumerate(per_split):
             n_empty += emp.sum(axis=1)
             n_singular += sing.sum(axis=1)
@@ -235,3 +245,42 @@ class HeldOutPasses:
             results["rank_deficient_fraction"] = n_singular[:, 1] / n_held_out
             results["shrunk_fraction"] = n_singular[:, 2] / n_held_out
         return results
+
+    def _fold_predictions(self, held_out, splits, degrees, adaptive):
+        """``(test, predictions, empty, flags)`` of each split, the
+        fallbacks filled: from one pass where the test sets partition the
+        points (each excluding its fold), else one pass per split."""
+        n = held_out.X.shape[0]
+        groups = _partition_groups(splits, n)
+        if groups is not None:
+            predictions, empty, singular = self.held_out(
+                held_out, np.arange(n), degrees, groups=groups, adaptive=adaptive
+            )
+            self.fallback(
+                held_out,
+                predictions,
+                empty,
+                np.arange(n),
+                lambda rows: groups[rows][:, None] != groups[None, :],
+            )
+            per_split = [
+                (test, predictions[:, test], empty[:, test], singular[:, test])
+                for _, test in splits
+            ]
+        else:
+            per_split = []
+            for train, test in splits:
+                pred, emp, sing = self.held_out(
+                    held_out, test, degrees, train=train, adaptive=adaptive
+                )
+                keep = np.zeros(n, dtype=bool)
+                keep[train] = True
+                self.fallback(
+                    held_out,
+                    pred,
+                    emp,
+                    test,
+                    lambda rows, keep=keep: np.tile(keep, (len(rows), 1)),
+                )
+                per_split.append((test, pred, emp, sing))
+        return per_split

@@ -28,11 +28,40 @@ def _candidate_key(params):
 
 
 class SmallTableRules:
-    """:meth:`_degree_rule` and :meth:`_width_rule` of
-    :class:`._candidates.CandidateSearch`, from its ``point_errors`` (the
-    leave-one-out losses of every candidate, by :func:`_candidate_key`)."""
+    """The degree and width rules of the candidate search on a small table,
+    from the leave-one-out losses of every candidate.
 
-    def _degree_rule(self, params, results, weights, n_features):
+    Parameters
+    ----------
+    say : callable
+        ``say(message)`` tells the verbose output what a rule kept.
+
+    Attributes
+    ----------
+    point_errors : dict
+        The per-point leave-one-out losses of every candidate scored, by
+        :func:`_candidate_key`, added by :meth:`record`.
+    """
+
+    def __init__(self, say):
+        self.say = say
+        self.point_errors = {}
+        # The better simple candidate, between the degree and the width rules.
+        self._best_simple = None
+
+    def record(self, params, errors):
+        """Keep the per-point losses ``errors`` (one row per candidate) of
+        the candidates ``params``."""
+        for p, e in zip(params, errors, strict=True):
+            self.point_errors[_candidate_key(p)] = e
+
+    def select(self, params, results, best, weights, n_features):
+        """The candidate selected from the best one, ``best``, by the degree
+        rule then the width rule."""
+        best = self.degree_rule(params, results, best, weights, n_features)
+        return self.width_rule(params, results, best, weights, n_features)
+
+    def degree_rule(self, params, results, best, weights, n_features):
         """The best candidate under the one-standard-error rules of the
         degree on a small table (:func:`._degree_rule.keep_local_linear`).
 
@@ -42,7 +71,6 @@ class SmallTableRules:
         leave-one-out losses, and the best local-linear candidate replaces
         that where it beats it by one standard error in turn.
         """
-        best = self.best_index_
         scores = np.where(
             np.isnan(results["mean_test_score"]), -np.inf, results["mean_test_score"]
         )
@@ -81,7 +109,7 @@ class SmallTableRules:
             weights,
         )
 
-    def _width_rule(self, params, results, weights, n_features):
+    def width_rule(self, params, results, best, weights, n_features):
         """The widest candidate within one standard error of the selected
         local-linear one on a table of fewer than
         :data:`._degree_rule.WIDTH_RULE_ROWS_PER_PARAMETER` rows per
@@ -91,11 +119,9 @@ class SmallTableRules:
         A wider candidate must still beat the better simple candidate by one
         standard error, as the degree rule asked of the best one: the walk
         stops before the first that does not."""
-        best = self.best_index_
         selected = params[best]
         rows = np.count_nonzero(weights > 0) / (n_features + 1)
-        best_simple = getattr(self, "_best_simple", None)
-        self._best_simple = None
+        best_simple, self._best_simple = self._best_simple, None
         if (
             selected["degree"] != 1
             or is_global_line(selected)
