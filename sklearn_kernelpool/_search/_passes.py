@@ -35,6 +35,15 @@ def _partition_groups(splits, n):
     return groups
 
 
+def _check_training_weights(held_out, splits):
+    """Refuse a split with no training sample of positive weight."""
+    for train, _ in splits:
+        if not np.any(held_out.weights[train] > 0):
+            raise ValueError(
+                "A cross-validation split has no training sample of positive weight."
+            )
+
+
 class HeldOutPasses:
     """The held-out predictions and scores of :class:`._candidates.CandidateSearch`.
 
@@ -170,22 +179,11 @@ class HeldOutPasses:
             results.update(summary)
         return results
 
-    def _kfold(self, held_out, X, y, sample_weight, scorer, params, splits, degrees):
-        n = X.shape[0]
-        if scorer is None:
-            scorer = self.policy.default_scorer()
-        for train, _ in splits:
-            if not np.any(held_out.weights[train] > 0):
-                raise ValueError(
-                    "A cross-validation split has no training sample of positive "
-                    "weight."
-                )
+    def _split_predictions(self, held_out, n, splits, degrees):
+        """``(test, predictions, empty, flags)`` of each split, fallbacks filled:
+        from one pass when the test sets partition the points, else a pass per
+        split."""
         groups = _partition_groups(splits, n)
-        n_candidates = len(params)
-        split_scores = np.empty((n_candidates, len(splits)))
-        n_empty = np.zeros(n_candidates)
-        n_singular = np.zeros((n_candidates, 3))
-        n_held_out = 0
         if groups is not None:
             predictions, empty, singular = self._held_out(
                 held_out, np.arange(n), degrees, groups=groups
@@ -197,24 +195,35 @@ class HeldOutPasses:
                 np.arange(n),
                 lambda rows: groups[rows][:, None] != groups[None, :],
             )
-            per_split = [
+            return [
                 (test, predictions[:, test], empty[:, test], singular[:, test])
                 for _, test in splits
             ]
-        else:
-            per_split = []
-            for train, test in splits:
-                pred, emp, sing = self._held_out(held_out, test, degrees, train=train)
-                keep = np.zeros(n, dtype=bool)
-                keep[train] = True
-                self._fallback(
-                    held_out,
-                    pred,
-                    emp,
-                    test,
-                    lambda rows, keep=keep: np.tile(keep, (len(rows), 1)),
-                )
-                per_split.append((test, pred, emp, sing))
+        per_split = []
+        for train, test in splits:
+            pred, emp, sing = self._held_out(held_out, test, degrees, train=train)
+            keep = np.zeros(n, dtype=bool)
+            keep[train] = True
+            self._fallback(
+                held_out,
+                pred,
+                emp,
+                test,
+                lambda rows, keep=keep: np.tile(keep, (len(rows), 1)),
+            )
+            per_split.append((test, pred, emp, sing))
+        return per_split
+
+    def _kfold(self, held_out, X, y, sample_weight, scorer, params, splits, degrees):
+        if scorer is None:
+            scorer = self.policy.default_scorer()
+        _check_training_weights(held_out, splits)
+        per_split = self._split_predictions(held_out, X.shape[0], splits, degrees)
+        n_candidates = len(params)
+        split_scores = np.empty((n_candidates, len(splits)))
+        n_empty = np.zeros(n_candidates)
+        n_singular = np.zeros((n_candidates, 3))
+        n_held_out = 0
         for s, (test, pred, emp, sing) in enumerate(per_split):
             n_empty += emp.sum(axis=1)
             n_singular += sing.sum(axis=1)
