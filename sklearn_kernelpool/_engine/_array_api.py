@@ -55,7 +55,7 @@ class ArrayAPIPool:
 
     def __init__(self, keys, values, sample_weight, kernel, bandwidth, on_empty, xp):
         self.xp = xp
-        self.dtype = dtype = keys.dtype
+        self.dtype = keys.dtype
         self.device = device(keys)
         self.precise = sample_weight.dtype
         self.kernel = kernel
@@ -64,6 +64,13 @@ class ArrayAPIPool:
         self.n_samples_fit = keys.shape[0]
         self.log_form = kernel.log_function is not None
 
+        self._set_keys(keys, bandwidth)
+        relative = self._set_weights(sample_weight)
+        self._set_values(values, relative)
+
+    def _set_keys(self, keys, bandwidth):
+        """The scaled, centred keys and the matrix of their squared distances."""
+        xp, dtype = self.xp, self.dtype
         scaled = _checked_coordinates(
             xp.astype(keys, self.precise) / bandwidth, dtype, xp
         )
@@ -85,6 +92,10 @@ class ArrayAPIPool:
         # For the distances of queries far from the centre (see _scores).
         self.keys = centred
 
+    def _set_weights(self, sample_weight):
+        """The weights relative to the largest, checked for their precision;
+        returns them in the precise dtype."""
+        xp, dtype = self.xp, self.dtype
         # Attention weights are ratios: the largest weight becomes 1. As on
         # the NumPy path (relative_weights), every positive one must be a
         # normal number with full precision in its products with kernels.
@@ -106,7 +117,12 @@ class ArrayAPIPool:
             self.log_weights = xp.where(
                 self.positive, xp.log(safe), xp.full_like(weights, -math.inf)
             )
+        return relative
 
+    def _set_values(self, values, relative):
+        """The values, their weighted mean and spread, and what the pooling and
+        the fallbacks multiply by the weights."""
+        xp, dtype = self.xp, self.dtype
         values = xp.astype(values, self.precise)
         _check_values(values, dtype, xp)
         total = xp.sum(relative)

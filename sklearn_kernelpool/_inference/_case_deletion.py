@@ -245,16 +245,31 @@ class CaseDeletion:
         :func:`.._engine._local_linear.cancelled`). The safeguard then needs ``a``,
         ``p`` and ``1 - p s`` of each key (:func:`deleted_distance_sq`).
         """
-        r, d = m.shape
-        k = ybar.shape[1]
-        n = len(self.keys)
-        i, j = np.triu_indices(d)
-        twice = np.where(i == j, 1.0, 2.0)
         # a(k) = a0 + a . k, e(k, y) = y + b0 + b . k (per output).
         a0 = 1.0 + np.einsum("rf,rf->r", m, g)
         a = -g
         b0 = np.einsum("rfk,rf->rk", beta, m) - ybar
         b = -beta
+        rest, hard = self._rest(P, m, A)
+        # The distances of the query from the local means without each key,
+        # on the rows where the safeguard may act.
+        rows = may_shrink(distance_sq, rest, rank)
+        if len(rows):
+            Pr, rest_r = P[rows], rest[rows]
+            distance_k = self._monomials(0, np.hstack([a0[:, None], a])[rows])
+            distance_k = deleted_distance_sq(Pr, distance_k, rest_r, distance_sq[rows])
+        mu = self._plain_deleted_fits(P, f, rest, a0, a, b0, b)
+        if len(rows):
+            rank, hard_r = rank[rows], hard[rows]
+            safeguard(mu, ybar, Pr, self.Y[None], distance_k, rank, hard_r, rows)
+        return mu, hard
+
+    def _rest(self, P, m, A):
+        """``1 - p s`` of every key, and the keys of positive weight where it
+        is not above ``_LEVERAGE_MARGIN`` (none where it is above for all)."""
+        r, d = m.shape
+        i, j = np.triu_indices(d)
+        twice = np.where(i == j, 1.0, 2.0)
         Am = np.einsum("rfg,rg->rf", A, m)
         # s: 1 + m^T A m - 2 (A m) . k + k^T A k.
         lev = np.hstack(
@@ -275,13 +290,15 @@ class CaseDeletion:
         else:
             np.logical_not(hard, out=hard)
             hard &= P > 0
-        # The distances of the query from the local means without each key,
-        # on the rows where the safeguard may act.
-        rows = may_shrink(distance_sq, rest, rank)
-        if len(rows):
-            Pr, rest_r = P[rows], rest[rows]
-            distance_k = self._monomials(0, np.hstack([a0[:, None], a])[rows])
-            distance_k = deleted_distance_sq(Pr, distance_k, rest_r, distance_sq[rows])
+        return rest, hard
+
+    def _plain_deleted_fits(self, P, f, rest, a0, a, b0, b):
+        """The plain fits ``f - p a e / (1 - p s)`` of every key deleted, of
+        shape (rows, keys, outputs)."""
+        r, d = a.shape
+        k = b0.shape[1]
+        n = len(self.keys)
+        i, j = np.triu_indices(d)
         mu = np.empty((r, n, k)) if k > 1 else None
         for o in range(k):
             ab = a[:, i] * b[:, j, o] + np.where(i == j, 0.0, a[:, j] * b[:, i, o])
@@ -304,10 +321,7 @@ class CaseDeletion:
                 mu = num[:, :, None]
             else:
                 mu[:, :, o] = num
-        if len(rows):
-            rank, hard_r = rank[rows], hard[rows]
-            safeguard(mu, ybar, Pr, self.Y[None], distance_k, rank, hard_r, rows)
-        return mu, hard
+        return mu
 
     def _monomials(self, output, coef):
         """``coef @ M`` with ``M`` the monomials of degree at most two in the

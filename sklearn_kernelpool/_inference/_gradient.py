@@ -137,64 +137,7 @@ def predict_gradient(estimator, X, return_se):
     if return_se:
         variance = residual_variance(estimator)[0][pool.support]
     n_keys, d = pool.keys.shape
-    layout = MomentLayout(d, values.shape[1], n_keys)
-    # The unscaled keys of positive weight (float64), one row per feature.
-    keys_t = np.ascontiguousarray(pool.exact.keys.T)
-    h = pool.bandwidth
-    h_column = np.broadcast_to(h, (d,))[:, None]
-    fill = np.nan if pool.on_empty in ("nan", "raise") else 0.0
-    budget = working_memory_bytes() / engine_threads(estimator.n_jobs)
-    row_bytes = 8 * _ROW_ARRAYS * n_keys * d
-
-    def work(X_chunk, workspace):
-        queries = pool._queries(X_chunk)
-        p, empty = pool._normalized_scores(queries, workspace, sparse=False)
-        p = np.asarray(p, dtype=np.float64)  # a new array: ours to change
-        p[empty] = 0.0
-        raw = queries[2]
-        if len(queries) > 3:
-            r2, coincident = safe_radii(queries[3])
-        else:
-            r2, coincident = np.ones(len(raw)), np.zeros(len(raw), dtype=bool)
-        n_rows = len(raw)
-        # The chunk's weights and the factors of its rows share the budget.
-        sub_rows = max(1, int((budget - p.nbytes) // row_bytes))
-        grad = np.empty((n_rows, d, values.shape[1]))
-        se = np.empty_like(grad) if return_se else None
-        for rows in gen_batches(n_rows, sub_rows):
-            # Only the keys some query of the batch weighs (compact kernels).
-            used = np.flatnonzero(np.any(p[rows] != 0, axis=0))
-            if len(used) > n_keys // 2:
-                used = slice(None)  # no copies where most are weighed
-            weights, Y = p[rows][:, used], values[used]
-            q = raw[rows]
-            diff = np.subtract(q[:, :, None], keys_t[None, :, used])
-            diff /= h_column
-            centers = pool.center - q / h
-            G, mean = _gradient_factors(pool, weights, diff, r2[rows], layout, centers)
-            del diff
-            # sum_i G_i (y_i - ybar): the sum of the factors is 0 (degree 1),
-            # or sum_i p_i (y_i - ybar) = 0 drops their correction (degree 0);
-            # so the level of y, times rounding errors, is left out.
-            ybar = weights @ Y
-            for k in range(Y.shape[1]):
-                deviations = Y[:, k][None, :] - ybar[:, k, None]
-                grad[rows, :, k] = np.matmul(G, deviations[:, :, None])[:, :, 0]
-            if not return_se:
-                continue
-            if mean is not None:
-                for j in range(d):
-                    G[:, j] -= weights * mean[:, j, None]
-            np.square(G, out=G)
-            se[rows] = np.sqrt(_times(G, variance[used]))
-        still = coincident if pool.degree == 0 else np.zeros_like(coincident)
-        grad[still] = 0.0
-        grad[empty] = fill
-        if return_se:
-            se[still] = 0.0
-            se[empty] = fill
-        return (grad, se), empty
-
+    work = _ChunkGradients(estimator, values, variance, return_se)
     chunks = pool._run_chunks(
         X, None, work, estimator.n_jobs, extra_row_bytes=8 * n_keys
     )
@@ -205,6 +148,104 @@ def predict_gradient(estimator, X, return_se):
     return _place(estimator, grad, pool.dtype), (
         None if se is None else _place(estimator, se, pool.dtype)
     )
+
+
+class _ChunkGradients:
+    """The work of ``pool._run_chunks``: the gradients of a chunk of queries.
+
+    Parameters
+    ----------
+    estimator : fitted regressor
+        Its pool, and its ``n_jobs`` for the share of ``working_memory``.
+    values : ndarray of shape (n_keys, n_outputs)
+        The training values of the keys, float64.
+    variance : ndarray of shape (n_keys, n_outputs) or None
+        Their residual variances, for the standard errors.
+    return_se : bool
+        Whether to compute the standard errors too.
+    """
+
+    def __init__(self, estimator, values, variance, return_se):
+        pool = estimator._pool
+        self.pool = pool
+        self.values = values
+        self.variance = variance
+        self.return_se = return_se
+        self.n_keys, self.d = pool.keys.shape
+        self.layout = MomentLayout(self.d, values.shape[1], self.n_keys)
+        # The unscaled keys of positive weight (float64), one row per feature.
+        self.keys_t = np.ascontiguousarray(pool.exact.keys.T)
+        self.h_column = np.broadcast_to(pool.bandwidth, (self.d,))[:, None]
+        self.fill = np.nan if pool.on_empty in ("nan", "raise") else 0.0
+        self.budget = working_memory_bytes() / engine_threads(estimator.n_jobs)
+        self.row_bytes = 8 * _ROW_ARRAYS * self.n_keys * self.d
+
+    def __call__(self, X_chunk, workspace):
+        """``((gradient, se), empty)`` of the queries ``X_chunk``."""
+        p, empty, raw, r2, coincident = self._weights(X_chunk, workspace)
+        n_rows = len(raw)
+        # The chunk's weights and the factors of its rows share the budget.
+        sub_rows = max(1, int((self.budget - p.nbytes) // self.row_bytes))
+        grad = np.empty((n_rows, self.d, self.values.shape[1]))
+        se = np.empty_like(grad) if self.return_se else None
+        for rows in gen_batches(n_rows, sub_rows):
+            self._batch(
+                p[rows],
+                raw[rows],
+                r2[rows],
+                grad[rows],
+                None if se is None else se[rows],
+            )
+        still = coincident if self.pool.degree == 0 else np.zeros_like(coincident)
+        grad[still] = 0.0
+        grad[empty] = self.fill
+        if self.return_se:
+            se[still] = 0.0
+            se[empty] = self.fill
+        return (grad, se), empty
+
+    def _weights(self, X_chunk, workspace):
+        """The normalised weights of the queries (0 in the empty rows), the
+        empty rows, the unscaled queries, their squared adaptive scales and
+        which of them coincide with a key."""
+        queries = self.pool._queries(X_chunk)
+        p, empty = self.pool._normalized_scores(queries, workspace, sparse=False)
+        p = np.asarray(p, dtype=np.float64)  # a new array: ours to change
+        p[empty] = 0.0
+        raw = queries[2]
+        if len(queries) > 3:
+            r2, coincident = safe_radii(queries[3])
+        else:
+            r2, coincident = np.ones(len(raw)), np.zeros(len(raw), dtype=bool)
+        return p, empty, raw, r2, coincident
+
+    def _batch(self, p, q, r2, grad, se):
+        """Write the gradients of the queries ``q`` of weights ``p`` into
+        ``grad``, and their standard errors into ``se`` unless None."""
+        # Only the keys some query of the batch weighs (compact kernels).
+        used = np.flatnonzero(np.any(p != 0, axis=0))
+        if len(used) > self.n_keys // 2:
+            used = slice(None)  # no copies where most are weighed
+        weights, Y = p[:, used], self.values[used]
+        diff = np.subtract(q[:, :, None], self.keys_t[None, :, used])
+        diff /= self.h_column
+        centers = self.pool.center - q / self.pool.bandwidth
+        G, mean = _gradient_factors(self.pool, weights, diff, r2, self.layout, centers)
+        del diff
+        # sum_i G_i (y_i - ybar): the sum of the factors is 0 (degree 1), or
+        # sum_i p_i (y_i - ybar) = 0 drops their correction (degree 0); so the
+        # level of y, times rounding errors, is left out.
+        ybar = weights @ Y
+        for k in range(Y.shape[1]):
+            deviations = Y[:, k][None, :] - ybar[:, k, None]
+            grad[:, :, k] = np.matmul(G, deviations[:, :, None])[:, :, 0]
+        if se is None:
+            return
+        if mean is not None:
+            for j in range(self.d):
+                G[:, j] -= weights * mean[:, j, None]
+        np.square(G, out=G)
+        se[...] = np.sqrt(_times(G, self.variance[used]))
 
 
 def _times(G, matrix):

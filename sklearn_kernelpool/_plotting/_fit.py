@@ -44,6 +44,127 @@ def _grid_queries(X, X_array, index, grid, categorical):
     return queries
 
 
+def _check_arguments(owner, estimator, confidence, prediction, grid_resolution):
+    """Refuse an unfitted or non-regressor estimator, bad levels and grids."""
+    check_is_fitted(estimator)
+    if not is_regressor(estimator):
+        raise TypeError(f"{owner} draws regressors; got {type(estimator).__name__}.")
+    _check_level("confidence", confidence)
+    _check_level("prediction", prediction)
+    if (
+        not isinstance(grid_resolution, numbers.Integral)
+        or isinstance(grid_resolution, bool)
+        or grid_resolution < 2
+    ):
+        raise ValueError(
+            f"grid_resolution must be an integer >= 2; got {grid_resolution!r}."
+        )
+
+
+def _as_2d(X):
+    """``X`` as a dense 2-D array."""
+    X_array = X.toarray() if sp.issparse(X) else np.asarray(X)
+    if X_array.ndim != 2:
+        raise ValueError(f"X must be 2-D; got an array of shape {X_array.shape}.")
+    return X_array
+
+
+def _feature_index(feature, names, n_features):
+    """The column index of ``feature``, given as an index or a feature name."""
+    if isinstance(feature, str):
+        if names is None or feature not in list(names):
+            raise ValueError(
+                f"feature {feature!r} is not a feature name of the estimator; "
+                f"accepted: {None if names is None else list(names)} or a "
+                f"column index in [0, {n_features})."
+            )
+        return list(names).index(feature)
+    if isinstance(feature, numbers.Integral) and not isinstance(feature, bool):
+        if not -n_features <= feature < n_features:
+            raise ValueError(
+                f"feature must be a column index in [0, {n_features}) or a "
+                f"feature name; got {feature!r}."
+            )
+        return int(feature) % n_features
+    raise ValueError(
+        f"feature must be a column index or a feature name; got {feature!r}."
+    )
+
+
+def _checked_targets(X_array, y, target):
+    """``y`` as a float array, checked against ``X`` and the output ``target``."""
+    check_consistent_length(X_array, y)
+    y_array = np.asarray(y, dtype=np.float64)
+    n_outputs = 1 if y_array.ndim == 1 else y_array.shape[1]
+    if (
+        not isinstance(target, numbers.Integral)
+        or isinstance(target, bool)
+        or not 0 <= target < n_outputs
+    ):
+        raise ValueError(
+            f"target must be an output index in [0, {n_outputs}); got {target!r}."
+        )
+    return y_array
+
+
+def _is_categorical(estimator, n_features):
+    """Which features the fitted model treats as categorical."""
+    fitted_model = getattr(estimator, "best_estimator_", estimator)
+    categorical = getattr(fitted_model, "is_categorical_", None)
+    if categorical is None:
+        categorical = np.zeros(n_features, dtype=bool)
+    return categorical
+
+
+def _output(values, target):
+    """The column ``target`` of multi-output values; one output as it is."""
+    values = np.asarray(values)
+    return values if values.ndim == 1 else values[:, target]
+
+
+def _confidence_band(
+    estimator,
+    grid_X,
+    target,
+    owner,
+    *,
+    confidence,
+    method,
+    simultaneous,
+    random_state,
+):
+    """``(lower, upper)`` of the confidence band on the grid; None for none."""
+    if confidence is None:
+        return None
+    model = _fitted(estimator, "confidence_interval", owner)
+    lower, upper = model.confidence_interval(
+        grid_X,
+        level=confidence,
+        method=method,
+        simultaneous=simultaneous,
+        random_state=random_state,
+    )
+    return (_output(lower, target), _output(upper, target))
+
+
+def _prediction_band(estimator, grid_X, target, owner, prediction):
+    """``(lower, upper)`` of the prediction band on the grid; None for none."""
+    if prediction is None:
+        return None
+    model = _fitted(estimator, "prediction_interval", owner)
+    lower, upper = model.prediction_interval(grid_X, level=prediction)
+    return (_output(lower, target), _output(upper, target))
+
+
+def _feature_label(names, columns, index, n_features):
+    """The label of the horizontal axis: the feature's name, or its column."""
+    if names is not None:
+        return str(names[index])
+    if columns is not None:
+        return str(columns[index])
+    return f"X[:, {index}]" if n_features > 1 else "x"
+
+
 class FitDisplay:
     """The data, the fitted curve along one feature and its bands.
 
@@ -264,64 +385,17 @@ class FitDisplay:
         display : FitDisplay
             The display; ``grid_X`` holds the queries of the grid.
         """
-        name = f"{cls.__name__}.from_estimator"
-        check_matplotlib(name)
-        check_is_fitted(estimator)
-        if not is_regressor(estimator):
-            raise TypeError(
-                f"{cls.__name__} draws regressors; got {type(estimator).__name__}."
-            )
-        _check_level("confidence", confidence)
-        _check_level("prediction", prediction)
-        if (
-            not isinstance(grid_resolution, numbers.Integral)
-            or isinstance(grid_resolution, bool)
-            or grid_resolution < 2
-        ):
-            raise ValueError(
-                f"grid_resolution must be an integer >= 2; got {grid_resolution!r}."
-            )
+        check_matplotlib(f"{cls.__name__}.from_estimator")
+        _check_arguments(
+            cls.__name__, estimator, confidence, prediction, grid_resolution
+        )
         columns = getattr(X, "columns", None)
-        X_array = X.toarray() if sp.issparse(X) else np.asarray(X)
-        if X_array.ndim != 2:
-            raise ValueError(f"X must be 2-D; got an array of shape {X_array.shape}.")
+        X_array = _as_2d(X)
         n_features = X_array.shape[1]
         names = getattr(estimator, "feature_names_in_", None)
-        if isinstance(feature, str):
-            if names is None or feature not in list(names):
-                raise ValueError(
-                    f"feature {feature!r} is not a feature name of the estimator; "
-                    f"accepted: {None if names is None else list(names)} or a "
-                    f"column index in [0, {n_features})."
-                )
-            index = list(names).index(feature)
-        elif isinstance(feature, numbers.Integral) and not isinstance(feature, bool):
-            if not -n_features <= feature < n_features:
-                raise ValueError(
-                    f"feature must be a column index in [0, {n_features}) or a "
-                    f"feature name; got {feature!r}."
-                )
-            index = int(feature) % n_features
-        else:
-            raise ValueError(
-                f"feature must be a column index or a feature name; got {feature!r}."
-            )
-        check_consistent_length(X_array, y)
-        y_array = np.asarray(y, dtype=np.float64)
-        n_outputs = 1 if y_array.ndim == 1 else y_array.shape[1]
-        if (
-            not isinstance(target, numbers.Integral)
-            or isinstance(target, bool)
-            or not 0 <= target < n_outputs
-        ):
-            raise ValueError(
-                f"target must be an output index in [0, {n_outputs}); got {target!r}."
-            )
-
-        fitted_model = getattr(estimator, "best_estimator_", estimator)
-        categorical = getattr(fitted_model, "is_categorical_", None)
-        if categorical is None:
-            categorical = np.zeros(n_features, dtype=bool)
+        index = _feature_index(feature, names, n_features)
+        y_array = _checked_targets(X_array, y, target)
+        categorical = _is_categorical(estimator, n_features)
         if categorical[index]:
             raise ValueError(
                 f"feature {feature!r} is categorical; {cls.__name__} draws along "
@@ -330,33 +404,21 @@ class FitDisplay:
         x = X_array[:, index].astype(np.float64)
         grid = np.linspace(np.min(x), np.max(x), grid_resolution)
         grid_X = _grid_queries(X, X_array, index, grid, categorical)
-
-        def column(values):
-            values = np.asarray(values)
-            return values if values.ndim == 1 else values[:, target]
-
-        fitted = column(estimator.predict(grid_X))
-        confidence_band = prediction_band = None
-        if confidence is not None:
-            model = _fitted(estimator, "confidence_interval", cls.__name__)
-            lower, upper = model.confidence_interval(
-                grid_X,
-                level=confidence,
-                method=method,
-                simultaneous=simultaneous,
-                random_state=random_state,
-            )
-            confidence_band = (column(lower), column(upper))
-        if prediction is not None:
-            model = _fitted(estimator, "prediction_interval", cls.__name__)
-            lower, upper = model.prediction_interval(grid_X, level=prediction)
-            prediction_band = (column(lower), column(upper))
-        if names is not None:
-            feature_name = str(names[index])
-        elif columns is not None:
-            feature_name = str(columns[index])
-        else:
-            feature_name = f"X[:, {index}]" if n_features > 1 else "x"
+        fitted = _output(estimator.predict(grid_X), target)
+        confidence_band = _confidence_band(
+            estimator,
+            grid_X,
+            target,
+            cls.__name__,
+            confidence=confidence,
+            method=method,
+            simultaneous=simultaneous,
+            random_state=random_state,
+        )
+        prediction_band = _prediction_band(
+            estimator, grid_X, target, cls.__name__, prediction
+        )
+        feature_name = _feature_label(names, columns, index, n_features)
         display = cls(
             grid=grid,
             fitted=fitted,

@@ -45,80 +45,98 @@ def learn_feature_widths(search, data, grid):
     fixed bandwidths scored. Reads the selection of ``search`` and returns
     a :class:`LearnedWidths`.
     """
-    X64, Y, weights, splits = data.X64, data.Y, data.weights, data.splits
-    policy = search.policy
     kernel = KERNELS[search.kernel_]
     criterion = search.smoother_scoring()
-    objective = search.scoring if criterion else policy.objective
+    objective = search.scoring if criterion else search.policy.objective
     options = {"degree": search.degree_, "objective": objective}
     widths, n_iter, loss, predictions = learn_widths(
-        X64, Y, weights, kernel, search.bandwidth_, max_iter=search.max_iter, **options
+        data.X64,
+        data.Y,
+        data.weights,
+        kernel,
+        search.bandwidth_,
+        max_iter=search.max_iter,
+        **options,
     )
     n_iter = max(n_iter, 1)
-    isotropic = np.full(X64.shape[1], np.log(search.bandwidth_))
-    isotropic_loss = width_loss(
-        isotropic, X64, Y, weights, kernel, gradient=False, **options
-    )[0]
-    if not loss < isotropic_loss:
+    if not loss < _isotropic_loss(search, data, kernel, options):
         return LearnedWidths(n_iter)
-    scores = None
+    guard = scores = None
     if search.per_feature_mode() == "auto":
-        search.say(
-            "Comparing the learned widths with the isotropic bandwidth out "
-            "of fold, each selected or learned on the training parts; the "
-            "widths are kept where they win by more than one standard error"
-        )
-        guard = guard_widths(
-            X64,
-            Y,
-            weights,
-            kernel,
-            grid,
-            splits=splits,
-            max_iter=search.max_iter,
-            n_jobs=search.n_jobs,
-            **options,
-        )
+        guard = _guard(search, data, kernel, grid, options)
         scores = {
             "isotropic": guard.isotropic_loss,
             "per_feature": guard.per_feature_loss,
         }
-        if policy.loss_name is not None:
-            search.say(
-                f"Out-of-fold {policy.loss_name}: isotropic "
-                f"{guard.isotropic_loss:.6g}, per-feature {guard.per_feature_loss:.6g} "
-                f"(standard error of the difference {guard.standard_error:.3g})"
-            )
         if not guard.keep:
             return LearnedWidths(n_iter, per_feature_scores=scores)
-    if splits is not None:
-        # The score of the learned widths on the splits: those of the
-        # guard, whose widths were learned on each training part.
-        sample_weight = data.sample_weight
-        score = float(
-            np.mean(
-                [
-                    policy.learned_split_score(
-                        split,
-                        guard.per_feature_predictions,
-                        data.X,
-                        data.y,
-                        None if sample_weight is None else sample_weight[split[1]],
-                        data.scorer,
-                        data.weighted,
-                    )
-                    for split in splits
-                ]
-            )
-        )
+    if data.splits is not None:
+        score = _split_score(search.policy, data, guard)
     elif data.scorer is None or criterion:
         score = -float(loss)
     else:
-        score = policy.learned_loo_score(
-            predictions, data.X, data.y, weights, data.scorer, data.weighted
+        score = search.policy.learned_loo_score(
+            predictions, data.X, data.y, data.weights, data.scorer, data.weighted
         )
     return LearnedWidths(
         n_iter, True, widths, best_score=score, per_feature_scores=scores
+    )
+
+
+def _isotropic_loss(search, data, kernel, options):
+    """The loss that the widths minimise, of the selected isotropic bandwidth."""
+    isotropic = np.full(data.X64.shape[1], np.log(search.bandwidth_))
+    return width_loss(
+        isotropic, data.X64, data.Y, data.weights, kernel, gradient=False, **options
+    )[0]
+
+
+def _guard(search, data, kernel, grid, options):
+    """The guard's out-of-fold comparison of the learned and isotropic widths."""
+    search.say(
+        "Comparing the learned widths with the isotropic bandwidth out "
+        "of fold, each selected or learned on the training parts; the "
+        "widths are kept where they win by more than one standard error"
+    )
+    guard = guard_widths(
+        data.X64,
+        data.Y,
+        data.weights,
+        kernel,
+        grid,
+        splits=data.splits,
+        max_iter=search.max_iter,
+        n_jobs=search.n_jobs,
+        **options,
+    )
+    if search.policy.loss_name is not None:
+        search.say(
+            f"Out-of-fold {search.policy.loss_name}: isotropic "
+            f"{guard.isotropic_loss:.6g}, per-feature {guard.per_feature_loss:.6g} "
+            f"(standard error of the difference {guard.standard_error:.3g})"
+        )
+    return guard
+
+
+def _split_score(policy, data, guard):
+    """The mean score of the learned widths on the splits."""
+    # Those of the guard, whose widths were learned on each training part.
+    sample_weight = data.sample_weight
+    return float(
+        np.mean(
+            [
+                policy.learned_split_score(
+                    split,
+                    guard.per_feature_predictions,
+                    data.X,
+                    data.y,
+                    None if sample_weight is None else sample_weight[split[1]],
+                    data.scorer,
+                    data.weighted,
+                )
+                for split in data.splits
+            ]
+        )
     )
 
 

@@ -61,16 +61,7 @@ def categorical_mask(categorical_features, X, name="categorical_features"):
         return None  # validate_data explains the missing features
     names = list(X.columns) if _is_dataframe(X) else None
     if isinstance(categorical_features, str):
-        if categorical_features != "from_dtype":
-            raise ValueError(
-                f"{name} must be None, 'from_dtype', or an "
-                "array-like of int indices, bools or feature names; got "
-                f"{categorical_features!r}."
-            )
-        if names is None:
-            return None
-        mask = np.array([_categorical_dtype(dt) for dt in X.dtypes], dtype=bool)
-        return mask if mask.any() else None
+        return _mask_from_dtypes(categorical_features, X, names, name)
     features = np.asarray(categorical_features)
     if features.ndim != 1:
         raise ValueError(
@@ -79,31 +70,40 @@ def categorical_mask(categorical_features, X, name="categorical_features"):
         )
     if features.size == 0:
         return None
+    mask = _mask_of_features(features, names, n_features, name)
+    return mask if mask.any() else None
+
+
+def _mask_from_dtypes(categorical_features, X, names, name):
+    """The mask of ``"from_dtype"``: the category, object and string columns
+    of a DataFrame, None for other input or no such column."""
+    if categorical_features != "from_dtype":
+        raise ValueError(
+            f"{name} must be None, 'from_dtype', or an "
+            "array-like of int indices, bools or feature names; got "
+            f"{categorical_features!r}."
+        )
+    if names is None:
+        return None
+    mask = np.array([_categorical_dtype(dt) for dt in X.dtypes], dtype=bool)
+    return mask if mask.any() else None
+
+
+def _mask_of_features(features, names, n_features, name):
+    """The mask of a non-empty 1-D array of names, bools or int indices."""
     kind = features.dtype.kind
     if kind == "O" and all(isinstance(f, str) for f in features):
         kind = "U"
     if kind in ("U", "S"):
-        if names is None or not all(isinstance(n, str) for n in names):
-            raise ValueError(
-                f"{name} holds feature names, which need X with "
-                "string column names (a DataFrame); pass int indices or a "
-                "boolean mask for other input."
-            )
-        unknown = [f for f in features if f not in names]
-        if unknown:
-            raise ValueError(
-                f"{name} names {unknown}, which are not feature "
-                f"names of X; its feature names are {names}."
-            )
-        mask = np.isin(np.asarray(names, dtype=object), features)
-    elif kind == "b":
+        return _mask_of_names(features, names, name)
+    if kind == "b":
         if features.shape[0] != n_features:
             raise ValueError(
                 f"{name} as a boolean mask must have shape "
                 f"(n_features,) = ({n_features},); got {features.shape}."
             )
-        mask = features.astype(bool)
-    elif kind in ("i", "u"):
+        return features.astype(bool)
+    if kind in ("i", "u"):
         if features.min() < -n_features or features.max() >= n_features:
             raise ValueError(
                 f"{name} as int indices must lie in "
@@ -112,12 +112,28 @@ def categorical_mask(categorical_features, X, name="categorical_features"):
             )
         mask = np.zeros(n_features, dtype=bool)
         mask[features] = True
-    else:
+        return mask
+    raise ValueError(
+        f"{name} must be an array-like of int indices, bools "
+        f"or feature names; got dtype {features.dtype}."
+    )
+
+
+def _mask_of_names(features, names, name):
+    """The mask of feature names, which need X with string column names."""
+    if names is None or not all(isinstance(n, str) for n in names):
         raise ValueError(
-            f"{name} must be an array-like of int indices, bools "
-            f"or feature names; got dtype {features.dtype}."
+            f"{name} holds feature names, which need X with "
+            "string column names (a DataFrame); pass int indices or a "
+            "boolean mask for other input."
         )
-    return mask if mask.any() else None
+    unknown = [f for f in features if f not in names]
+    if unknown:
+        raise ValueError(
+            f"{name} names {unknown}, which are not feature "
+            f"names of X; its feature names are {names}."
+        )
+    return np.isin(np.asarray(names, dtype=object), features)
 
 
 def declares_array_features(categorical_features):

@@ -147,6 +147,98 @@ def _unique(starts):
     return kept
 
 
+def _bounds_and_starts(X, weights, bandwidth):
+    """The bounds of the log widths and the distinct starts, clipped to them."""
+    positive = weights > 0
+    spread = _weighted_spread(X[positive], weights[positive])
+    lower = np.log(spread / _WIDTH_RANGE)
+    upper = np.log(spread * _WIDTH_RANGE)
+    relative = spread / np.exp(np.mean(np.log(spread)))
+    starts = [
+        np.full(X.shape[1], np.log(bandwidth)),
+        np.log(bandwidth * relative),
+        np.full(X.shape[1], np.log(2.0 * bandwidth)),
+    ]
+    if X.shape[1] == 1:
+        # One width: the grid has scanned the curve, refine its minimum.
+        starts = starts[:1]
+    starts = [np.clip(start, lower, upper) for start in _unique(starts)]
+    return lower, upper, starts
+
+
+def _in_variance_units(Y, weights, objective):
+    """The values centred and in units of their variance; class indicators as
+    they are."""
+    if objective == "log_loss":
+        return Y
+    # The loss in units of the values' variance, so that the tolerances of
+    # L-BFGS-B do not depend on the scale of y.
+    mean = np.average(Y, axis=0, weights=weights)
+    variance = np.mean(np.average((Y - mean) ** 2, axis=0, weights=weights))
+    unit = float(variance) if variance > 0 else 1.0
+    return (Y - mean) / np.sqrt(unit)
+
+
+def _cached_loss(X, Y, weights, kernel, *, degree, objective):
+    """:func:`width_loss` and its gradient as a function of the log widths,
+    the last point's value kept."""
+    last = {}
+
+    def fun(theta):
+        # The race's winner goes on from its last point: that point is
+        # evaluated once.
+        if "theta" not in last or not np.array_equal(theta, last["theta"]):
+            loss, grad, _ = width_loss(
+                theta, X, Y, weights, kernel, degree=degree, objective=objective
+            )
+            last.update(theta=theta.copy(), value=(loss, grad.copy()))
+        loss, grad = last["value"]
+        return loss, grad.copy()
+
+    return fun
+
+
+def _race(fun, starts, lower, upper, max_iter):
+    """The log widths of the race's winner, clipped to their bounds, and its
+    iterations, the race's included."""
+    bounds = list(zip(lower, upper, strict=True))
+
+    def run(start, iterations):
+        return minimize(
+            fun,
+            start,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bounds,
+            options={"maxiter": iterations, "ftol": _FTOL, "gtol": _GTOL},
+        )
+
+    # The race: every start runs _RACE iterations (all of max_iter when there
+    # is one), and the lowest goes on where it stopped.
+    race = max_iter if len(starts) == 1 else min(_RACE, max_iter)
+    results = [run(start, race) for start in starts]
+    best = min(results, key=lambda result: result.fun)
+    n_iter = int(best.nit)
+    if best.status == 1 and n_iter < max_iter:  # stopped by the race
+        more = run(best.x, max_iter - n_iter)
+        n_iter += int(more.nit)
+        if more.fun <= best.fun:
+            best = more
+    return np.clip(best.x, lower, upper), n_iter
+
+
+def _switch_off(fun, theta, lower, upper):
+    """``theta`` with the log widths above ``_OFF`` times the spread moved to
+    their upper bound, where that does not raise the loss."""
+    off = (theta > lower + np.log(_WIDTH_RANGE * _OFF)) & (theta < upper)
+    if np.any(off):
+        current = fun(theta)[0]  # the last point evaluated
+        switched_off = np.where(off, upper, theta)
+        if fun(switched_off)[0] <= current:
+            theta = switched_off
+    return theta
+
+
 def learn_widths(
     X,
     Y,
@@ -213,72 +305,18 @@ def learn_widths(
         Its leave-one-out predictions (its in-sample fits for ``"gcv"``,
         ``"aicc"``).
     """
-    positive = weights > 0
-    spread = _weighted_spread(X[positive], weights[positive])
-    lower = np.log(spread / _WIDTH_RANGE)
-    upper = np.log(spread * _WIDTH_RANGE)
-    bounds = list(zip(lower, upper, strict=True))
-    relative = spread / np.exp(np.mean(np.log(spread)))
-    starts = [
-        np.full(X.shape[1], np.log(bandwidth)),
-        np.log(bandwidth * relative),
-        np.full(X.shape[1], np.log(2.0 * bandwidth)),
-    ]
-    Y_unit = Y
-    if objective != "log_loss":
-        # The loss in units of the values' variance, so that the tolerances
-        # of L-BFGS-B do not depend on the scale of y.
-        mean = np.average(Y, axis=0, weights=weights)
-        variance = np.mean(np.average((Y - mean) ** 2, axis=0, weights=weights))
-        unit = float(variance) if variance > 0 else 1.0
-        Y_unit = (Y - mean) / np.sqrt(unit)
-
-    last = {}
-
-    def fun(theta):
-        # The race's winner goes on from its last point: that point is
-        # evaluated once.
-        if "theta" not in last or not np.array_equal(theta, last["theta"]):
-            loss, grad, _ = width_loss(
-                theta, X, Y_unit, weights, kernel, degree=degree, objective=objective
-            )
-            last.update(theta=theta.copy(), value=(loss, grad.copy()))
-        loss, grad = last["value"]
-        return loss, grad.copy()
-
-    def run(start, iterations):
-        return minimize(
-            fun,
-            start,
-            jac=True,
-            method="L-BFGS-B",
-            bounds=bounds,
-            options={"maxiter": iterations, "ftol": _FTOL, "gtol": _GTOL},
-        )
-
-    if X.shape[1] == 1:
-        # One width: the grid has scanned the curve, refine its minimum.
-        starts = starts[:1]
-    starts = [np.clip(start, lower, upper) for start in _unique(starts)]
+    lower, upper, starts = _bounds_and_starts(X, weights, bandwidth)
+    fun = _cached_loss(
+        X,
+        _in_variance_units(Y, weights, objective),
+        weights,
+        kernel,
+        degree=degree,
+        objective=objective,
+    )
     with single_threaded_blas():
-        # The race: every start runs _RACE iterations (all of max_iter when
-        # there is one), and the lowest goes on where it stopped.
-        race = max_iter if len(starts) == 1 else min(_RACE, max_iter)
-        results = [run(start, race) for start in starts]
-        best = min(results, key=lambda result: result.fun)
-        n_iter = int(best.nit)
-        if best.status == 1 and n_iter < max_iter:  # stopped by the race
-            more = run(best.x, max_iter - n_iter)
-            n_iter += int(more.nit)
-            if more.fun <= best.fun:
-                best = more
-        theta = np.clip(best.x, lower, upper)
-        off = (theta > lower + np.log(_WIDTH_RANGE * _OFF)) & (theta < upper)
-        if np.any(off):
-            current = fun(theta)[0]  # the last point evaluated
-            switched_off = np.where(off, upper, theta)
-            if fun(switched_off)[0] <= current:
-                theta = switched_off
+        theta, n_iter = _race(fun, starts, lower, upper, max_iter)
+        theta = _switch_off(fun, theta, lower, upper)
         loss, predictions = width_loss(
             theta,
             X,

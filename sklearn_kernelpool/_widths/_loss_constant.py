@@ -14,6 +14,37 @@ from ._terms import (
 )
 
 
+def _chunk_buffer(n):
+    """The scores of a chunk of rows, as many as ``working_memory`` holds."""
+    budget = min(_CHUNK_BYTES * _BYTES_PER_KEY // 8, working_memory_bytes())
+    rows_per_chunk = max(1, int(min(n, budget // (_BYTES_PER_KEY * n))))
+    return np.empty((min(rows_per_chunk, n), n))
+
+
+def _gradient_moments(Z, unit):
+    """``[y, 1]``, ``z_f^2 [y, 1]`` and ``z_f [y, 1]`` for every feature ``f``,
+    per key: what the scores pool for the gradient."""
+    n = len(Z)
+    return np.hstack(
+        [
+            unit,
+            (Z[:, :, None] ** 2 * unit[:, None, :]).reshape(n, -1),
+            (Z[:, :, None] * unit[:, None, :]).reshape(n, -1),
+        ]
+    )
+
+
+def _pair_sums(pooled, Zr, width):
+    """``sum_j T_ij D_ijf [y_j, 1]`` of rows ``Zr``, shape (c, d, width), from
+    the pooled :func:`_gradient_moments`."""
+    c, d = Zr.shape
+    direct = pooled[:, :width]
+    squares = pooled[:, width : width * (d + 1)].reshape(c, d, width)
+    linear = pooled[:, width * (d + 1) :].reshape(c, d, width)
+    Zr = Zr[:, :, None]
+    return Zr**2 * direct[:, None, :] + squares - 2.0 * Zr * linear
+
+
 def _constant_terms(log_widths, X, Y, weights, kernel, gradient, objective, own=False):
     """The terms of :func:`loo_loss` for degree 0.
 
@@ -32,21 +63,11 @@ def _constant_terms(log_widths, X, Y, weights, kernel, gradient, objective, own=
     loss = 0.0
     grad = np.zeros(X.shape[1])
     predictions = np.empty_like(Y)
-    budget = min(_CHUNK_BYTES * _BYTES_PER_KEY // 8, working_memory_bytes())
-    rows_per_chunk = max(1, int(min(n, budget // (_BYTES_PER_KEY * n))))
-    buffer = np.empty((min(rows_per_chunk, n), n))
-    d = Z.shape[1]
+    buffer = _chunk_buffer(n)
     unit = np.hstack([Y, np.ones((n, 1))])
     width = unit.shape[1]
     if gradient:
-        # [y, 1], z_f^2 [y, 1] and z_f [y, 1] for every feature f.
-        moments = np.hstack(
-            [
-                unit,
-                (Z[:, :, None] ** 2 * unit[:, None, :]).reshape(n, -1),
-                (Z[:, :, None] * unit[:, None, :]).reshape(n, -1),
-            ]
-        )
+        moments = _gradient_moments(Z, unit)
     trace, trace_grad = 0.0, np.zeros(X.shape[1])
     for rows, scores, slope in _score_chunks(
         Z, left, right, weights, log_weights, has_zero, kernel, gradient, buffer, own
@@ -76,12 +97,7 @@ def _constant_terms(log_widths, X, Y, weights, kernel, gradient, objective, own=
         # T = scores * slope and D_ijf = z_if^2 + z_jf^2 - 2 z_if z_jf: sums
         # of T against [1, z_f^2, z_f] times [y, 1], pooled above. ``r`` is
         # the derivative of the loss in the predictions.
-        c = len(rows)
-        direct = pooled[:, :width]
-        squares = pooled[:, width : width * (d + 1)].reshape(c, d, width)
-        linear = pooled[:, width * (d + 1) :].reshape(c, d, width)
-        Zr = Z[rows][:, :, None]
-        pair_sums = Zr**2 * direct[:, None, :] + squares - 2.0 * Zr * linear
+        pair_sums = _pair_sums(pooled, Z[rows], width)
         coef = np.hstack([r, -np.sum(r * pred, axis=1, keepdims=True)])
         coef /= total[:, None]
         grad += np.einsum("ifq,iq->f", pair_sums, coef)

@@ -195,6 +195,48 @@ def _feature_sums(M, Zr, Z):
     return grad - 2.0 * np.einsum("cf,cf->f", Zr, M @ Z)
 
 
+def _key_moments(Z, values, upper):
+    """``[z, upper(z z^T), y, z (x) y]`` per key: what the local moments sum."""
+    n = len(Z)
+    return np.hstack(
+        [
+            Z,
+            (Z[:, upper[0]] * Z[:, upper[1]]),
+            values,
+            (Z[:, :, None] * values[:, None, :]).reshape(n, -1),
+        ]
+    )
+
+
+def _rows_per_chunk(n, moments_bytes):
+    """Rows of held-out fits per chunk, within ``working_memory`` less the
+    moments."""
+    # Per row: the distances/scores, their slopes, the (up to three) (c, n)
+    # matrices of the gradient, and a temporary (float64).
+    per_key = 8 * 6
+    budget = min(_CHUNK_BYTES * _BYTES_PER_KEY // 8, working_memory_bytes())
+    budget = max(budget - moments_bytes, per_key * n)
+    return max(1, int(min(n, budget // (per_key * n))))
+
+
+def _local_fits(sums, Zr, n_keys, upper, p):
+    """The local means ``m`` and ``ybar`` of rows ``Zr`` and their
+    :func:`shrunk_fits`, from the weighted means ``sums`` of the moments."""
+    c, d = Zr.shape
+    n_sq = len(upper[0])
+    m = sums[:, :d]
+    second = np.zeros((c, d, d))
+    second[:, upper[0], upper[1]] = sums[:, d : d + n_sq]
+    second[:, upper[1], upper[0]] = sums[:, d : d + n_sq]
+    ybar = sums[:, d + n_sq : d + n_sq + p]
+    cross = sums[:, d + n_sq + p :].reshape(c, d, p) - m[:, :, None] * ybar[:, None]
+    cov = second - m[:, :, None] * m[:, None, :]
+    # The rank threshold of the fitted estimator (:mod:`.._engine._local_linear`).
+    tol = 10.0 * d * np.sqrt(n_keys) * _EPS
+    tol *= np.trace(second, axis1=1, axis2=2)
+    return m, ybar, shrunk_fits(cov, cross, Zr - m, tol)
+
+
 def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient, own=False):
     """:func:`loo_loss` of local-linear (degree 1) held-out fits.
 
@@ -221,28 +263,14 @@ def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient, own=False):
     center = weights @ Y / weights.sum()
     values = Y - center
     upper = np.triu_indices(d)
-    # [z, upper(z z^T), y, z (x) y] per key: the local moments.
-    moments = np.hstack(
-        [
-            Z,
-            (Z[:, upper[0]] * Z[:, upper[1]]),
-            values,
-            (Z[:, :, None] * values[:, None, :]).reshape(n, -1),
-        ]
-    )
-    # Per row: the distances/scores, their slopes, the (up to three) (c, n)
-    # matrices of the gradient, and a temporary (float64).
-    per_key = 8 * 6
-    budget = min(_CHUNK_BYTES * _BYTES_PER_KEY // 8, working_memory_bytes())
-    budget = max(budget - moments.nbytes, per_key * n)
-    rows_per_chunk = max(1, int(min(n, budget // (per_key * n))))
+    moments = _key_moments(Z, values, upper)
+    rows_per_chunk = _rows_per_chunk(n, moments.nbytes)
     buffer = np.empty((rows_per_chunk, n))
     work = np.empty((3 if own else 2, rows_per_chunk, n)) if gradient else None
     n_keys = np.count_nonzero(weights > 0) - (0 if own else 1) * (weights > 0)
     loss = 0.0
     grad = np.zeros(d)
     predictions = np.empty_like(Y)
-    n_sq = len(upper[0])
     trace, trace_grad = 0.0, np.zeros(d)
     for rows, scores, slope in _score_chunks(
         Z, left, right, weights, log_weights, has_zero, kernel, gradient, buffer, own
@@ -252,16 +280,7 @@ def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient, own=False):
             own_score = scores[np.arange(c), rows] * (weights[rows] > 0)
         total = scores.sum(axis=1)
         sums = scores @ moments / total[:, None]
-        m = sums[:, :d]
-        second = np.zeros((c, d, d))
-        second[:, upper[0], upper[1]] = sums[:, d : d + n_sq]
-        second[:, upper[1], upper[0]] = sums[:, d : d + n_sq]
-        ybar = sums[:, d + n_sq : d + n_sq + p]
-        cross = sums[:, d + n_sq + p :].reshape(c, d, p) - m[:, :, None] * ybar[:, None]
-        cov = second - m[:, :, None] * m[:, None, :]
-        tol = 10.0 * d * np.sqrt(n_keys[rows]) * _EPS
-        tol *= np.trace(second, axis1=1, axis2=2)
-        fits = shrunk_fits(cov, cross, Z[rows] - m, tol)
+        m, ybar, fits = _local_fits(sums, Z[rows], n_keys[rows], upper, p)
         _, _, t, distance_sq, s, _ = fits
         pred = ybar + s[:, None] * t
         predictions[rows] = pred + center
