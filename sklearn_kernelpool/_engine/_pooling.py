@@ -147,26 +147,69 @@ class KernelPool:
             categorical_bandwidth=categorical_bandwidth,
             n_neighbors=n_neighbors,
         )
-        codes = None
-        self.n_categorical = 0
-        if categorical_bandwidth is not None:
-            self.n_categorical = len(categorical_bandwidth)
-            keys, codes = _categorical.split_codes(keys, self.n_categorical)
-            if keys.shape[1] == 0:
-                # Categorical features only: one constant continuous feature,
-                # whose kernel factor is the same for every key; no slope.
-                keys = np.zeros((keys.shape[0], 1), dtype=keys.dtype)
-                degree = 0
-                algorithm = "brute" if algorithm == "auto" else algorithm
+        keys, codes, degree, algorithm = self._continuous_keys(
+            keys, categorical_bandwidth, degree, algorithm
+        )
         self.dtype = keys.dtype
         self.degree = degree
         self.on_empty = on_empty
         self.support = np.flatnonzero(sample_weight > 0)
         self.n_samples_fit = keys.shape[0]
+        scaled = self._set_keys(keys, sample_weight, bandwidth, codes)
+        # Per-query widths: the squared scale of each query's distances.
+        self.radii = None
+        self.n_neighbors = n_neighbors
+        if n_neighbors is not None:
+            self.radii = _adaptive.NeighborRadii(
+                scaled, self.exact.keys, self.bandwidth, n_neighbors
+            )
+        self.algorithm, neighbors = choose_algorithm(
+            algorithm, kernel, self.keys, n_neighbors, self.bandwidth
+        )
+        # Whether predictions start threads (the tree paths).
+        self.expected_neighbors = self.keys.shape[0] if neighbors is None else neighbors
+        self._set_values(values)
+        # The scores of the path: the scorer protocol of :mod:`._protocol`.
+        self.scorer = SCORERS[self.algorithm].for_pool(
+            self, scaled, kernel, user_kernel
+        )
+        # [values, 1], weighted unless the scores carry the weights.
+        folded = self.scorer.weights_folded
+        ones = np.ones((len(self.values), 1), dtype=self.dtype)
+        self.pool_matrix = np.hstack([self.values, ones])
+        if not folded:
+            self.pool_matrix *= self.weights[:, None]
+        self.moments = LocalMoments(
+            self.keys, self.values, self.weights, self.mean_weights, folded
+        )
+        self.empty_queries = EmptyQueries(self)
+
+    def _continuous_keys(self, keys, categorical_bandwidth, degree, algorithm):
+        """The continuous columns of the keys and the category codes of the
+        others (None without categorical features), with the degree and
+        the algorithm they allow; sets ``n_categorical``."""
+        self.n_categorical = 0
+        if categorical_bandwidth is None:
+            return keys, None, degree, algorithm
+        self.n_categorical = len(categorical_bandwidth)
+        keys, codes = _categorical.split_codes(keys, self.n_categorical)
+        if keys.shape[1] == 0:
+            # Categorical features only: one constant continuous feature,
+            # whose kernel factor is the same for every key; no slope.
+            keys = np.zeros((keys.shape[0], 1), dtype=keys.dtype)
+            degree = 0
+            algorithm = "brute" if algorithm == "auto" else algorithm
+        return keys, codes, degree, algorithm
+
+    def _set_keys(self, keys, sample_weight, bandwidth, codes):
+        """Set the keys of positive weight, scaled and centred, their exact
+        coordinates, categorical factor and weights; returns the scaled
+        keys before centring."""
         self.categorical = None
         if codes is not None:
+            lambdas = self._arguments["categorical_bandwidth"]
             self.categorical = _categorical.CategoricalFactor(
-                codes[self.support], categorical_bandwidth
+                codes[self.support], lambdas
             )
         # Coordinates are scaled and centred in float64, whatever the dtype of
         # the work. Brute-force distances are computed on data centred on the
@@ -184,36 +227,15 @@ class KernelPool:
         # Weights and values are divided by powers of two, which is exact and
         # keeps every sum finite; pooled values are multiplied back.
         self.weights = relative_weights(sample_weight[self.support], self.dtype)
-        # Per-query widths: the squared scale of each query's distances.
-        self.radii = None
-        self.n_neighbors = n_neighbors
-        if n_neighbors is not None:
-            self.radii = _adaptive.NeighborRadii(
-                scaled, self.exact.keys, self.bandwidth, n_neighbors
-            )
-        self.algorithm, neighbors = choose_algorithm(
-            algorithm, kernel, self.keys, n_neighbors, self.bandwidth
-        )
-        # Whether predictions start threads (the tree paths).
-        self.expected_neighbors = self.keys.shape[0] if neighbors is None else neighbors
+        return scaled
+
+    def _set_values(self, values):
+        """Set the values of the keys, scaled, and their weighted mean."""
         values, self.value_scale = scale_values(values[self.support], self.dtype)
         self.values = values
         self.mean_weights = self.weights / self.weights.sum()
         self.weighted_mean = self.mean_weights @ values
-        ones = np.ones((len(values), 1), dtype=self.dtype)
-        unfolded = np.hstack([values, ones]) * self.weights[:, None]
         self.n_outputs = values.shape[1]
-        # The scores of the path: the scorer protocol of :mod:`._protocol`.
-        self.scorer = SCORERS[self.algorithm].for_pool(
-            self, scaled, kernel, user_kernel
-        )
-        # [values, 1], weighted unless the scores carry the weights.
-        folded = self.scorer.weights_folded
-        self.pool_matrix = np.hstack([values, ones]) if folded else unfolded
-        self.moments = LocalMoments(
-            self.keys, values, self.weights, self.mean_weights, folded
-        )
-        self.empty_queries = EmptyQueries(self)
 
     def __getstate__(self):
         # Only the arguments of the constructor are saved: a loaded engine is

@@ -65,25 +65,15 @@ class _ScaledAdaptive(AdaptiveHeldOut):
         return super()._radii(d2, allowed) * self.multiplier**2
 
 
-def leave_one_out_fits(regressor, values):
-    """The leave-one-out fits of the columns of ``values`` by the smoother of
-    the fitted :class:`KernelAttentionRegressor` ``regressor``.
+def _held_out_coordinates(regressor, keys):
+    """The continuous coordinates of the keys as the search scores them, the
+    category codes (None without categorical features), the isotropic
+    bandwidth and the multiplier of adaptive widths of ``regressor``.
 
-    Row ``i``'s fit is that of the regressor fitted without row ``i`` (its
-    whole sample weight removed), at its key: the exact leave-one-out of
-    :class:`KernelAttentionRegressorCV`, its ``on_empty`` fallbacks
-    included (NaN under ``"nan"`` and ``"raise"``).
-
-    Returns
-    -------
-    fits : ndarray of shape (n_samples, n_columns)
-    empty : ndarray of bool of shape (n_samples,)
-        The rows whose neighbourhood was empty.
+    Per-feature widths divide the coordinates (their ratios only, under
+    ``n_neighbors``, whose multiplier is then their geometric mean).
     """
-    keys = np.asarray(regressor.keys_, dtype=np.float64)
     n = keys.shape[0]
-    weights = regressor.sample_weight_
-    weights = np.ones(n) if weights is None else np.asarray(weights, np.float64)
     mask = regressor.is_categorical_
     n_categorical = 0 if mask is None else int(np.count_nonzero(mask))
     X, codes = keys[:, : keys.shape[1] - n_categorical], None
@@ -103,6 +93,29 @@ def leave_one_out_fits(regressor, values):
             X = X / (widths / multiplier)
     elif regressor.n_neighbors is not None:
         multiplier = float(bandwidth)
+    return X, codes, bandwidth, multiplier
+
+
+def leave_one_out_fits(regressor, values):
+    """The leave-one-out fits of the columns of ``values`` by the smoother of
+    the fitted :class:`KernelAttentionRegressor` ``regressor``.
+
+    Row ``i``'s fit is that of the regressor fitted without row ``i`` (its
+    whole sample weight removed), at its key: the exact leave-one-out of
+    :class:`KernelAttentionRegressorCV`, its ``on_empty`` fallbacks
+    included (NaN under ``"nan"`` and ``"raise"``).
+
+    Returns
+    -------
+    fits : ndarray of shape (n_samples, n_columns)
+    empty : ndarray of bool of shape (n_samples,)
+        The rows whose neighbourhood was empty.
+    """
+    keys = np.asarray(regressor.keys_, dtype=np.float64)
+    n = keys.shape[0]
+    weights = regressor.sample_weight_
+    weights = np.ones(n) if weights is None else np.asarray(weights, np.float64)
+    X, codes, bandwidth, multiplier = _held_out_coordinates(regressor, keys)
     kernel = resolve_kernel(regressor.kernel)
     Y = np.asarray(values, dtype=np.float64).reshape(n, -1)
     # (adaptive candidates take no fixed width, as in the search)
