@@ -14,6 +14,7 @@ from ._exceptions import (
 from ._plotting._attention_weights import AttentionWeightsDisplay
 from ._plotting._fit import FitDisplay
 from ._plotting._kernels import plot_kernels
+from ._projection import KernelAttentionProjection
 from ._regression import KernelAttentionRegressor
 from ._skops import skops_trusted_types
 from ._utils._progress import progress_bar
@@ -28,6 +29,7 @@ __all__ = [
     "FitDisplay",
     "KernelAttentionClassifier",
     "KernelAttentionClassifierCV",
+    "KernelAttentionProjection",
     "KernelAttentionRegressor",
     "KernelAttentionRegressorCV",
     "LocalLinearFallbackWarning",

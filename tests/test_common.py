@@ -12,6 +12,7 @@ from sklearn.utils.fixes import parse_version
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionClassifierCV,
+    KernelAttentionProjection,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
 )
@@ -278,6 +279,7 @@ def _run_check(estimator, check):
         KernelAttentionClassifier(),
         KernelAttentionRegressorCV(),
         KernelAttentionClassifierCV(),
+        KernelAttentionProjection(),
     ],
     ids=lambda estimator: type(estimator).__name__,
 )
@@ -342,3 +344,23 @@ def test_sklearn_compatible_classifier(estimator, check):
 )
 def test_sklearn_compatible_classifier_every_configuration(estimator, check):
     check(estimator)
+
+
+# The learned map: a rank-2 map from the default start and a full map of a
+# compact kernel from the principal axes; few iterations, as the checks refit
+# it many times on small data.
+PROJECTIONS = [
+    KernelAttentionProjection(n_components=2, max_iter=15),
+    KernelAttentionProjection(kernel="epanechnikov", init="pca", max_iter=15),
+]
+
+
+@_documented_warnings
+@parametrize_with_checks(
+    PROJECTIONS,
+    expected_failed_checks=lambda estimator: dict.fromkeys(
+        WEIGHT_CHECKS[:1], LOO_WEIGHT_REASON
+    ),
+)
+def test_sklearn_compatible_projection(estimator, check):
+    _run_check(estimator, check)
