@@ -17,6 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
+from ._cv_projection import PROJECTION_CONSTRAINT, ProjectionFit
 from ._estimator._input_kinds import validate_fit_input, validate_query_input
 from ._search._candidates import SELECTED, CandidateSearch
 from ._search._params import SEARCH_CONSTRAINTS, relative_sample_weight
@@ -152,6 +153,16 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         scores the counts 5, 10, 20, 40 and 80 that every held-out fit can
         hold, None fixed widths only.
 
+    projection : int, "auto" or None, default=None
+        A learned linear map of the keys (:class:`KernelAttentionProjection`,
+        on the leave-one-out log-loss), as for
+        :class:`KernelAttentionRegressorCV`: ``"auto"`` keeps a map of rank
+        ``min(2, n_features)`` only where the procedure that learns it beats the search
+        without it out of fold (log-loss of the class probabilities) by more
+        than one standard error; an int forces a map of that rank. A kept
+        map replaces the selected candidate: ``best_estimator_`` pools the
+        mapped keys at unit width. See :ref:`projection`.
+
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -198,6 +209,15 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         With ``per_feature="auto"``, the out-of-fold log-losses the guard
         compared (``"isotropic"``, ``"per_feature"``); None where it did not
         run.
+
+    projection_ : KernelAttentionProjection or None
+        The kept map, with which every method maps its queries first; None
+        without one.
+
+    projection_scores_ : dict or None
+        The out-of-fold log-losses ``"without"`` and with the map
+        (``"projection"``), their ``"standard_error"`` and whether the map
+        was ``"kept"``; None where nothing was compared.
 
     n_iter_ : int
         The L-BFGS-B iterations, at most ``max_iter``, of the start that gave
@@ -257,6 +277,7 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         **SEARCH_CONSTRAINTS,
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "on_empty": [StrOptions(set(ON_EMPTY_CLASSIFIER))],
+        "projection": PROJECTION_CONSTRAINT,
     }
 
     # The parameters the scoring pass takes as they are.
@@ -285,6 +306,7 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         verbose=0,
         max_iter=200,
         n_neighbors="auto",
+        projection=None,
     ):
         self.kernels = kernels
         self.bandwidths = bandwidths
@@ -297,6 +319,7 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
         self.max_iter = max_iter
         self.n_neighbors = n_neighbors
+        self.projection = projection
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -372,7 +395,16 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
             n_jobs=self.n_jobs,
             n_neighbors=self.n_neighbors_,
         ).fit(X, y, sample_weight=sample_weight)
-        return self
+        mapped = ProjectionFit(self, search, _refit_on_mapped_keys)
+        return mapped.fit(X, y, given_weight, true)
+
+    def _queries(self, X, method):
+        """The queries of ``method`` validated, and mapped by a kept map."""
+        check_is_fitted(self)
+        X = validate_query_input(self, X, method).X
+        if getattr(self, "projection_", None) is not None:
+            return self.projection_.transform(X)
+        return X
 
     def predict_proba(self, X):
         """Class probabilities of ``best_estimator_``.
@@ -387,9 +419,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         proba : ndarray of shape (n_queries, n_classes)
             The probability of each class of ``classes_``.
         """
-        check_is_fitted(self)
-        X = validate_query_input(self, X, "predict_proba").X
-        return self.best_estimator_.predict_proba(X)
+        queries = self._queries(X, "predict_proba")  # NotFittedError first
+        return self.best_estimator_.predict_proba(queries)
 
     def predict_log_proba(self, X):
         """Logarithm of the class probabilities of ``best_estimator_``.
@@ -404,9 +435,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         log_proba : ndarray of shape (n_queries, n_classes)
             ``-inf`` for a class of probability 0.
         """
-        check_is_fitted(self)
-        X = validate_query_input(self, X, "predict_log_proba").X
-        return self.best_estimator_.predict_log_proba(X)
+        queries = self._queries(X, "predict_log_proba")  # NotFittedError first
+        return self.best_estimator_.predict_log_proba(queries)
 
     def predict(self, X):
         """Class labels of ``best_estimator_``.
@@ -422,12 +452,24 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
             The class of largest probability; ties go to the first tied
             class in ``classes_``.
         """
-        check_is_fitted(self)
-        X = validate_query_input(self, X, "predict").X
-        return self.best_estimator_.predict(X)
+        queries = self._queries(X, "predict")  # NotFittedError first
+        return self.best_estimator_.predict(queries)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # SciPy sparse X, on the brute-force path.
         tags.input_tags.sparse = takes_sparse(self.algorithm)
         return tags
+
+
+def _refit_on_mapped_keys(estimator, kernel, Z, y, sample_weight):
+    """The ``best_estimator_`` of a kept map: pooling of the class indicators
+    of the mapped keys ``Z`` at unit width (:mod:`._cv_projection`)."""
+    algorithm = "auto" if estimator.algorithm == "binned" else estimator.algorithm
+    return KernelAttentionClassifier(
+        kernel=kernel,
+        bandwidth=1.0,
+        on_empty=estimator.on_empty,
+        algorithm=algorithm,
+        n_jobs=estimator.n_jobs,
+    ).fit(Z, y, sample_weight=sample_weight)

@@ -2,12 +2,14 @@
 
 from numbers import Integral
 
+import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.metrics import get_scorer_names
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._cv_delegation import BestEstimatorMethods
-from ._cv_fit import candidate_search, refit_selected
+from ._cv_fit import candidate_search, refit_on_mapped_keys, refit_selected
+from ._cv_projection import PROJECTION_CONSTRAINT, ProjectionFit
 from ._engine._categorical import CATEGORICAL_CONSTRAINTS
 from ._engine._pooling import ON_EMPTY
 from ._held_out._criteria import SMOOTHER_CRITERIA
@@ -50,24 +52,23 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         How the candidates are scored:
 
         - None: exact leave-one-out. Every training point is predicted from
-          all the others: its own key is removed from its pool, and with
-          sample weights its whole weight is removed. Points of weight zero
-          are predicted too, and count for nothing in the scores.
+          all the others (its whole sample weight removed); points of weight
+          zero count for nothing in the scores.
         - an int ``k >= 2``: :class:`~sklearn.model_selection.KFold` with ``k``
           folds;
         - a splitter or an iterable of (train, test) index arrays, as for
           :class:`~sklearn.model_selection.GridSearchCV`; the splits are
           drawn once, so that a generator serves as well as a list.
 
-        Under K-fold, the score of a candidate is the mean of its split
-        scores, exactly as ``GridSearchCV`` computes them with that splitter.
+        Under K-fold, a candidate's score is the mean of its split scores,
+        as ``GridSearchCV`` computes them.
 
     scoring : str, callable or None, default=None
         A regression scorer name or a callable ``scorer(estimator, X, y)``;
-        None is the negative mean squared error under leave-one-out and
-        :math:`R^2` under K-fold. Under leave-one-out a scorer scores the
-        ``n`` leave-one-out predictions at once, as
-        :class:`~sklearn.linear_model.RidgeCV` does. ``"gcv"`` and
+        None is the negative mean squared error under leave-one-out (which
+        scores its ``n`` predictions at once, as
+        :class:`~sklearn.linear_model.RidgeCV` does) and :math:`R^2` under
+        K-fold. ``"gcv"`` and
         ``"aicc"`` score each candidate fitted on all the data by
         generalised cross-validation [2]_ or the corrected AIC [3]_ of its
         smoother matrix, from the leave-one-out pass itself
@@ -97,10 +98,9 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         guard against overfitting.
 
     max_iter : int, default=200
-        The iteration cap of L-BFGS-B per start when learning per-feature
-        widths (and lambdas, with categorical features). A
-        :class:`~sklearn.exceptions.ConvergenceWarning` is issued when the
-        winning start stops there.
+        The iteration cap of L-BFGS-B when learning per-feature widths (and
+        lambdas), per start, or a map; a
+        :class:`~sklearn.exceptions.ConvergenceWarning` says when it stops.
 
     degree : {0, 1} or "auto", default="auto"
         The degree of the local polynomial of every candidate and of
@@ -112,32 +112,24 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         more training points of positive weight than the features plus two,
         or held-out sums of degree 1 larger than a quarter of the physical
         memory). On a small table (fewer than 20 training points of positive
-        weight per parameter of the local line), with ``cv=None``,
-        ``scoring=None`` and no categorical features, the search also scores
+        weight per parameter of the local line; ``cv=None``,
+        ``scoring=None``, no categorical features) the search also scores
         the global weighted least-squares line (kernel ``"constant"``,
-        degree 1; no per-feature widths are learned for it) and selects
-        toward the simpler fit by the one-standard-error rule of Breiman et
-        al. (1984) on the paired leave-one-out errors: the best
-        local-constant candidate of a fixed width, replaced by the line if
-        the line beats it by one standard error, replaced by the best
-        candidate if that beats it by one standard error in turn; under 10
-        rows per parameter a kept local-linear candidate is widened within
-        one standard error. See :ref:`small tables <tabular-small-tables>`.
-        Held-out local-linear fits follow the fitted estimator's
-        rules for rank-deficient and singular local designs, reported by
-        ``cv_results_["singular_fraction"]`` and
-        ``cv_results_["rank_deficient_fraction"]`` without a warning.
+        degree 1) and selects toward the simpler fit by the
+        one-standard-error rule on the paired leave-one-out errors: see
+        :ref:`small tables <tabular-small-tables>`. Held-out local-linear
+        fits follow the fitted estimator's rules for singular and
+        rank-deficient local designs (``cv_results_["singular_fraction"]``,
+        ``cv_results_["rank_deficient_fraction"]``).
 
     on_empty : {"nearest", "mean", "nan", "raise"}, default="nearest"
-        What a point gets when no other point of positive weight lies in the
-        kernel's support, both while scoring (exactly what fitting without
-        the held-out points and predicting them would give) and in
-        ``best_estimator_``: ``"nearest"`` and ``"mean"`` as in
-        :class:`KernelAttentionRegressor`, over the other points (under
-        K-fold: the training part); under ``"nan"`` and ``"raise"`` a
-        candidate that leaves any point with an empty neighbourhood scores
-        NaN and ranks last, and ``fit`` raises a ``ValueError`` if none is
-        eligible. ``cv_results_["empty_fraction"]`` reports the fallbacks.
+        What a point with no other point of positive weight in the kernel's
+        support gets, while scoring (what a refit without the held-out
+        points would give) and in ``best_estimator_`` (see
+        :class:`KernelAttentionRegressor`); under ``"nan"`` and ``"raise"``
+        a candidate that leaves a point empty scores NaN and ranks last, and
+        ``fit`` raises a ``ValueError`` if none is eligible.
+        ``cv_results_["empty_fraction"]`` reports the fallbacks.
 
     algorithm : {"auto", "brute", "kd_tree", "ball_tree", "binned"}, \
             default="auto"
@@ -152,17 +144,15 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     n_jobs : int, default=None
         Threads over blocks of points while scoring (``None`` means 1 unless
-        in a :func:`joblib.parallel_config` context), and the ``n_jobs`` of
-        ``best_estimator_`` (whose ``None`` runs as many threads as BLAS
-        would use: see :class:`KernelAttentionRegressor`). BLAS runs one
-        thread while scoring. The scores do not depend on it beyond rounding.
+        in a :func:`joblib.parallel_config` context; BLAS runs one thread),
+        and the ``n_jobs`` of ``best_estimator_``. The scores do not depend
+        on it beyond rounding.
 
     verbose : int, default=0
-        How much ``fit`` prints: 0 nothing; 1 the size of the search
-        (``"Fitting 5 folds for each of 30 candidates, totalling 150
-        fits"``, like :class:`~sklearn.model_selection.GridSearchCV`), its
-        phases and the selected candidate; 2 also the best bandwidth of each
-        kernel; 3 also the score of every candidate.
+        How much ``fit`` prints: 0 nothing; 1 the size of the search (as
+        :class:`~sklearn.model_selection.GridSearchCV` does), its phases and
+        the selected candidate; 2 also the best bandwidth of each kernel; 3
+        also the score of every candidate.
 
     categorical_features : array-like of {bool, int, str} or "from_dtype", \
             default=None
@@ -174,31 +164,23 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
     categorical_bandwidths : array-like of shape (n_lambdas,), \
             default=(0.0, 0.02, 0.1, 0.3, 0.6, 1.0)
         The values of ``lambda`` in [0, 1] to choose from, one shared by
-        every categorical feature: every one is crossed with every kernel and
-        bandwidth and scored by the same exact leave-one-out or K-fold
-        predictions (each held-out point against every allowed key, with the
-        categorical factor in its weights). Unused without categorical
-        features. With ``per_feature=True``, one ``lambda_j`` in [1e-3, 1]
-        per categorical feature is then learned together with one width per
-        continuous feature, by L-BFGS-B on the leave-one-out squared error
-        of the selected degree with its analytic gradient (at most
-        ``max_iter`` iterations), from the selected candidate; they
-        replace it only where they lower its leave-one-out error, and
-        ``categorical_bandwidth_`` is then an array.
+        every categorical feature, crossed with every kernel and bandwidth
+        and scored alike. Unused without categorical features. With
+        ``per_feature=True``, one ``lambda_j`` in [1e-3, 1] per categorical
+        feature is learned with the widths, on the leave-one-out squared
+        error of the selected degree, and kept where it is lower
+        (``categorical_bandwidth_`` is then an array).
 
     n_neighbors : int, array-like of int, "auto" or None, default="auto"
         Neighbour counts of adaptive-width candidates (see
-        :class:`KernelAttentionRegressor`'s ``n_neighbors``): each kernel
-        with each count, at the bandwidth multiplier 1.0, scored by the same
-        exact leave-one-out or K-fold as the fixed widths and alongside them
-        (``bandwidths=None`` scores them alone); a held-out point's
-        neighbours are the other points of positive weight of its fit. Each
-        count must not exceed the training points of positive weight of any
-        held-out fit, and they are not combined with ``per_feature=True``
-        (``ValueError``). ``"auto"``: the counts 5, 10, 20, 40 and 80 that
-        every held-out fit can hold, none with categorical features or
-        ``per_feature=True``; None: fixed widths only. See
-        :ref:`adaptive-widths` for their cost.
+        :class:`KernelAttentionRegressor`): each kernel with each count, at
+        the bandwidth multiplier 1.0, scored alongside the fixed widths
+        (alone with ``bandwidths=None``); a count may not exceed the points
+        of positive weight of a held-out fit, nor be combined with
+        ``per_feature=True`` (``ValueError``). ``"auto"``: the counts 5,
+        10, 20, 40 and 80 that every held-out fit can hold, none with
+        categorical features or ``per_feature=True``; None: fixed widths
+        only. See :ref:`adaptive-widths`.
 
     linear_features : array-like of {bool, int, str}, "categorical", "auto" \
             or None, default=None
@@ -216,6 +198,18 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         keeps the better (``linear_features_``, ``linear_scores_``); without
         categorical features, or where the linear search cannot be scored,
         they stay in the kernel. See :ref:`tabular-partially-linear`.
+
+    projection : int, "auto" or None, default=None
+        A learned linear map of the keys (:class:`KernelAttentionProjection`,
+        at most ``max_iter`` iterations). ``"auto"`` learns a map of rank
+        ``min(2, n_features)`` after the search and keeps it only where the
+        procedure that learns it beats the search without it out of fold by
+        more than one standard error (over the splits of ``cv``, or five
+        folds under leave-one-out); an int forces that rank. A kept map
+        replaces the selected candidate: ``best_estimator_`` pools the
+        mapped keys at unit width and degree 0, with the selected kernel
+        (the gaussian where it has no slope). Continuous, dense features
+        only. See :ref:`projection`.
 
     Attributes
     ----------
@@ -246,12 +240,10 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         Whether learned per-feature widths were kept.
 
     per_feature_scores_ : dict or None
-        With ``per_feature="auto"``, the out-of-fold mean squared errors of
-        the guard, ``{"isotropic": ..., "per_feature": ...}`` (the learned
-        widths are kept where the second is lower by more than one standard
-        error of the paired differences); None when the guard did not run
-        (``per_feature`` not ``"auto"``, or learned widths that did not
-        lower the leave-one-out error).
+        With ``per_feature="auto"``, the guard's out-of-fold mean squared
+        errors ``{"isotropic": ..., "per_feature": ...}`` (the widths are
+        kept where the second is lower by more than one standard error);
+        None when the guard did not run.
 
     best_score_ : float
         The score of the selected model: ``mean_test_score`` of the selected
@@ -306,28 +298,22 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         The selected model refitted on all the data.
 
     shrunk_fraction_ : float
-        ``cv_results_["shrunk_fraction"]`` of the selected candidate (at
-        ``best_index_``): the fraction of its held-out predictions whose
-        local-linear slope was shrunk towards the local mean; 0 when it is
-        of degree 0. With learned per-feature widths, that of the isotropic
-        candidate they start from.
+        ``cv_results_["shrunk_fraction"]`` of the selected candidate: the
+        fraction of its held-out local-linear slopes shrunk towards the
+        local mean (0 for degree 0; with learned widths, of the isotropic
+        candidate they start from).
 
     effective_df_ : float
-        The effective degrees of freedom of ``best_estimator_``: the trace
-        of its smoother matrix on the training data, the sum of each
-        training row's own normalised weight in its own fit (0 for rows of
-        weight zero). See
-        :meth:`KernelAttentionRegressor.smoother_diagnostics`. Computed on
-        first access (one pass over the pairs of training keys, within
-        ``working_memory``), or known from the search with
-        ``scoring="gcv"`` or ``"aicc"`` when no per-feature widths were
-        kept.
+        The effective degrees of freedom of ``best_estimator_``, the trace
+        of its smoother matrix on the training data (see
+        :meth:`KernelAttentionRegressor.smoother_diagnostics`); computed on
+        first access, or known from the search with ``scoring="gcv"`` or
+        ``"aicc"``.
 
     categorical_bandwidth_ : float or ndarray of shape (n_categorical_features,)
         With categorical features, the selected ``lambda`` (one per feature
-        when learned with ``per_feature=True``); the candidates'
-        are ``cv_results_["param_categorical_bandwidth"]`` (the slowest
-        varying parameter of ``cv_results_``).
+        when learned); the candidates' are
+        ``cv_results_["param_categorical_bandwidth"]``.
 
     is_categorical_ : ndarray of bool of shape (n_features,) or None
         Which features are categorical; None when none is.
@@ -336,12 +322,19 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         The categories of each categorical feature, sorted.
 
     n_iter_ : int
-        The L-BFGS-B iterations, at most ``max_iter``, of the start that gave
-        the learned per-feature widths (and lambdas, with categorical
-        features), whether they were kept or not; 1 where nothing was
-        learned (``per_feature=False``, an adaptive candidate selected, or
-        ``per_feature="auto"`` with categorical features), and at least 1,
-        as scikit-learn counts an estimator with ``max_iter``.
+        The L-BFGS-B iterations, at most ``max_iter``, of the learned
+        per-feature widths (and lambdas), or of a kept map, whether the
+        widths were kept or not; 1 where nothing was learned, as
+        scikit-learn counts an estimator with ``max_iter``.
+
+    projection_ : KernelAttentionProjection or None
+        The kept map: every method maps its queries with it first, and
+        ``predict_gradient`` answers in the original features. None without.
+
+    projection_scores_ : dict or None
+        The out-of-fold mean squared errors ``"without"`` and with the map
+        (``"projection"``), their ``"standard_error"`` and whether the map
+        was ``"kept"``; None where nothing was compared.
 
     n_features_in_ : int
         Number of features seen during ``fit``.
@@ -393,8 +386,6 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
     >>> local_linear = reg.set_params(degree=1).fit(X, y)
     >>> local_linear.bandwidth_, local_linear.best_estimator_.degree
     (0.2, 1)
-    >>> local_linear.cv_results_["singular_fraction"]
-    array([0., 0., 0.])
     >>> local_linear.cv_results_["rank_deficient_fraction"]
     array([0., 0., 0.])
     """
@@ -415,6 +406,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
             StrOptions({"categorical", "auto"}),
             None,
         ],
+        "projection": PROJECTION_CONSTRAINT,
     }
 
     def __init__(
@@ -435,6 +427,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         categorical_bandwidths=(0.0, 0.02, 0.1, 0.3, 0.6, 1.0),
         n_neighbors="auto",
         linear_features=None,
+        projection=None,
     ):
         self.kernels = kernels
         self.bandwidths = bandwidths
@@ -451,6 +444,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         self.categorical_bandwidths = categorical_bandwidths
         self.n_neighbors = n_neighbors
         self.linear_features = linear_features
+        self.projection = projection
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -473,6 +467,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         self : object
             The fitted estimator.
         """
+        self.projection_ = self.projection_scores_ = None
         if isinstance(self.linear_features, str) and self.linear_features == "auto":
             return fit_auto(self, X, y, sample_weight)
         self.linear_scores_ = None
@@ -483,7 +478,12 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         finally:
             # (cv_results_ also when no candidate could be scored)
             self.__dict__.update(search.selected())
-        return refit_selected(self, search, *refit)
+        refit_selected(self, search, *refit)
+        if self.projection is None:
+            return self
+        X_refit, y_refit, weight, _ = refit
+        mapped = ProjectionFit(self, search, refit_on_mapped_keys)
+        return mapped.fit(X_refit, y_refit, weight, y_refit.astype(np.float64))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

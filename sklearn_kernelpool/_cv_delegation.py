@@ -7,6 +7,7 @@ import warnings
 
 from sklearn.utils.validation import check_is_fitted
 
+from ._estimator._base import check_flag
 from ._estimator._input_kinds import validate_query_input
 from ._estimator._partially_linear import validate_linear_input
 from ._estimator._partially_linear_methods import (
@@ -14,6 +15,7 @@ from ._estimator._partially_linear_methods import (
     refuse_smoother_diagnostics,
 )
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._inference import _gradient
 from ._inference._diagnostics import smoother_diagnostics
 from ._regression import KernelAttentionRegressor
 
@@ -83,6 +85,8 @@ class BestEstimatorMethods:
             validate_linear_input(self, X)
             return X
         queries = validate_query_input(self, X, method)
+        if getattr(self, "projection_", None) is not None:
+            return self.projection_.transform(queries.X)
         return X if queries.kind == "categorical" else queries.X
 
     predict = _delegate(
@@ -137,11 +141,39 @@ class BestEstimatorMethods:
         """,
     )
 
-    predict_gradient = _delegate(
+    _predict_gradient = _delegate(
         "predict_gradient",
         """The gradient of the fit at each query, by ``best_estimator_``.
 
         See :meth:`KernelAttentionRegressor.predict_gradient` for the
-        parameters and what is returned.
+        parameters and what is returned. With a kept map (``projection_``),
+        the gradient and its standard errors in the original features, by
+        the chain rule through the map, exactly.
+        """,
+    )
+
+    def predict_gradient(self, X, return_se=False):
+        if getattr(self, "projection_", None) is None:
+            return self._predict_gradient(X, return_se=return_se)
+        check_flag("return_se", return_se)
+        Z = self._best_queries(X, "predict_gradient")
+        best = self.best_estimator_
+        components = self.projection_.components_
+        gradient, se = _gradient.predict_gradient(best, Z, return_se, components)
+        if best.values_.ndim == 1:
+            gradient = gradient[..., 0]
+            se = None if se is None else se[..., 0]
+        return (gradient, se) if return_se else gradient
+
+    predict_gradient.__doc__ = _predict_gradient.__doc__
+    predict_gradient.__signature__ = _predict_gradient.__signature__
+
+    attention_weights = _delegate(
+        "attention_weights",
+        """The attention weights of ``best_estimator_`` over its training rows.
+
+        See :meth:`KernelAttentionRegressor.attention_weights` for the
+        parameters and what is returned; with a kept map, of the mapped
+        queries.
         """,
     )

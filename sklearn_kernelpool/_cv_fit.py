@@ -98,3 +98,17 @@ def refit_selected(estimator, search, X, y, sample_weight, categorical):
             estimator.cv_results_["effective_df"][estimator.best_index_]
         )
     return estimator
+
+
+def refit_on_mapped_keys(estimator, kernel, Z, y, sample_weight):
+    """The ``best_estimator_`` of a kept map: pooling of the mapped keys
+    ``Z`` at unit width and degree 0 (:mod:`._cv_projection`)."""
+    algorithm = "auto" if estimator.algorithm == "binned" else estimator.algorithm
+    return KernelAttentionRegressor(
+        kernel=kernel,
+        bandwidth=1.0,
+        degree=0,
+        on_empty=estimator.on_empty,
+        algorithm=algorithm,
+        n_jobs=estimator.n_jobs,
+    ).fit(Z, y, sample_weight=sample_weight)

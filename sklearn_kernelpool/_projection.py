@@ -16,6 +16,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._engine._saved_state import _refuse
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._regression import KernelAttentionRegressor
 from ._utils._input import validate_sample_weight
@@ -24,24 +25,22 @@ from ._widths._projection_learning import MAX_ITER, TOL, learn_projection
 from ._widths._projection_loss import differentiable_kernels
 from .kernels import KERNELS
 
-#: The targets of the squared error; every other is class labels.
-CONTINUOUS_TARGETS = ("continuous", "continuous-multioutput")
 # The isotropic widths scored for the starts: log-spaced over this many
 # decades around the features' spread.
 _START_WIDTHS = np.logspace(-1.5, 1.0, 26)
 
 
 def target_of(y):
-    """``(Y, objective)``: a continuous ``y`` as float columns for the squared
-    error, class labels as indicators for the log-loss."""
-    kind = type_of_target(y, input_name="y", raise_unknown=True)
-    if kind in CONTINUOUS_TARGETS:
+    """``(Y, objective)``: a float ``y`` as columns for the squared error,
+    class labels (of any other dtype) as indicators for the log-loss."""
+    if np.asarray(y).dtype.kind == "f":
         Y = np.asarray(y, dtype=np.float64)
         return Y.reshape(Y.shape[0], -1), "squared_error"
+    kind = type_of_target(y, input_name="y", raise_unknown=True)
     if kind not in ("binary", "multiclass"):
         raise ValueError(
-            f"y must be continuous (one or several outputs) or class labels; "
-            f"got a target of type {kind!r}."
+            "y must hold floats (the squared error, one or several outputs) or "
+            f"class labels of one output; got a target of type {kind!r}."
         )
     _, encoded = np.unique(y, return_inverse=True)
     Y = np.zeros((len(encoded), encoded.max() + 1))
@@ -163,7 +162,7 @@ class KernelAttentionProjection(
     loss_ : float
         The leave-one-out loss of the learned map: the mean squared error in
         units of the variance of ``y`` (``1 - R^2`` of the leave-one-out
-        fits) for a continuous ``y``, the log-loss for class labels.
+        fits) for a ``y`` of floats, the log-loss for class labels.
 
     objective_ : {"squared_error", "log_loss"}
         The loss minimised, by the type of ``y``.
@@ -186,12 +185,10 @@ class KernelAttentionProjection(
     The loss is evaluated with its analytic gradient in blocks of rows
     within ``working_memory``: its memory grows with ``n``, not ``n**2``,
     and each evaluation costs ``O(n**2 (n_features + n_outputs))``. A
-    continuous ``y`` (of type ``"continuous"`` or
-    ``"continuous-multioutput"`` by
-    :func:`~sklearn.utils.multiclass.type_of_target`) is fitted on the
-    squared error; any other (strings, booleans, integers) as class labels,
-    on the log-loss of the pooled class indicators: convert an integer
-    count to float to fit it on the squared error.
+    ``y`` of floats is fitted on the squared error (one or several
+    outputs); a ``y`` of any other dtype (strings, booleans, integers) as
+    class labels, on the log-loss of the pooled class indicators: convert an
+    integer count to float to fit it on the squared error.
 
     A map of ``n_components x n_features`` entries fitted on the same
     leave-one-out error it is judged by can overfit a small noisy table;
@@ -260,7 +257,8 @@ class KernelAttentionProjection(
             Training keys.
 
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Continuous values (squared error) or class labels (log-loss).
+            Float values (the squared error, one or several outputs), or
+            class labels of any other dtype (the log-loss).
 
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights, not all zero: they weigh the keys in the
@@ -353,7 +351,31 @@ class KernelAttentionProjection(
         """The number of mapped features, for ``get_feature_names_out``."""
         return self.components_.shape[0]
 
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        _check_loaded_map(self)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         return tags
+
+
+def _check_loaded_map(projection):
+    """Refuse a loaded map that is not a finite matrix of the features."""
+    state = vars(projection)
+    if "components_" not in state:
+        return  # unfitted
+    components = state["components_"]
+    n_features = state.get("n_features_in_")
+    if (
+        not isinstance(components, np.ndarray)
+        or components.dtype != np.float64
+        or components.ndim != 2
+        or components.shape[1] != n_features
+        or not np.all(np.isfinite(components))
+    ):
+        _refuse(
+            "components_",
+            f"is not a finite float64 matrix of {n_features!r} columns",
+        )

@@ -263,3 +263,61 @@ def test_feature_names_out():
         "kernelattentionprojection0",
         "kernelattentionprojection1",
     ]
+
+
+def test_keys_far_from_the_origin_give_the_same_map_loss():
+    # The stability suite's case: the loss is computed on centred keys.
+    kernel = KERNELS["gaussian"]
+    X, Y, w = _data("squared_error", n=40)
+    A = _map(kernel)
+    loss, grad, _ = projection_loss(A, X, Y, w, kernel)
+    far, far_grad, _ = projection_loss(A, X + 1e8, Y, w, kernel)
+    assert_allclose(far, loss, rtol=1e-7)
+    assert_allclose(far_grad, grad, rtol=1e-5, atol=1e-9)
+
+
+def test_the_loss_stays_within_working_memory():
+    from _memory import traced_peak
+
+    kernel = KERNELS["gaussian"]
+    rng = np.random.default_rng(0)
+    n = 3000
+    X, Y = rng.normal(size=(n, 4)), rng.normal(size=(n, 1))
+    A = np.eye(4)
+    budget = 2 * 2**20  # working_memory of 2 MiB
+    _, peak = traced_peak(
+        lambda: projection_loss(A, X, Y, np.ones(n), kernel), working_memory=2
+    )
+    # Blocks of a few rows: far below one n x n array (72 MB).
+    assert peak < 4 * budget + 64 * n * 8
+
+
+@pytest.mark.parametrize(
+    "alter, what",
+    [
+        (lambda p: setattr(p, "components_", p.components_[:, :2]), "columns"),
+        (lambda p: p.components_.__setitem__((0, 0), np.nan), "finite"),
+        (lambda p: setattr(p, "components_", p.components_.astype(int)), "float64"),
+    ],
+)
+def test_an_altered_map_is_refused_on_load(alter, what):
+    import pickle
+
+    X, y, _ = _index_model(n=60)
+    projection = KernelAttentionProjection(n_components=2, max_iter=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        projection.fit(X, y)
+    alter(projection)
+    with pytest.raises(ValueError, match="Cannot load this fitted estimator"):
+        pickle.loads(pickle.dumps(projection))
+
+
+def test_a_map_round_trips_through_skops_with_the_trusted_types():
+    sio = pytest.importorskip("skops.io")
+    from sklearn_kernelpool import KernelAttentionRegressorCV, skops_trusted_types
+
+    X, y, _ = _index_model(n=150)
+    search = KernelAttentionRegressorCV(degree=0, projection=2).fit(X, y)
+    loaded = sio.loads(sio.dumps(search), trusted=skops_trusted_types())
+    assert_allclose(loaded.predict(X[:10]), search.predict(X[:10]), rtol=0, atol=0)

@@ -28,6 +28,11 @@ the normalised attention weights ``p_i`` of the query give:
 The standard errors are ``sqrt(sum_i G_i^2 sigma_i^2)`` with the residual
 variances of :func:`._residuals.residual_variance`.
 
+A fit on mapped keys ``z = A x`` (a learned map, :mod:`.._widths._projection_loss`)
+has the gradient ``A^T grad_z f`` in the original coordinates: the factors
+are mapped, ``G_i <- A^T G_i``, before the gradient and its standard errors
+are formed from them, so both are exact in ``x``.
+
 Numerics: ``D_i`` is the difference of the unscaled coordinates, divided by
 the bandwidth; the local frame of degree 1 is first taken from the key of
 largest weight (so that a fit resting on keys of tiny weight, far from the
@@ -122,11 +127,14 @@ def _gradient_factors(pool, p, diff, r2, layout, centers):
     return factors, None
 
 
-def predict_gradient(estimator, X, return_se):
+def predict_gradient(estimator, X, return_se, components=None):
     """The gradients (and standard errors) of a fitted regressor at ``X``.
 
     Returns ``(gradient, se)`` of shape (n_queries, n_features, n_outputs),
-    ``se`` None unless ``return_se``; NaN in the categorical features.
+    ``se`` None unless ``return_se``; NaN in the categorical features. With
+    ``components``, the map ``A`` (n_components, n_original) of which the
+    regressor's keys and ``X`` are the images: the gradients in the original
+    coordinates, of shape (n_queries, n_original, n_outputs).
     """
     check_gradient_support(estimator)
     X = validate_queries(estimator, X)
@@ -137,14 +145,20 @@ def predict_gradient(estimator, X, return_se):
     if return_se:
         variance = residual_variance(estimator)[0][pool.support]
     n_keys, d = pool.keys.shape
-    work = _ChunkGradients(estimator, values, variance, return_se)
+    work = _ChunkGradients(estimator, values, variance, return_se, components)
     chunks = pool._run_chunks(
         X, None, work, estimator.n_jobs, extra_row_bytes=8 * n_keys
     )
+    if components is not None:
+        d = components.shape[1]
     grad = np.concatenate([c[0] for c in chunks]) if chunks else np.empty((0, d, 1))
     se = None
     if return_se:
         se = np.concatenate([c[1] for c in chunks]) if chunks else np.empty_like(grad)
+    if components is not None:  # no categorical feature beside a map
+        return grad.astype(pool.dtype, copy=False), (
+            None if se is None else se.astype(pool.dtype, copy=False)
+        )
     return _place(estimator, grad, pool.dtype), (
         None if se is None else _place(estimator, se, pool.dtype)
     )
@@ -163,9 +177,12 @@ class _ChunkGradients:
         Their residual variances, for the standard errors.
     return_se : bool
         Whether to compute the standard errors too.
+    components : ndarray of shape (n_features, n_original) or None
+        The map of which the keys are the images: the factors are mapped
+        back to the original coordinates.
     """
 
-    def __init__(self, estimator, values, variance, return_se):
+    def __init__(self, estimator, values, variance, return_se, components=None):
         pool = estimator._pool
         self.pool = pool
         self.values = values
@@ -177,8 +194,10 @@ class _ChunkGradients:
         self.keys_t = np.ascontiguousarray(pool.exact.keys.T)
         self.h_column = np.broadcast_to(pool.bandwidth, (self.d,))[:, None]
         self.fill = np.nan if pool.on_empty in ("nan", "raise") else 0.0
+        self.components = components
+        self.d_out = self.d if components is None else components.shape[1]
         self.budget = working_memory_bytes() / engine_threads(estimator.n_jobs)
-        self.row_bytes = 8 * _ROW_ARRAYS * self.n_keys * self.d
+        self.row_bytes = 8 * _ROW_ARRAYS * self.n_keys * max(self.d, self.d_out)
 
     def __call__(self, X_chunk, workspace):
         """``((gradient, se), empty)`` of the queries ``X_chunk``."""
@@ -186,7 +205,7 @@ class _ChunkGradients:
         n_rows = len(raw)
         # The chunk's weights and the factors of its rows share the budget.
         sub_rows = max(1, int((self.budget - p.nbytes) // self.row_bytes))
-        grad = np.empty((n_rows, self.d, self.values.shape[1]))
+        grad = np.empty((n_rows, self.d_out, self.values.shape[1]))
         se = np.empty_like(grad) if self.return_se else None
         for rows in gen_batches(n_rows, sub_rows):
             self._batch(
@@ -232,6 +251,8 @@ class _ChunkGradients:
         centers = self.pool.center - q / self.pool.bandwidth
         G, mean = _gradient_factors(self.pool, weights, diff, r2, self.layout, centers)
         del diff
+        if self.components is not None:
+            G, mean = self._mapped(G, mean, weights)
         # sum_i G_i (y_i - ybar): the sum of the factors is 0 (degree 1), or
         # sum_i p_i (y_i - ybar) = 0 drops their correction (degree 0); so the
         # level of y, times rounding errors, is left out.
@@ -246,6 +267,13 @@ class _ChunkGradients:
                 G[:, j] -= weights * mean[:, j, None]
         np.square(G, out=G)
         se[...] = np.sqrt(_times(G, self.variance[used]))
+
+    def _mapped(self, G, mean, weights):
+        """The factors in the original coordinates, ``A^T G``, corrected first
+        by their mean (degree 0)."""
+        if mean is not None:
+            G -= weights[:, None, :] * mean[:, :, None]
+        return np.einsum("kj,rki->rji", self.components, G), None
 
 
 def _times(G, matrix):

@@ -59,8 +59,9 @@ class CandidateSearch(SearchParameters):
     extends with the search. Its held-out passes are a
     :class:`._passes.HeldOutPasses`; on a small table its rules a
     :class:`._rules.SmallTableRules`. After :meth:`fit`, the attributes of
-    :data:`SELECTED` that the search set hold the selection, and ``binned``
-    whether it scored on the binned path.
+    :data:`SELECTED` that the search set hold the selection, ``binned``
+    whether it scored on the binned path, and ``data`` the
+    :class:`._data.SearchData` it scored on.
     """
 
     def selected(self):
@@ -100,6 +101,8 @@ class CandidateSearch(SearchParameters):
         counts = self.neighbor_counts(categorical=codes is not None)
         self.check_options(codes, counts)
         data = search_data(self, X, y, sample_weight)
+        # Kept for what follows the search (a learned map, :mod:`.._cv_projection`).
+        self.data = data
         grid = self.bandwidth_grid(data.keys)
         automatic = isinstance(self.bandwidths, Integral)
         if len(grid):

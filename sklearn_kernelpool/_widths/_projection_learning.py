@@ -130,7 +130,7 @@ def learn_projection(
             f"The learning of the projection stopped at max_iter={max_iter} "
             "iterations before it converged; raise max_iter.",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     return LearnedProjection(
         result.x.reshape(shape), n_iter, float(result.fun), converged

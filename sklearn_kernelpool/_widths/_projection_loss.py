@@ -110,7 +110,7 @@ def projection_loss(
         f = p @ Y
         f[empty] = fallback[rows[empty]]
         predictions[rows] = f
-        part, derivative = _objective(objective, Y[rows], f, weights[rows], scale)
+        part, derivative = _loss_terms(objective, Y[rows], f, weights[rows], scale)
         loss += part
         if gradient:
             # dL / ds_ij, zero where a pair has no weight.
@@ -121,6 +121,24 @@ def projection_loss(
             moments.add(rows, factors)
     grad = 2.0 * A @ moments.total() if gradient else None
     return loss, grad, predictions
+
+
+def _loss_terms(objective, Y, predictions, weights, scale):
+    """The summed loss of the rows and its derivative in their fits.
+
+    The squared error as :func:`._terms._objective` has it. The log-loss of
+    the class indicators clips the probabilities to ``[eps, 1 - eps]`` as
+    :func:`sklearn.metrics.log_loss` does, but keeps the derivative
+    ``-w y / max(p, eps)`` where a probability is clipped: a point whose
+    true class gets no weight is where a map must change most, and a zero
+    derivative there would let the learning sharpen the map past it.
+    """
+    if objective == "squared_error":
+        return _objective(objective, Y, predictions, weights, scale)
+    loss, _ = _objective(objective, Y, predictions, weights, scale)
+    floor = np.maximum(predictions, _EPS)
+    derivative = np.where(Y > 0, -weights[:, None] * Y / floor, 0.0) / scale
+    return loss, derivative
 
 
 def _block_rows(n):
