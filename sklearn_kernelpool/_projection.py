@@ -170,7 +170,7 @@ class KernelAttentionProjection(
     n_features_in_ : int
         Number of features seen during ``fit``.
 
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during ``fit``; only when ``X`` has string
         column names.
 
