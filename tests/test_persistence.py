@@ -1,6 +1,7 @@
 """Saving and loading fitted estimators: pickle, joblib and skops."""
 
 import copy
+import functools
 import io
 import os
 import pickle
@@ -136,6 +137,15 @@ def _configurations():
         2,
         None,
     )
+    yield (
+        "cv_projection",
+        # A forced map of rank 1: the search holds a KernelAttentionProjection.
+        KernelAttentionRegressorCV(
+            bandwidths=3, n_neighbors=None, degree=0, projection=1, max_iter=20
+        ),
+        2,
+        None,
+    )
 
 
 CONFIGURATIONS = list(_configurations())
@@ -149,6 +159,15 @@ def _fitted(estimator, n_features, dtype):
     y = (Y > 0).astype(int) if is_classifier(estimator) else Y
     estimator.fit(X_fit, y)
     return estimator
+
+
+@functools.cache
+def _fitted_with_outputs(name):
+    """A configuration fitted once, and its :func:`_outputs`, shared by the
+    round trips below: none of them changes the estimator it saves."""
+    _, estimator, n_features, dtype = CONFIGURATIONS[IDS.index(name)]
+    fitted = _fitted(clone(estimator), n_features, dtype)
+    return fitted, _outputs(fitted, n_features)
 
 
 def _outputs(estimator, n_features):
@@ -190,8 +209,7 @@ def test_round_trip_predicts_the_same(round_trip, name, estimator, n_features, d
     assert unfitted.get_params() == estimator.get_params()
     assert not hasattr(unfitted, "n_features_in_")
 
-    fitted = _fitted(estimator, n_features, dtype)
-    outputs = _outputs(fitted, n_features)
+    fitted, outputs = _fitted_with_outputs(name)
     loaded = round_trip(fitted)
     assert type(loaded) is type(fitted)
     _assert_same_outputs(loaded, outputs, n_features)
@@ -256,8 +274,7 @@ def test_lambda_kernel_deepcopy_and_unfitted_pickle_work(estimator):
 
 @pytest.mark.parametrize("name, estimator, n_features, dtype", CONFIGURATIONS, ids=IDS)
 def test_deepcopy_predicts_the_same(name, estimator, n_features, dtype):
-    fitted = _fitted(clone(estimator), n_features, dtype)
-    outputs = _outputs(fitted, n_features)
+    fitted, outputs = _fitted_with_outputs(name)
     copied = copy.deepcopy(fitted)
     _assert_same_outputs(copied, outputs, n_features)
     _assert_same_outputs(_pickle(copied), outputs, n_features)
@@ -335,8 +352,11 @@ def test_skops_round_trip_with_the_trusted_types():
     trusted = skops_trusted_types()
     untrusted_seen = set()
     for name, estimator, n_features, dtype in _skops_configurations():
-        fitted = _fitted(clone(estimator), n_features, dtype)
-        outputs = _outputs(fitted, n_features)
+        if name in IDS:
+            fitted, outputs = _fitted_with_outputs(name)
+        else:
+            fitted = _fitted(clone(estimator), n_features, dtype)
+            outputs = _outputs(fitted, n_features)
         dumped = sio.dumps(fitted)
         untrusted = set(sio.get_untrusted_types(data=dumped))
         user_types = {f"{__name__}.module_kernel"} if name == "user_kernel" else set()

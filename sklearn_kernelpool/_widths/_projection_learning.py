@@ -18,6 +18,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._engine._pooling import KernelPool
 from .._exceptions import EmptyNeighborhoodWarning
+from .._utils._threads import single_threaded_blas
 from ._guard import (
     GUARD_MARGIN,
     _select_isotropic,
@@ -116,13 +117,16 @@ def learn_projection(
             )
         return loss, grad.ravel()
 
-    result = minimize(
-        fun,
-        np.asarray(start, dtype=np.float64).ravel(),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": max_iter, "gtol": tol},
-    )
+    # The blocks' products are small: BLAS threads wait on each other at
+    # every one of them (benchmarks/bench_projection.py measures it).
+    with single_threaded_blas():
+        result = minimize(
+            fun,
+            np.asarray(start, dtype=np.float64).ravel(),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": max_iter, "gtol": tol},
+        )
     n_iter = int(result.nit)
     converged = n_iter < max_iter or bool(result.success)
     if warn and not converged:

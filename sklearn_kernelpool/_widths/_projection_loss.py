@@ -38,6 +38,10 @@ from ._terms import _EPS, _objective
 # within working_memory.
 _PAIR_BYTES = 48
 _BLOCK_BYTES = 2**22
+# A row whose largest logit is below this is shifted before exp(): the sum
+# of its weights could otherwise underflow (exp(-708) is the smallest
+# normal float64).
+_SHIFT_BELOW = -300.0
 
 
 def differentiable_kernels():
@@ -106,18 +110,26 @@ def projection_loss(
             slack = 64 * _EPS * (left[rows, -1][:, None] + right[-2][None, :])
             s[s <= slack] = 0.0
         slope = _slope(kernel, s) if gradient else None
-        p, empty = _leave_one_out_weights(kernel, s, rows, weights, log_weights)
-        f = p @ Y
+        a, inverse, empty = _leave_one_out_weights(
+            kernel, s, rows, weights, log_weights
+        )
+        f = a @ Y
+        f *= inverse[:, None]
         f[empty] = fallback[rows[empty]]
         predictions[rows] = f
         part, derivative = _loss_terms(objective, Y[rows], f, weights[rows], scale)
         loss += part
         if gradient:
-            # dL / ds_ij, zero where a pair has no weight.
+            # dL / ds_ij = g(s_ij) p_ij e_i . (y_j - f_i), with p_ij = a_ij
+            # / total_i: zero where a pair has no weight.
             factors = derivative @ Y.T
             factors -= np.einsum("ik,ik->i", derivative, f)[:, None]
-            factors *= p
-            factors *= slope
+            factors *= a
+            if np.ndim(slope):
+                factors *= slope
+                factors *= inverse[:, None]
+            else:
+                factors *= (slope * inverse)[:, None]
             moments.add(rows, factors)
     grad = 2.0 * A @ moments.total() if gradient else None
     return loss, grad, predictions
@@ -171,19 +183,22 @@ def _slope(kernel, s):
 
 
 def _leave_one_out_weights(kernel, s, rows, weights, log_weights):
-    """The normalised weights ``p_ij`` of the rows over every other key (in
-    place of ``s``), and the rows of no positive weight (empty)."""
+    """The weights ``a_ij`` of the rows over every other key (in place of
+    ``s``), up to a factor per row, the inverse of their row sums (0 for an
+    empty row) and the rows of no positive weight (empty): the normalised
+    weights are ``a_ij * inverse_i``."""
     diagonal = (np.arange(len(rows)), rows)
     if kernel.squared_log_function is not None:
         logits = kernel.squared_log_function(s)
         if log_weights is not None:
             logits += log_weights
         logits[diagonal] = -np.inf
-        # The largest logit of each row is subtracted: exp() keeps the
-        # ratios, which is all the weights are, without underflow.
+        # Where some row's largest logit could underflow exp(), it is
+        # subtracted from the row: the weights are ratios within each row.
         top = logits.max(axis=1, keepdims=True)
         top[~np.isfinite(top)] = 0.0
-        logits -= top
+        if top.min() < _SHIFT_BELOW:
+            logits -= top
         a = np.exp(logits, out=logits)
     else:
         a = kernel.squared_function(s)
@@ -191,9 +206,10 @@ def _leave_one_out_weights(kernel, s, rows, weights, log_weights):
         a[diagonal] = 0.0
     total = a.sum(axis=1)
     empty = ~(total > 0)
-    a[~empty] /= total[~empty, None]
+    inverse = np.zeros_like(total)
+    np.divide(1.0, total, out=inverse, where=~empty)
     a[empty] = 0.0
-    return a, empty
+    return a, inverse, empty
 
 
 def _fallback_values(Y, weights):
