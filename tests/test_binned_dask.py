@@ -276,7 +276,9 @@ def labelled(n, d, seed=0):
     return X, labels, weights
 
 
-@pytest.mark.parametrize("d", [1, 2])
+# One feature by default: the map-reduce over two is that of the regressor
+# above (the class indicators are its values); two with -m slow.
+@pytest.mark.parametrize("d", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_classifier_equals_the_in_memory_fit(client, d):
     """The class indicators are the binned values: the probabilities of the
     fit on dask arrays equal those of the in-memory binned fit."""

@@ -367,10 +367,37 @@ def _held_out_by_refitting(X, y, sw, kernel, h, lam, degree, splits, on_empty):
     return pred
 
 
+# Each degree with and without weights by default, over an unbounded, a
+# compact and a heavy-tailed kernel; every combination with -m slow.
+LEAVE_ONE_OUT_DEFAULT = {
+    (False, 0, "gaussian"),
+    (True, 1, "epanechnikov"),
+    (True, 0, "cauchy"),
+    (False, 1, "cauchy"),
+}
+
+
+def _leave_one_out_cases():
+    cases = []
+    for weighted in (False, True):
+        for degree in (0, 1):
+            for kernel in ("gaussian", "epanechnikov", "cauchy"):
+                case = (weighted, degree, kernel)
+                marks = [] if case in LEAVE_ONE_OUT_DEFAULT else [pytest.mark.slow]
+                cases.append(
+                    pytest.param(
+                        kernel,
+                        degree,
+                        weighted,
+                        id="-".join(map(str, case)),
+                        marks=marks,
+                    )
+                )
+    return cases
+
+
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "cauchy"])
-@pytest.mark.parametrize("degree", [0, 1])
-@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("kernel, degree, weighted", _leave_one_out_cases())
 def test_leave_one_out_equals_refitting_without_each_point(kernel, degree, weighted):
     from sklearn.model_selection import LeaveOneOut
 

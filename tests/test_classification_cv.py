@@ -80,9 +80,28 @@ def log_loss_of(y, proba, w):
 
 
 # -- leave-one-out -----------------------------------------------------------
-@pytest.mark.parametrize("kernel", CANONICAL)
-@pytest.mark.parametrize("weighted", [False, True])
-@pytest.mark.parametrize("on_empty", ["nearest", "mean"])
+# A kernel of each family (unbounded, heavy-tailed, compact, flat, constant)
+# with and without weights under both policies by default; the other kernels
+# with -m slow.
+LOO_DEFAULT_KERNELS = {"gaussian", "cauchy", "epanechnikov", "boxcar", "constant"}
+
+
+def _loo_cases():
+    return [
+        pytest.param(
+            kernel,
+            weighted,
+            on_empty,
+            id=f"{on_empty}-{weighted}-{kernel}",
+            marks=[] if kernel in LOO_DEFAULT_KERNELS else [pytest.mark.slow],
+        )
+        for on_empty in ("nearest", "mean")
+        for weighted in (False, True)
+        for kernel in CANONICAL
+    ]
+
+
+@pytest.mark.parametrize("kernel, weighted, on_empty", _loo_cases())
 def test_loo_matches_refitting_without_each_point(data, kernel, weighted, on_empty):
     X, y, w = data
     w = w if weighted else None

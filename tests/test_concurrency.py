@@ -58,6 +58,44 @@ CONFIGURATIONS = {
 }
 
 
+def _names(slow=()):
+    """Every configuration; those in ``slow`` run with -m slow only."""
+    return [
+        pytest.param(name, marks=pytest.mark.slow) if name in slow else name
+        for name in CONFIGURATIONS
+    ]
+
+
+# Local-linear fits on a tree are the slowest configurations: by default the
+# threads run the one with the spread on ball_tree, the runs, chunkings and
+# n_jobs the one on kd_tree; each runs both with -m slow.
+THREADS_CONFIGURATIONS = _names(slow={"degree1-kd_tree-epanechikov"})
+RUNS_SLOW = {"std-degree1-ball_tree-tricube"}
+# float32 on one configuration of each path (brute, tree, classifier, local
+# linear, spread) by default; on the others with -m slow.
+FLOAT32_DEFAULT = {
+    "brute-gaussian",
+    "kd_tree-biweight",
+    "classifier-brute-gaussian",
+    "degree1-brute-gaussian",
+    "std-brute-cauchy",
+}
+
+
+def _runs_cases():
+    cases = []
+    for dtype in (np.float64, np.float32):
+        for name in CONFIGURATIONS:
+            default = name not in RUNS_SLOW
+            if dtype == np.float32:
+                default = name in FLOAT32_DEFAULT
+            marks = [] if default else [pytest.mark.slow]
+            cases.append(
+                pytest.param(name, dtype, id=f"{name}-{dtype.__name__}", marks=marks)
+            )
+    return cases
+
+
 # Far queries fall back, which warns; catch_warnings is not thread-safe, so
 # the filter is set for the whole module instead.
 pytestmark = [
@@ -99,7 +137,7 @@ def fitted(name, dtype=np.float64):
     return estimator, Q
 
 
-@pytest.mark.parametrize("name", CONFIGURATIONS)
+@pytest.mark.parametrize("name", THREADS_CONFIGURATIONS)
 def test_threads_predict_identically_and_leave_the_estimator_unchanged(name):
     reg, Q = fitted(name)
     with config_context(working_memory=0.1):  # several chunks per call
@@ -148,8 +186,7 @@ def test_threads_predicting_first_agree(name):
         assert_array_equal(result, expected)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("name", CONFIGURATIONS)
+@pytest.mark.parametrize("name, dtype", _runs_cases())
 def test_bitwise_identical_across_runs_chunk_sizes_and_n_jobs(name, dtype, monkeypatch):
     # Small jobs run in one thread anyway: make these use threads. Brute
     # chunks are capped near the cache size: lift the cap, so that
@@ -253,7 +290,8 @@ CV_JOBS = [
 ]
 
 
-@pytest.mark.parametrize("n_threads", [4, 8])
+# The larger pool, where more limits overlap, by default; four with -m slow.
+@pytest.mark.parametrize("n_threads", [pytest.param(4, marks=pytest.mark.slow), 8])
 def test_threads_running_cv_leave_the_blas_threads_as_they_were(n_threads):
     # threadpoolctl's limits are process-wide: limits entered and left by
     # several threads at once used to leave BLAS at one thread for good.

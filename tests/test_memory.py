@@ -30,7 +30,19 @@ def _sizes(name):
     return 4_000, 2_000
 
 
-@pytest.mark.parametrize("name", list(MEMORY_PATHS))
+# The nearest-key fallback and the recomputation of underflowing rows run
+# under leave-one-out by default, K-fold with the other policies; K-fold with
+# them too with -m slow.
+SLOW_PATHS = {"cv-kfold-empty-nearest", "cv-kfold-underflow"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.slow) if name in SLOW_PATHS else name
+        for name in MEMORY_PATHS
+    ],
+)
 def test_peak_memory_within_working_memory_and_output(name):
     n, m = _sizes(name)
     peak, output, budget = measure(name, n, m, WORKING_MEMORY)

@@ -431,10 +431,37 @@ def test_selection_from_the_band_of_residuals_equals_a_sort():
         assert_array_equal(_select(mu, R[order], order, rank, -1.0, ends), expected)
 
 
-@pytest.mark.parametrize("kernel", ["epanechikov", "biweight", "boxcar"])
-@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
-@pytest.mark.parametrize("degree", [0, 1])
-@pytest.mark.parametrize("level", [0.5, 0.95])
+# Every algorithm at both degrees by default, the compact kernels and the
+# levels taking turns across them; every combination with -m slow.
+SPARSE_ROWS_DEFAULT = {
+    ("epanechikov", "brute", 0, 0.5),
+    ("biweight", "brute", 1, 0.95),
+    ("boxcar", "kd_tree", 0, 0.95),
+    ("epanechikov", "kd_tree", 1, 0.5),
+    ("biweight", "ball_tree", 0, 0.5),
+    ("boxcar", "ball_tree", 1, 0.95),
+}
+
+
+def _sparse_rows_cases():
+    cases = []
+    for level in (0.5, 0.95):
+        for degree in (0, 1):
+            for algorithm in ("brute", "kd_tree", "ball_tree"):
+                for kernel in ("epanechikov", "biweight", "boxcar"):
+                    case = (kernel, algorithm, degree, level)
+                    marks = [] if case in SPARSE_ROWS_DEFAULT else [pytest.mark.slow]
+                    cases.append(
+                        pytest.param(
+                            *case,
+                            id=f"{level}-{degree}-{algorithm}-{kernel}",
+                            marks=marks,
+                        )
+                    )
+    return cases
+
+
+@pytest.mark.parametrize("kernel, algorithm, degree, level", _sparse_rows_cases())
 def test_sparse_rows_equal_refits(kernel, algorithm, degree, level, monkeypatch):
     # Narrow compact kernels: each query sees a few of the 64 keys, many one
     # or none (the nearest key then). Integer targets tie the residuals;
