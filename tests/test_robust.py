@@ -230,6 +230,15 @@ def test_every_method_uses_the_final_weights(params):
         assert_array_equal(got, expected)
     assert_array_equal(robust.attention_weights(Q), direct.attention_weights(Q))
     assert_array_equal(robust.confidence_interval(Q), direct.confidence_interval(Q))
+    assert_allclose(
+        robust.prediction_interval(Q), direct.prediction_interval(Q), atol=1e-12
+    )
+    for got, expected in zip(
+        robust.predict_gradient(Q, return_se=True),
+        direct.predict_gradient(Q, return_se=True),
+        strict=True,
+    ):
+        assert_allclose(got, expected, atol=1e-12)
     if params.get("algorithm") != "binned":
         got, expected = robust.smoother_diagnostics(), direct.smoother_diagnostics()
         for name in ("effective_df", "gcv", "aicc"):
@@ -309,6 +318,19 @@ def test_sparse_and_dense_keys_agree():
     assert_array_equal(
         reg.fit(sparse.csr_matrix(X), y, sample_weight=w).predict(Q), dense
     )
+
+
+def test_categorical_features_iterate():
+    X, y, w = _outlier_data()
+    codes = (np.arange(len(X)) % 3).astype(float)
+    X = np.column_stack([X, codes])
+    Q = np.column_stack([np.linspace(0, 3, 9), np.arange(9) % 3])
+    params = dict(bandwidth=0.3, degree=1, categorical_features=[1])
+    robust = KernelAttentionRegressor(**params, robust_iterations=2).fit(X, y, w)
+    delta = robust.robustness_weights_
+    assert np.any(delta == 0)
+    direct = KernelAttentionRegressor(**params).fit(X, y, w * delta)
+    assert_array_equal(robust.predict(Q), direct.predict(Q))
 
 
 def test_zero_iterations_is_the_plain_fit():
