@@ -244,6 +244,19 @@ class KernelAttentionRegressor(
         :meth:`smoother_diagnostics` raises a ``ValueError``. See
         :ref:`tabular-partially-linear`.
 
+    robust_iterations : int, default=0
+        Cleveland's robustness iterations [6]_: each takes the residuals
+        ``r_i = y_i - f(x_i)`` of the in-sample fit, their scale ``s`` (the
+        median of ``|r_i|`` weighted by the sample weights), and refits
+        with the sample weights times ``B(r_i / (6 s))``, ``B(u) = (1 -
+        u**2)**2`` for ``|u| < 1`` and 0 beyond. The last fit, its weights
+        ``robustness_weights_`` held fixed, gives every method. With
+        ``kernel="tricube"``, ``degree=1`` and ``n_neighbors=int(frac * n +
+        1e-10)`` it is statsmodels' ``lowess(y, x, frac=frac,
+        it=robust_iterations, delta=0)``. Several outputs share one weight
+        per row. Dask arrays, other array API namespaces and
+        ``linear_features`` raise a ``ValueError``. See :ref:`robust-fits`.
+
     Attributes
     ----------
     keys_ : {ndarray, sparse matrix} of shape (n_samples, n_features)
@@ -310,6 +323,11 @@ class KernelAttentionRegressor(
         (its first category dropped) and the feature's name for a numeric
         one (``x{j}`` without feature names).
 
+    robustness_weights_ : ndarray of shape (n_samples,) or None
+        The robustness weights of the final fit, in [0, 1], which pools with
+        ``sample_weight_ * robustness_weights_``; 0 for rows of sample weight
+        zero. None when ``robust_iterations=0``.
+
     kernel_regressor_ : KernelAttentionRegressor
         With ``linear_features``: the kernel part, fitted on the other
         columns with the partial residuals as values. ``keys_``,
@@ -332,23 +350,15 @@ class KernelAttentionRegressor(
     computed on keys and queries centred on the mean of the keys, so that a
     large common offset does not cost precision; the trees subtract exactly.
 
-    Prediction works in chunks of queries: the memory it needs beyond its
-    inputs and output is bounded by ``working_memory`` (see
-    :func:`sklearn.config_context`), or by one block of rows of the brute
-    path (1 MiB of scores per thread) if that is larger, and does not grow
-    with the number of queries. The predictions are the
-    same to the last bit for every ``working_memory`` and ``n_jobs``.
+    Prediction works in chunks of queries within ``working_memory`` (see
+    :func:`sklearn.config_context`, and the user guide, "Choosing an
+    algorithm", for the exceptions). The predictions are the same to the
+    last bit for every ``working_memory`` and ``n_jobs``.
 
     An integer sample weight ``k`` is equivalent to ``k`` copies of the row
     (except under ``n_neighbors``, where a row counts as one neighbour), and
     rows of weight zero never influence a prediction. Predictions have the
     floating dtype of the training ``X`` (float32 stays float32).
-
-    The local-linear fit (``degree=1``) is computed from kernel-weighted
-    moments of the keys and values, gathered by the same chunked products
-    as the pooling, then one small ``(n_features, n_features)`` symmetric
-    eigenproblem per query, solved in batch. With the gaussian kernel it
-    equals statsmodels' ``KernelReg(reg_type="ll")``.
 
     ``predict(X, return_std=True)`` estimates the conditional standard
     deviation of ``y`` around the prediction (the local spread of the
@@ -356,17 +366,10 @@ class KernelAttentionRegressor(
     ``predict(X, return_se=True)``; :meth:`confidence_interval` gives
     intervals and bands of the fitted mean function from it.
 
-    With ``sklearn.config_context(array_api_dispatch=True)`` (and
-    ``SCIPY_ARRAY_API=1``), arrays of other array API namespaces, such as
-    PyTorch tensors or CuPy arrays, are pooled by brute force with the
-    operations of their namespace, on their device, and the predictions and
-    fitted arrays are of that namespace and device: every named kernel,
-    sample weights, multi-output ``y``, the ``on_empty`` policies,
-    ``return_std`` and dense ``attention_weights``. The trees, ``degree=1``,
-    callable kernels and ``sparse=True`` work on NumPy arrays only and raise
-    a ``ValueError`` for other arrays; ``algorithm="auto"`` is then brute
-    force. So do ``return_se`` and :meth:`confidence_interval`. See the
-    user guide, "GPU and other arrays".
+    With ``sklearn.config_context(array_api_dispatch=True)``, arrays of other
+    array API namespaces (PyTorch, CuPy) are pooled by brute force on their
+    device; what stays NumPy-only is listed in the user guide, "GPU and
+    other arrays".
 
     References
     ----------
@@ -380,6 +383,9 @@ class KernelAttentionRegressor(
     .. [5] H. White, "A heteroskedasticity-consistent covariance matrix
        estimator and a direct test for heteroskedasticity", Econometrica 48
        (1980).
+    .. [6] W. S. Cleveland, "Robust locally weighted regression and smoothing
+       scatterplots", Journal of the American Statistical Association 74
+       (1979).
 
     Examples
     --------
@@ -420,6 +426,7 @@ class KernelAttentionRegressor(
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
         "n_bins": [Interval(Integral, 2, None, closed="left"), "array-like", None],
         "linear_features": ["array-like", StrOptions({"categorical"}), None],
+        "robust_iterations": [Interval(Integral, 0, None, closed="left")],
     }
 
     def __init__(
@@ -436,6 +443,7 @@ class KernelAttentionRegressor(
         n_neighbors=None,
         n_bins=None,
         linear_features=None,
+        robust_iterations=0,
     ):
         self.kernel = kernel
         self.bandwidth = bandwidth
@@ -448,6 +456,7 @@ class KernelAttentionRegressor(
         self.n_neighbors = n_neighbors
         self.n_bins = n_bins
         self.linear_features = linear_features
+        self.robust_iterations = robust_iterations
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):

@@ -61,6 +61,12 @@ def _configurations():
     # A categorical feature: the first column of the checks' data, whose
     # values are its categories. Its input takes the path of every input.
     yield KernelAttentionRegressor(categorical_features=[0])
+    # Robustness iterations refit with the bisquare weights of the residuals
+    # (of degree 0: degree 1 interpolates the checks' 15 rows of 30 features,
+    # whose residuals are then rounding errors, and so are the weights).
+    yield KernelAttentionRegressor(
+        kernel="epanechnikov", bandwidth=3.0, robust_iterations=2
+    )
 
 
 PER_FEATURE_BANDWIDTH = [0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0]
@@ -217,6 +223,9 @@ def _in_the_default_run(estimator):
         ),
         KernelAttentionRegressor(bandwidth=0.3, n_neighbors=5),
         KernelAttentionRegressor(categorical_features=[0]),
+        KernelAttentionRegressor(
+            kernel="epanechnikov", bandwidth=3.0, robust_iterations=2
+        ),
         KernelAttentionRegressorCV(),
         KernelAttentionRegressorCV(bandwidths=None, n_neighbors=[3, 8]),
         KernelAttentionClassifier(kernel="gaussian", bandwidth=1.0),

@@ -116,6 +116,7 @@ class BinnedKernelPool:
             "degree",
             "categorical_bandwidth",
             "n_neighbors",
+            "robustness_weight",
         }:
             raise TypeError(f"Unexpected engine options {sorted(options)}.")
         keys = self._arguments["keys"]
@@ -127,6 +128,8 @@ class BinnedKernelPool:
             options.get("n_neighbors"),
         )
         degree = options.get("degree", 0)
+        if options.get("robustness_weight") is not None:
+            self._arguments["robustness_weight"] = options["robustness_weight"]
         self._arguments.update(
             algorithm="binned",
             degree=degree,
@@ -151,13 +154,16 @@ class BinnedKernelPool:
 
     def _fit_engine(self, squares):
         a = self._arguments
-        support = a["sample_weight"] > 0
+        weights = a["sample_weight"]
+        if a.get("robustness_weight") is not None:
+            weights = weights * a["robustness_weight"]
+        support = weights > 0
         if np.all(support):
             support = slice(None)  # no copy
         return _binned.fit_engine(
             a["keys"][support],
             a["values"][support].astype(np.float64, copy=False),
-            a["sample_weight"][support],
+            weights[support],
             a["kernel"],
             a["bandwidth"],
             a["degree"],

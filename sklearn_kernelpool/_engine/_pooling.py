@@ -85,6 +85,14 @@ def saved_arguments(*arguments, **named):
     return saved
 
 
+def pooling_weights(sample_weight, robustness_weight):
+    """The weights of the pooling: the sample weights times the robustness
+    weights, if any."""
+    if robustness_weight is None:
+        return sample_weight
+    return sample_weight * robustness_weight
+
+
 class KernelPool:
     """Fitted state of attention pooling and the arithmetic on it.
 
@@ -121,6 +129,12 @@ class KernelPool:
         None for the fixed ``bandwidth``; an int ``k`` gives each query the
         width ``bandwidth`` times the distance to its ``k``-th nearest key
         of positive weight (:mod:`._adaptive`).
+    robustness_weight : ndarray of shape (n_samples,) or None
+        Weights in [0, 1] that multiply ``sample_weight`` in the pooling
+        (the robustness weights of a robust fit), None for none. A row they
+        make zero is dropped from the pooling, but still counts as a
+        neighbour under ``n_neighbors``: the neighbourhoods are those of
+        ``sample_weight``, as in Cleveland's robust LOWESS.
     """
 
     def __init__(
@@ -136,6 +150,7 @@ class KernelPool:
         degree=0,
         categorical_bandwidth=None,
         n_neighbors=None,
+        robustness_weight=None,
     ):
         # All that pickles save: a loaded engine is rebuilt from them.
         self._arguments = saved_arguments(
@@ -147,22 +162,19 @@ class KernelPool:
             categorical_bandwidth=categorical_bandwidth,
             n_neighbors=n_neighbors,
         )
+        if robustness_weight is not None:
+            self._arguments["robustness_weight"] = robustness_weight
         keys, codes, degree, algorithm = self._continuous_keys(
             keys, categorical_bandwidth, degree, algorithm
         )
         self.dtype = keys.dtype
         self.degree = degree
         self.on_empty = on_empty
-        self.support = np.flatnonzero(sample_weight > 0)
+        weights = pooling_weights(sample_weight, robustness_weight)
+        self.support = np.flatnonzero(weights > 0)
         self.n_samples_fit = keys.shape[0]
-        scaled = self._set_keys(keys, sample_weight, bandwidth, codes)
-        # Per-query widths: the squared scale of each query's distances.
-        self.radii = None
-        self.n_neighbors = n_neighbors
-        if n_neighbors is not None:
-            self.radii = _adaptive.NeighborRadii(
-                scaled, self.exact.keys, self.bandwidth, n_neighbors
-            )
+        scaled = self._set_keys(keys, weights, bandwidth, codes)
+        self._set_radii(keys, sample_weight, scaled, n_neighbors)
         self.algorithm, neighbors = choose_algorithm(
             algorithm, kernel, self.keys, n_neighbors, self.bandwidth
         )
@@ -228,6 +240,22 @@ class KernelPool:
         # keeps every sum finite; pooled values are multiplied back.
         self.weights = relative_weights(sample_weight[self.support], self.dtype)
         return scaled
+
+    def _set_radii(self, keys, sample_weight, scaled, n_neighbors):
+        """Set ``radii``, the squared scale of each query's distances under
+        ``n_neighbors`` (None for the fixed bandwidth), over the neighbours:
+        the rows of positive sample weight, whatever their robustness
+        weights."""
+        self.n_neighbors = n_neighbors
+        self.radii = None
+        if n_neighbors is None:
+            return
+        exact = self.exact.keys
+        neighbors = np.flatnonzero(sample_weight > 0)
+        if len(neighbors) != len(self.support):
+            scaled = scale_coordinates(keys[neighbors], self.bandwidth, self.dtype, "X")
+            exact = keys[neighbors].astype(np.float64)
+        self.radii = _adaptive.NeighborRadii(scaled, exact, self.bandwidth, n_neighbors)
 
     def _set_values(self, values):
         """Set the values of the keys, scaled, and their weighted mean."""

@@ -59,6 +59,12 @@ def check_pool_arguments(arguments, on_empty_options):
     weights = _check_array(arguments, "sample_weight", (n_samples,))
     if np.any(weights < 0) or not np.any(weights > 0):
         _refuse("sample_weight", "is negative or all zero")
+    if arguments.get("robustness_weight") is not None:
+        robust = _check_array(arguments, "robustness_weight", (n_samples,))
+        if not np.all((robust >= 0) & (robust <= 1)):
+            _refuse("robustness_weight", "is not in [0, 1]")
+        if not np.any(weights * robust > 0):
+            _refuse("robustness_weight", "leaves no row of positive weight")
     n_continuous = n_features
     if arguments.get("categorical_bandwidth") is not None:
         lambdas = _check_array(arguments, "categorical_bandwidth", (None,))

@@ -56,10 +56,11 @@ def _move(array, xp, device_):
 def takes_array_api(estimator):
     """Whether the parameters of ``estimator`` take arrays of other
     namespaces: its ``array_api_support`` tag (degree 0, a named kernel,
-    brute force, fixed widths, no categorical feature declared of an array
-    and no linear feature)."""
+    brute force, fixed widths, no categorical feature declared of an array,
+    no linear feature and no robustness iteration)."""
     return (
         estimator.degree == 0
+        and not getattr(estimator, "robust_iterations", 0)
         and not callable(estimator.kernel)
         and estimator.algorithm in ("auto", "brute")
         and estimator.n_neighbors is None

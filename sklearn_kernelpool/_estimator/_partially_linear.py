@@ -41,6 +41,7 @@ from .._search._passes import HeldOutPasses
 from .._utils._categorical_input import _is_dataframe, categorical_mask
 from .._utils._input import check_numeric_target, validate_sample_weight
 from ._linear_columns import LinearDesign, check_collinear, linear_mask
+from ._robust import refuse_robust
 
 LINEAR_ATTRIBUTES = (
     "coef_",
@@ -300,6 +301,7 @@ def split_linear_columns(estimator, X, y, sample_weight):
 
 def fit_partially_linear(estimator, X, y, sample_weight):
     """``estimator.fit(X, y, sample_weight)`` with ``linear_features``."""
+    refuse_robust(estimator, "with linear_features")
     X, y, categorical, mask, design, Z, weights = split_linear_columns(
         estimator, X, y, sample_weight
     )
@@ -366,6 +368,6 @@ def clear_fitted(estimator, linear):
     """Remove the fitted attributes of the other kind of fit: those of the
     partially linear model before a fit without ``linear_features`` (and
     the engine's before one with it)."""
-    names = ("_pool",) if linear else LINEAR_ATTRIBUTES
+    names = ("_pool", "robustness_weights_") if linear else LINEAR_ATTRIBUTES
     for name in names:
         estimator.__dict__.pop(name, None)

@@ -71,6 +71,7 @@ def check_loaded_estimator(estimator):
     arguments = getattr(pool, "_arguments", None)
     if arguments is None:
         return  # unfitted, or fitted on the array API path
+    _check_robustness_weights(state, arguments)
     n_samples, n_features = arguments["keys"].shape
     if state.get("n_features_in_") != n_features:
         _refuse(
@@ -81,6 +82,18 @@ def check_loaded_estimator(estimator):
     classes = state.get("classes_")
     if classes is not None and np.shape(classes) != (pool.n_outputs,):
         _refuse("classes_", f"has shape {np.shape(classes)}, not ({pool.n_outputs},)")
+
+
+def _check_robustness_weights(state, arguments):
+    """Refuse ``robustness_weights_`` that are not the engine's: the
+    standard errors read them, the predictions the engine's."""
+    attribute = state.get("robustness_weights_")
+    saved = arguments.get("robustness_weight")
+    if (attribute is None) != (saved is None) or (
+        saved is not None
+        and not (isinstance(attribute, np.ndarray) and np.array_equal(attribute, saved))
+    ):
+        _refuse("robustness_weights_", "differ from the weights of its engine")
 
 
 def _check_linear_state(state):

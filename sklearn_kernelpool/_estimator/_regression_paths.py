@@ -12,15 +12,19 @@ from . import _partially_linear_methods as _partially_linear
 from ._array_api import fit_array_api
 from ._base import check_flag, fit_pool
 from ._input_kinds import KINDS, NUMPY_KINDS, validate_fit_input, validate_query_input
+from ._robust import fit_robust, refuse_robust
 
 
 def fit_regressor(estimator, X, y, sample_weight):
     """``estimator.fit(X, y, sample_weight)`` on the path of ``X``'s kind."""
     data = validate_fit_input(estimator, X, y, sample_weight, kinds=KINDS)
     X, y, sample_weight = data.X, data.y, data.sample_weight
+    estimator.robustness_weights_ = None
     if data.kind == "dask":
+        refuse_robust(estimator, "on dask arrays (the binned grid sums)")
         return fit_dask(estimator, X, y, sample_weight, estimator.degree)
     if data.kind == "array_api":
+        refuse_robust(estimator, "on arrays of another array API namespace")
         return fit_array_api(estimator, X, y, sample_weight, data.xp)
     fit_pool(
         estimator,
@@ -32,6 +36,7 @@ def fit_regressor(estimator, X, y, sample_weight):
     )
     estimator.keys_ = X
     estimator.values_ = y
+    fit_robust(estimator)
     return estimator
 
 

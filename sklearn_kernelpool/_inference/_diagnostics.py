@@ -21,7 +21,7 @@ from sklearn.utils import Bunch
 
 from .._engine._array_api import is_array_api_pool
 from .._held_out._criteria import criteria
-from ._residuals import smoother_rows, training_keys
+from ._residuals import fit_weights, smoother_rows, training_keys
 
 
 def smoother_diagnostics(estimator):
@@ -42,7 +42,7 @@ def smoother_diagnostics(estimator):
     values = np.asarray(estimator.values_, dtype=np.float64)
     values = values.reshape(values.shape[0], -1)
     n_samples = values.shape[0]
-    weights = estimator.sample_weight_
+    weights = fit_weights(estimator)
     if weights is None:
         weights = np.ones(n_samples)
     weights = np.asarray(weights, dtype=np.float64)

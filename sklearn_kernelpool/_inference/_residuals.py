@@ -52,6 +52,17 @@ def training_keys(estimator):
     return keys.tocsr() if sp.issparse(keys) else keys
 
 
+def fit_weights(estimator):
+    """The weights of the fit: ``sample_weight_`` times the robustness
+    weights of a robust fit (``robustness_weights_``); None for unit
+    weights."""
+    weights = estimator.sample_weight_
+    robust = getattr(estimator, "robustness_weights_", None)
+    if robust is None:
+        return weights
+    return robust if weights is None else weights * robust
+
+
 def residual_variance(estimator):
     """Per-row residual variances of the training values, ``(n, n_outputs)``.
 
@@ -105,7 +116,7 @@ def residual_parts(estimator):
         self_weight[batch] = diagonal
         denominator[batch] = 1.0 - 2.0 * diagonal + np.einsum("ij,ij->i", rows, rows)
     variance = variance_from_residuals(
-        (values - fitted) ** 2, denominator, estimator.sample_weight_
+        (values - fitted) ** 2, denominator, fit_weights(estimator)
     )
     return variance, fitted, self_weight, denominator
 

@@ -26,6 +26,7 @@ from .._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from .._utils._input import validate_queries
 from .._utils._working_memory import row_batches
 from ._residuals import (
+    fit_weights,
     residual_parts,
     smoother_rows,
     training_keys,
@@ -185,7 +186,7 @@ class _Resampling:
     ):
         self.estimator = estimator
         self.variance = variance
-        weights = estimator.sample_weight_
+        weights = fit_weights(estimator)
         if weights is not None:
             # Rows of weight zero have zero columns in L; their fit may be NaN.
             fitted = np.where((weights == 0)[:, None], 0.0, fitted)
@@ -222,7 +223,7 @@ class _Resampling:
         resampled = np.repeat(self.fitted[:, None, :], b, axis=1).reshape(n, b * k)
         resampled += noise
         estimator = self.estimator
-        weights = estimator.sample_weight_
+        weights = fit_weights(estimator)
         residuals = np.empty_like(resampled)
         for batch, rows in _quiet_rows(estimator, self.keys, _SHARE):
             residuals[batch] = resampled[batch] - rows @ resampled

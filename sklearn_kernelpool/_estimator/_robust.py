@@ -1,0 +1,135 @@
+"""Robust refits of :class:`KernelAttentionRegressor`: Cleveland's bisquare
+reweighting (``robust_iterations``).
+
+After the fit, each iteration computes the residuals of the in-sample fit at
+the training rows, ``r_i = y_i - f(x_i)``, their scale ``s``, the weighted
+median of ``|r_i|`` over the rows of positive sample weight, and the
+robustness weights ``delta_i = B(r_i / (6 s))`` with the bisquare ``B(u) =
+(1 - u**2)**2`` for ``|u| < 1`` and 0 beyond; then refits with the weights
+``w_i * delta_i`` (W. S. Cleveland, "Robust locally weighted regression and
+smoothing scatterplots", JASA 74, 1979, section 2). The engine takes the
+``delta_i`` as its ``robustness_weight``: under ``n_neighbors`` the
+neighbourhoods stay those of the sample weights, as in LOWESS.
+
+With several outputs a row has one weight, from its largest scaled residual
+``max_k |r_ik| / (6 s_k)``, each output scaled by its own median: a row is
+down-weighted as much as its worst output says, and rescaling an output
+changes nothing. Where ``s_k = 0`` (at least half the weight fitted
+exactly), ``|r_ik| / (6 s_k)`` is taken as its limit: 0 for an exact fit,
+infinite otherwise, as statsmodels' ``lowess`` does.
+"""
+
+import warnings
+
+import numpy as np
+
+from .._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from .._inference._residuals import training_keys
+
+# The bisquare vanishes at this many scales of the residuals (Cleveland).
+_BISQUARE_SCALES = 6.0
+
+
+def weighted_median(values, weights):
+    """The median of ``values`` under positive ``weights``.
+
+    The smallest value whose cumulative weight reaches half the total; where
+    the cumulative weight equals half the total exactly, the mean of that
+    value and the next. With integer weights it is the median of the values
+    repeated as many times (:func:`numpy.median`).
+    """
+    order = np.argsort(values, kind="stable")
+    values, cumulative = values[order], np.cumsum(weights[order])
+    half = cumulative[-1] / 2.0
+    i = int(np.searchsorted(cumulative, half, side="left"))
+    if cumulative[i] == half and i + 1 < len(values):
+        return (values[i] + values[i + 1]) / 2.0
+    return values[i]
+
+
+def robustness_weights(residuals, sample_weight):
+    """Cleveland's bisquare weights of rows from their residuals.
+
+    Parameters
+    ----------
+    residuals : ndarray of shape (n_samples, n_outputs)
+        ``y - f(x)`` at the training rows; NaN where the fit is undefined.
+    sample_weight : ndarray of shape (n_samples,)
+        The sample weights; the scale is their weighted median of the
+        absolute residuals, over the rows of positive weight and defined
+        residuals.
+
+    Returns
+    -------
+    delta : ndarray of shape (n_samples,)
+        ``B(max_k |r_ik| / (6 s_k))``, in [0, 1]; 0 for rows of weight zero
+        and rows without a fit.
+    """
+    absolute = np.abs(np.asarray(residuals, dtype=np.float64))
+    rows = (sample_weight > 0) & ~np.any(np.isnan(absolute), axis=1)
+    scaled = np.empty_like(absolute)
+    for j in range(absolute.shape[1]):
+        s = weighted_median(absolute[rows, j], sample_weight[rows])
+        if s > 0:
+            scaled[:, j] = absolute[:, j] / (_BISQUARE_SCALES * s)
+        else:
+            scaled[:, j] = np.where(absolute[:, j] == 0, 0.0, np.inf)
+    u = np.max(scaled, axis=1)
+    delta = np.zeros(len(u))
+    inside = rows & (u < 1)
+    delta[inside] = (1.0 - u[inside] ** 2) ** 2
+    return delta
+
+
+def refuse_robust(estimator, path):
+    """Refuse ``robust_iterations > 0`` on a path that cannot refit."""
+    if getattr(estimator, "robust_iterations", 0):
+        raise ValueError(
+            f"robust_iterations={estimator.robust_iterations} is not supported "
+            f"{path}; use robust_iterations=0, or fit a NumPy array without "
+            "linear_features."
+        )
+
+
+def fit_robust(estimator):
+    """Refit ``estimator._pool`` ``robust_iterations`` times with Cleveland's
+    robustness weights; sets ``robustness_weights_`` (None without
+    iterations) and ``algorithm_``."""
+    estimator.robustness_weights_ = None
+    pool = estimator._pool
+    sample_weight = pool._arguments["sample_weight"]
+    values = np.asarray(estimator.values_, dtype=np.float64)
+    values = values.reshape(len(values), -1)
+    rows = np.flatnonzero(sample_weight > 0)
+    keys = training_keys(estimator)[rows]
+    for _ in range(estimator.robust_iterations):
+        residuals = np.full_like(values, np.nan)
+        residuals[rows] = values[rows] - _in_sample_fit(estimator, keys)
+        delta = robustness_weights(residuals, sample_weight)
+        delta = delta.astype(sample_weight.dtype, copy=False)
+        estimator._pool = type(pool)(**{**pool._arguments, "robustness_weight": delta})
+        # A copy: loading checks that the two agree.
+        estimator.robustness_weights_ = delta.copy()
+    estimator.algorithm_ = estimator._pool.algorithm
+
+
+def _in_sample_fit(estimator, keys):
+    """The fit at the training ``keys``, float64, without the fallback
+    warnings (each iteration's own business); NaN where ``on_empty="nan"``
+    leaves a row without a fit."""
+    pool = estimator._pool
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        try:
+            fitted = pool.pool(keys, n_jobs=estimator.n_jobs)
+        except ValueError as exc:
+            if pool.on_empty != "raise":
+                raise
+            raise ValueError(
+                "robust_iterations: a training row lost every key of its "
+                "neighbourhood to the robustness weights, so it has no fit, "
+                "which on_empty='raise' refuses; use a wider bandwidth or "
+                "another on_empty policy."
+            ) from exc
+    return np.asarray(fitted, dtype=np.float64)
