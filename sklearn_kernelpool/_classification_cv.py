@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
 from ._cv_projection import PROJECTION_CONSTRAINT, ProjectionFit
 from ._estimator._input_kinds import validate_fit_input, validate_query_input
+from ._estimator._persistence import with_new_parameters
 from ._search._candidates import SELECTED, CandidateSearch
 from ._search._params import SEARCH_CONSTRAINTS, relative_sample_weight
 from ._search._proba import ProbabilityScoring
@@ -397,6 +398,9 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         ).fit(X, y, sample_weight=sample_weight)
         mapped = ProjectionFit(self, search, _refit_on_mapped_keys)
         return mapped.fit(X, y, given_weight, true)
+
+    def __setstate__(self, state):
+        super().__setstate__(with_new_parameters(self, state))
 
     def _queries(self, X, method):
         """The queries of ``method`` validated, and mapped by a kept map."""

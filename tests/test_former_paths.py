@@ -128,3 +128,39 @@ def test_skops_trusts_the_former_and_the_current_paths():
     for function in _kernel_forms():
         assert f"sklearn_kernelpool.kernels.{function.__qualname__}" in trusted
         assert f"{function.__module__}.{function.__qualname__}" in trusted
+
+
+def _without(estimator, names):
+    """The pickle of ``estimator`` as a release before the parameters
+    ``names`` existed wrote it: its state without them."""
+
+    class Former:
+        def __reduce__(self):
+            cls, args, state = estimator.__reduce__()[:3]
+            return cls, args, {k: v for k, v in state.items() if k not in names}
+
+    return pickle.dumps(Former())
+
+
+@pytest.mark.parametrize(
+    "estimator, names",
+    [
+        (KernelAttentionRegressor(bandwidth=0.5), ["robust_iterations"]),
+        (KernelAttentionRegressorCV(bandwidths=3), ["projection"]),
+    ],
+    ids=["regressor", "cv"],
+)
+def test_files_without_newer_parameters_take_their_defaults(estimator, names):
+    from sklearn.base import clone
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(60, 2)), rng.normal(size=60)
+    fitted = estimator.fit(X, y)
+    loaded = pickle.loads(_without(fitted, names))
+    for name in names:
+        assert name not in pickle.loads(_without(fitted, names)).__dict__ or (
+            loaded.get_params()[name] == estimator.get_params()[name]
+        )
+        assert loaded.get_params()[name] == estimator.get_params()[name]
+    np.testing.assert_array_equal(loaded.predict(X), fitted.predict(X))
+    assert clone(loaded).get_params() == clone(fitted).get_params()

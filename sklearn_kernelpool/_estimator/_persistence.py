@@ -2,6 +2,7 @@
 a loaded estimator (its engine's are in :mod:`.._engine._saved_state`)."""
 
 import copy
+import inspect
 import pickle
 
 import numpy as np
@@ -112,3 +113,21 @@ def _check_linear_state(state):
     for name in ("coef_", "coef_se_"):
         if np.shape(state.get(name))[-1:] != (n_columns,):
             _refuse(name, f"does not have {n_columns} linear columns")
+
+
+def with_new_parameters(estimator, state):
+    """``state`` with the default of every parameter of the estimator's class
+    that it lacks: the state of a file written before the parameter existed
+    (whose fit did what the default does), so that ``get_params`` and
+    ``clone`` work on the loaded estimator."""
+    if not isinstance(state, dict):
+        return state
+    signature = inspect.signature(type(estimator).__init__)
+    missing = {
+        name: parameter.default
+        for name, parameter in signature.parameters.items()
+        if name != "self"
+        and parameter.default is not inspect.Parameter.empty
+        and name not in state
+    }
+    return {**missing, **state}

@@ -13,6 +13,7 @@ from ._persistence import (
     check_loaded_estimator,
     check_picklable_kernel,
     deepcopy_estimator,
+    with_new_parameters,
 )
 
 
@@ -112,7 +113,7 @@ class PoolEstimatorMixin:
         return super().__getstate__()
 
     def __setstate__(self, state):
-        super().__setstate__(state)
+        super().__setstate__(with_new_parameters(self, state))
         check_loaded_estimator(self)
 
     def __deepcopy__(self, memo):
