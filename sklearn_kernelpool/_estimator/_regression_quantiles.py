@@ -119,8 +119,8 @@ class QuantileMethods:
         :meth:`attention_weights`, sample weights included), of which
         :meth:`predict_quantiles` gives the quantiles. A step function, right
         continuous, from 0 below the smallest value of positive weight to 1
-        (up to rounding; clipped to [0, 1]) at the largest (Meinshausen,
-        2006).
+        (exactly: the cumulative weights are divided by their total) from
+        the largest on (Meinshausen, 2006).
 
         Parameters
         ----------

@@ -13,7 +13,8 @@ of the forest's)::
 The keys are sorted by their values once per output
 (:attr:`.._engine._pooling.KernelPool.value_order`, cached on the engine and
 never saved); a chunk of queries gets its weights from the engine, takes
-them in that order, and their cumulative sum is ``F`` at the sorted values.
+them in that order, and their cumulative sum, divided by its last entry
+(the total, 1 up to rounding), is ``F`` at the sorted values.
 A quantile is then a binary search per level and query in that cumulative
 sum, a distribution function a search of the thresholds in the sorted
 values: no sort per query. Chunks hold their dense weights, the weights
@@ -172,6 +173,8 @@ class ChunkDistribution:
         parts = []
         for j, order in enumerate(self.order):
             C = np.cumsum(np.take(P, order, axis=1), axis=1, dtype=np.float64)
+            # Renormalised in float64: F is 1 exactly at the largest value.
+            C /= C[:, -1:]
             if self.levels is None:
                 parts.append(self._distribution(C, j, start))
             else:
@@ -201,7 +204,6 @@ class ChunkDistribution:
             thresholds = thresholds - self.shift[start : start + len(C), j, None]
         place = np.searchsorted(self.sorted[j], thresholds, side="right")
         F = np.take_along_axis(C, np.maximum(place - 1, 0), axis=1)
-        np.minimum(F, 1.0, out=F)
         F[place == 0] = 0.0
         return F
 
