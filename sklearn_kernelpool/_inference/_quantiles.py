@@ -117,20 +117,18 @@ def sorted_values(pool):
 
 def first_reaching(C, threshold):
     """The first column of each row of ``C`` (rows non-decreasing) that is
-    at least ``threshold``, by a binary search of every row at once; the
-    number of columns where none is (and in a row of NaN: 0). ``threshold``
-    is a float or one per row."""
+    at least ``threshold`` (n_rows, n_thresholds), by a binary search of
+    every row and threshold at once; the number of columns where none is
+    (and in a row of NaN: 0). Shape (n_rows, n_thresholds)."""
     n_rows, n = C.shape
-    rows = np.arange(n_rows)
-    lo = np.zeros(n_rows, dtype=np.intp)
-    hi = np.full(n_rows, n, dtype=np.intp)
-    active = lo < hi
-    while np.any(active):
-        mid = (lo + hi) // 2
-        below = C[rows, np.minimum(mid, n - 1)] < threshold
-        lo = np.where(active & below, mid + 1, lo)
-        hi = np.where(active & ~below, mid, hi)
-        active = lo < hi
+    rows = np.arange(n_rows)[:, None]
+    lo = np.zeros(threshold.shape, dtype=np.intp)
+    hi = np.full(threshold.shape, n, dtype=np.intp)
+    for _ in range(n.bit_length()):
+        mid = (lo + hi) >> 1
+        below = (C[rows, np.minimum(mid, n - 1)] < threshold) & (lo < hi)
+        lo = np.where(below, mid + 1, lo)
+        hi = np.where(below, hi, mid)
     return lo
 
 
@@ -155,57 +153,121 @@ class ChunkDistribution:
     def __init__(self, pool, levels=None, thresholds=None, shift=None):
         self.pool = pool
         self.order = pool.value_order
+        # The place of each key in the order of each output's values.
+        self.place = np.empty_like(self.order)
+        np.put_along_axis(
+            self.place, self.order, np.arange(self.order.shape[1])[None, :], axis=1
+        )
         self.sorted = sorted_values(pool)
         self.levels = levels
         self.t = tolerance(pool)
         self.thresholds = thresholds
         self.shift = shift
         self.position = 0
+        # The trees' weights are sparse: their neighbours are ordered alone.
+        self.sparse = pool.algorithm != "brute"
 
     def __call__(self, X_chunk, workspace):
         """``(rows, empty)``: per query the answers of every output, output
         by output (levels or thresholds within)."""
         pool = self.pool
         queries = pool._queries(X_chunk)
-        P, empty = pool._normalized_scores(queries, workspace, sparse=False)
+        P, empty = pool._normalized_scores(queries, workspace, sparse=self.sparse)
+        n_rows = P.shape[0]
         start = self.position
-        self.position += len(P)
+        self.position += n_rows
         parts = []
         for j, order in enumerate(self.order):
-            C = np.cumsum(np.take(P, order, axis=1), axis=1, dtype=np.float64)
-            # Renormalised in float64: F is 1 exactly at the largest value.
-            C /= C[:, -1:]
-            if self.levels is None:
-                parts.append(self._distribution(C, j, start))
+            if isinstance(P, np.ndarray):
+                C = np.take(P, order, axis=1).astype(np.float64, copy=False)
+                ranks = None
             else:
-                parts.append(self._quantiles(C, j))
+                C, ranks = _ordered_rows(P, self.place[j])
+            np.cumsum(C, axis=1, out=C)
+            cumulative = _Cumulative(C, ranks, self.order.shape[1])
+            if self.levels is None:
+                parts.append(self._distribution(cumulative, j, start))
+            else:
+                parts.append(self._quantiles(cumulative, j))
         out = np.concatenate(parts, axis=1)
         if pool.on_empty == "nan":
             out[empty] = np.nan
         return out, empty
 
-    def _quantiles(self, C, j):
-        """The quantiles of output ``j`` from the cumulative weights ``C``."""
-        out = np.empty((C.shape[0], len(self.levels)))
-        for k, tau in enumerate(self.levels):
-            # A positive cumulative weight, and at most the total (which
-            # rounding may leave below tau - t: then the largest value).
-            threshold = np.minimum(max(tau - self.t, _TINY), C[:, -1])
-            out[:, k] = self.sorted[j][first_reaching(C, threshold)]
-        return out
+    def _quantiles(self, cumulative, j):
+        """The quantiles of output ``j`` from the cumulative weights."""
+        # A positive cumulative weight, and at most the total (which
+        # rounding may leave below tau - t: then the largest value).
+        levels = np.clip(self.levels - self.t, _TINY, 1.0)
+        return self.sorted[j][cumulative.first_reaching(levels)]
 
-    def _distribution(self, C, j, start):
+    def _distribution(self, cumulative, j, start):
         """``F`` of output ``j`` at its thresholds from the cumulative
-        weights ``C``: the weight of the keys up to the last value <= y."""
+        weights: the weight of the keys up to the last value <= y."""
+        n_rows = len(cumulative.total)
         thresholds = np.broadcast_to(
-            self.thresholds[:, j], (len(C), len(self.thresholds))
+            self.thresholds[:, j], (n_rows, len(self.thresholds))
         )
         if self.shift is not None:
-            thresholds = thresholds - self.shift[start : start + len(C), j, None]
-        place = np.searchsorted(self.sorted[j], thresholds, side="right")
-        F = np.take_along_axis(C, np.maximum(place - 1, 0), axis=1)
-        F[place == 0] = 0.0
+            thresholds = thresholds - self.shift[start : start + n_rows, j, None]
+        places = np.searchsorted(self.sorted[j], thresholds, side="right")
+        return cumulative.below(places)
+
+
+class _Cumulative:
+    """The cumulative weights of a chunk in the order of the values.
+
+    ``C`` holds, per row, the cumulative sums of the weights in that order:
+    of every key (``ranks`` None), or of the row's keys of positive weight
+    in their order, whose places among all the keys are ``ranks`` (padded
+    with ``n``). They are read divided by their total, the last entry of
+    each row (1 up to rounding), so that ``F`` is 1 exactly at the largest
+    value.
+    """
+
+    def __init__(self, C, ranks, n):
+        self.C, self.ranks, self.n = C, ranks, n
+        self.total = C[:, -1]
+
+    def first_reaching(self, levels):
+        """The place of the first value of each row where ``F >= level``,
+        for each of the ``levels`` (at most 1): shape (n_rows, n_levels)."""
+        total = self.total[:, None]
+        at = first_reaching(self.C, np.minimum(levels[None, :] * total, total))
+        if self.ranks is None:
+            return at
+        return self.ranks[np.arange(len(at))[:, None], at]
+
+    def below(self, places):
+        """``F`` at the values before ``places`` (n_rows, n_values): the
+        total weight of the keys of the first ``places`` values."""
+        if self.ranks is None:
+            counts = places
+        else:
+            counts = first_reaching(self.ranks, places)
+        rows = np.arange(len(counts))[:, None]
+        F = self.C[rows, np.maximum(counts - 1, 0)] / self.total[:, None]
+        F[counts == 0] = 0.0
         return F
+
+
+def _ordered_rows(P, place):
+    """The weights of the sparse rows ``P`` in the order of the values
+    (``place`` of each key), padded with zeros, and the places of each,
+    padded with ``n``: one sort of the chunk's pairs by (row, place)."""
+    P = P.tocsr()
+    n_rows, n = P.shape
+    counts = np.diff(P.indptr)
+    width = max(int(counts.max(initial=0)), 1)
+    rows = np.repeat(np.arange(n_rows), counts)
+    ranks = place[P.indices]
+    order = np.argsort(rows * (n + 1) + ranks, kind="stable")
+    at = np.arange(len(rows)) - np.repeat(P.indptr[:-1], counts)
+    W = np.zeros((n_rows, width))
+    R = np.full((n_rows, width), n, dtype=np.intp)
+    W[rows, at] = P.data[order]
+    R[rows, at] = ranks[order]
+    return W, R
 
 
 def _run(pool, X, work, n_jobs, width):
