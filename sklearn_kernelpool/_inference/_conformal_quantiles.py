@@ -28,7 +28,9 @@ quantile band by a constant ``Q``, and its width follows the local spread of
   (2022)).
 
 The refits keep the fitted widths and every other argument of the engine.
-A score that is NaN (a calibration row with no key under ``on_empty="nan"``)
+The queries that a refit leaves without keys are reported by an
+:class:`EmptyNeighborhoodWarning`, as by ``predict``; the calibration rows
+are not. A score that is NaN (a calibration row with no key under ``on_empty="nan"``)
 counts as infinite.
 """
 
@@ -191,7 +193,7 @@ def _cross_interval(refits, X, level, fold):
         rows = np.flatnonzero(fold == k)
         pool = refits.without(rows)
         E[rows] = refits.scores(pool, rows)
-        low[k], high[k] = refits.quantiles(pool, X, quiet=True)
+        low[k], high[k] = refits.quantiles(pool, X)
     rank_low, rank_high = order_ranks(level, n)
     lower = np.empty(low.shape[1:])
     upper = np.empty_like(lower)
