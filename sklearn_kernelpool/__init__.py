@@ -15,6 +15,7 @@ from ._plotting._attention_weights import AttentionWeightsDisplay
 from ._plotting._fit import FitDisplay
 from ._plotting._kernels import plot_kernels
 from ._projection import KernelAttentionProjection
+from ._quantile import KernelAttentionQuantileRegressor
 from ._regression import KernelAttentionRegressor
 from ._skops import skops_trusted_types
 from ._utils._progress import progress_bar
@@ -30,6 +31,7 @@ __all__ = [
     "KernelAttentionClassifier",
     "KernelAttentionClassifierCV",
     "KernelAttentionProjection",
+    "KernelAttentionQuantileRegressor",
     "KernelAttentionRegressor",
     "KernelAttentionRegressorCV",
     "LocalLinearFallbackWarning",

@@ -14,11 +14,13 @@ from ._estimator._pool_estimator import PoolEstimatorMixin
 from ._estimator._regression_inspection import InspectionMethods
 from ._estimator._regression_intervals import IntervalMethods
 from ._estimator._regression_paths import PredictionMethods, fit_regressor
+from ._estimator._regression_quantiles import QuantileMethods
 from ._utils._sparse import takes_sparse
 
 
 class KernelAttentionRegressor(
     PredictionMethods,
+    QuantileMethods,
     IntervalMethods,
     InspectionMethods,
     PoolEstimatorMixin,

@@ -13,6 +13,7 @@ from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionClassifierCV,
     KernelAttentionProjection,
+    KernelAttentionQuantileRegressor,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
 )
@@ -289,6 +290,7 @@ def _run_check(estimator, check):
         KernelAttentionRegressorCV(),
         KernelAttentionClassifierCV(),
         KernelAttentionProjection(),
+        KernelAttentionQuantileRegressor(),
     ],
     ids=lambda estimator: type(estimator).__name__,
 )
@@ -372,4 +374,23 @@ PROJECTIONS = [
     ),
 )
 def test_sklearn_compatible_projection(estimator, check):
+    _run_check(estimator, check)
+
+
+# The conditional median, and a lower quantile of a compact kernel on a tree:
+# weighted quantiles, so an integer weight is a repeated row (the weight
+# checks hold).
+QUANTILE_REGRESSORS = [
+    KernelAttentionQuantileRegressor(),
+    KernelAttentionQuantileRegressor(
+        kernel="epanechnikov", bandwidth=3.0, quantile=0.3, algorithm="kd_tree"
+    ),
+]
+
+
+@_documented_warnings
+@parametrize_with_checks(
+    QUANTILE_REGRESSORS, expected_failed_checks=expected_failed_checks
+)
+def test_sklearn_compatible_quantile_regressor(estimator, check):
     _run_check(estimator, check)

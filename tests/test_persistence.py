@@ -22,6 +22,7 @@ import sklearn_kernelpool
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
     KernelAttentionClassifierCV,
+    KernelAttentionQuantileRegressor,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
     skops_trusted_types,
@@ -146,6 +147,12 @@ def _configurations():
         2,
         None,
     )
+    yield (
+        "quantile",
+        KernelAttentionQuantileRegressor(kernel="epanechnikov", quantile=0.9),
+        2,
+        None,
+    )
 
 
 CONFIGURATIONS = list(_configurations())
@@ -179,6 +186,9 @@ def _outputs(estimator, n_features):
     Q = QUERIES[:, :n_features]
     if isinstance(estimator, KernelAttentionClassifier):
         return [estimator.predict(Q), estimator.predict_proba(Q)]
+    if isinstance(estimator, KernelAttentionQuantileRegressor):
+        # The order of the values, cached on first use, is not saved.
+        return [estimator.predict(Q), estimator.predict_quantiles(Q)]
     if isinstance(estimator, KernelAttentionRegressor):
         estimator.set_params(n_jobs=2)
         return [*estimator.predict(Q, return_std=True), estimator.predict(Q)]

@@ -329,7 +329,7 @@ def test_working_memory_does_not_change_the_bounds(degree, method):
         ({"level": True}, "level must be"),
         (
             {"method": "jackknife"},
-            "method must be one of \\['jackknife\\+', 'cv\\+'\\]",
+            "method must be one of \\['jackknife\\+', 'cv\\+', 'cqr'\\]",
         ),
         ({"cv": 3}, "cv is only used with method='cv\\+'"),
         ({"method": "cv+", "cv": 1}, "cv must be an int in \\[2, n\\]"),

@@ -26,6 +26,8 @@ policy); its operations run over the chunks of
 :mod:`._moments` and :mod:`._attention`.
 """
 
+import functools
+
 import numpy as np
 from scipy.sparse import csr_array
 
@@ -277,6 +279,14 @@ class KernelPool:
     def __setstate__(self, state):
         arguments = state.get("arguments") if isinstance(state, dict) else None
         self.__init__(**check_pool_arguments(arguments, ON_EMPTY))
+
+    @functools.cached_property
+    def value_order(self):
+        """The keys of positive weight in increasing order of their values,
+        one row per output (a stable sort, shape (n_outputs, n_keys)): the
+        order of the cumulative weights of the conditional quantiles
+        (:mod:`.._inference._quantiles`). Built on first use and never saved."""
+        return np.ascontiguousarray(np.argsort(self.values, axis=0, kind="stable").T)
 
     @property
     def kernel(self):

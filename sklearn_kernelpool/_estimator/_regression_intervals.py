@@ -159,7 +159,7 @@ class IntervalMethods:
         return confidence_interval(self, X, **options)
 
     def prediction_interval(self, X, *, level=0.9, method="jackknife+", cv=None):
-        """Jackknife+ or CV+ prediction intervals for new observations.
+        """Jackknife+, CV+ or conformalized quantile prediction intervals.
 
         Jackknife+ (Barber, Candes, Ramdas and Tibshirani, 2021) combines the
         fits ``mu_{-i}`` of the model without each training row ``i`` and
@@ -198,13 +198,30 @@ class IntervalMethods:
             The nominal coverage ``1 - alpha``, in (0, 1); read as the
             decimal it prints as (0.9 is 9/10 in the ranks).
 
-        method : {"jackknife+", "cv+"}, default="jackknife+"
+        method : {"jackknife+", "cv+", "cqr"}, default="jackknife+"
             ``"jackknife+"``: leave-one-out fits. ``"cv+"``: fits without
             each fold ``S_k`` of ``cv`` and the residual of row ``i`` from
             the fit without its fold, ``mu_{-S_k(i)}`` in place of
             ``mu_{-i}``; for folds of equal size the coverage is at least
             ``1 - 2 alpha - sqrt(2 / n)`` (Theorem 4 of the paper).
-            ``cv=n`` is jackknife+.
+            ``cv=n`` is jackknife+. ``"cqr"``: conformalized quantile
+            regression (Romano, Patterson and Candes, 2019), whose widths
+            follow the local spread of ``y``: the quantiles ``q_lo``,
+            ``q_hi`` of :meth:`predict_quantiles` at levels ``(1 - level) /
+            2`` and ``(1 + level) / 2``, fitted without some rows, and the
+            scores ``E_i = max(q_lo(x_i) - y_i, y_i - q_hi(x_i))`` of those
+            rows. With one split (the default), the engine is refitted on
+            the training part of the split, ``Q`` is the ``ceil(level (m +
+            1))``-th smallest score of the ``m`` calibration rows (infinite
+            when above ``m``) and the interval is ``[q_lo(q) - Q, q_hi(q) +
+            Q]``: it covers a new observation exchangeable with the rows
+            with probability at least ``level`` (at most ``level + 1 / (m +
+            1)`` without ties). With folds, as CV+: the engine is refitted
+            without each fold, each row scored by the fit without its fold,
+            and the bounds are the ranks above of ``q_lo^{-k(i)}(q) - E_i``
+            and ``q_hi^{-k(i)}(q) + E_i``, at least ``1 - 2 alpha -
+            sqrt(2 / n)``, in practice about ``level``. Needs ``degree=0``
+            (the weights of the quantiles); adaptive widths are refitted.
 
         cv : int or cross-validation splitter, default=None
             The folds of ``"cv+"`` over the training rows of positive sample
@@ -213,7 +230,13 @@ class IntervalMethods:
             (contiguous folds; pass ``KFold(K, shuffle=True,
             random_state=...)`` for random ones), or a splitter whose test
             sets partition the rows. None means 5. Must be None for
-            ``"jackknife+"``.
+            ``"jackknife+"``. For ``"cqr"``: None, a splitter with one split
+            (its test rows calibrate, the others fit), an int ``K`` or a
+            splitter of several folds (cross-fitted as ``"cv+"``). None is
+            the fixed split ``ShuffleSplit(n_splits=1, test_size=0.5,
+            random_state=0)`` of the rows of positive sample weight: a
+            random half calibrates, the same on every call; pass a
+            ``ShuffleSplit`` of another ``random_state`` for another.
 
         Returns
         -------
@@ -239,6 +262,8 @@ class IntervalMethods:
         .. [1] R. F. Barber, E. J. Candes, A. Ramdas and R. J. Tibshirani,
            "Predictive inference with the jackknife+", Annals of Statistics
            49 (2021).
+        .. [2] Y. Romano, E. Patterson and E. J. Candes, "Conformalized
+           quantile regression", NeurIPS 32 (2019).
 
         Examples
         --------
@@ -251,6 +276,16 @@ class IntervalMethods:
         >>> lower, upper = reg.prediction_interval([[0.5]], level=0.9)
         >>> bool(lower[0] < 1.0 < upper[0])
         True
+
+        Conformalized quantiles, on noise that grows with ``x``: the
+        interval is wider where the noise is larger.
+
+        >>> y = X[:, 0] + rng.normal(0, 0.05 + 0.5 * X[:, 0], 200)
+        >>> reg = KernelAttentionRegressor(bandwidth=0.1).fit(X, y)
+        >>> lower, upper = reg.prediction_interval(
+        ...     [[0.1], [0.9]], level=0.8, method="cqr")
+        >>> (upper - lower).round(2)
+        array([0.29, 1.04])
         """
         if _partially_linear.is_partially_linear(self):
             options = {"level": level, "method": method, "cv": cv}

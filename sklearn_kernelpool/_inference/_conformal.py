@@ -50,11 +50,12 @@ from sklearn.model_selection import check_cv
 from .._engine._pooling import KernelPool
 from .._utils._input import validate_queries
 from .._utils._working_memory import row_batches
+from ._conformal_quantiles import cqr_calibration, cqr_interval, partition_folds
 from ._deleted_fits import _data_rows, _dot, _LeaveOut, exact_engine
 from ._jackknife_constant import constant_bounds, own_leave_one_out, simple_rows
 from ._order_statistics import _select, _select_sparse, order_ranks
 
-METHODS = ("jackknife+", "cv+")
+METHODS = ("jackknife+", "cv+", "cqr")
 
 
 def _check_arguments(estimator, level, method, cv, n):
@@ -64,6 +65,13 @@ def _check_arguments(estimator, level, method, cv, n):
         raise ValueError(f"level must be a float in (0, 1); got {level!r}.")
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"method must be one of {list(METHODS)}; got {method!r}.")
+    if n < 2:
+        raise ValueError(
+            "prediction_interval needs at least 2 training rows of positive "
+            f"sample weight; got {n}."
+        )
+    if method == "cqr":  # refits: adaptive widths are refitted too
+        return cqr_calibration(cv, n)
     if getattr(estimator, "n_neighbors", None) is not None:
         raise ValueError(
             "prediction_interval does not support adaptive widths "
@@ -71,15 +79,10 @@ def _check_arguments(estimator, level, method, cv, n):
             "depends on the other keys, so the fits without each row have no "
             "closed form here. Use n_neighbors=None."
         )
-    if n < 2:
-        raise ValueError(
-            "prediction_interval needs at least 2 training rows of positive "
-            f"sample weight; got {n}."
-        )
     if method == "jackknife+":
         if cv is not None:
             raise ValueError(
-                f"cv is only used with method='cv+'; got cv={cv!r} with "
+                f"cv is only used with method='cv+' or 'cqr'; got cv={cv!r} with "
                 "method='jackknife+'."
             )
         return None
@@ -97,26 +100,7 @@ def _check_arguments(estimator, level, method, cv, n):
             "cv must be an int >= 2 or a cross-validation splitter with a "
             f"split method; got {cv!r}."
         )
-    splitter = check_cv(cv)
-    fold = np.full(n, -1)
-    k = 0
-    for k, (_, test) in enumerate(splitter.split(np.zeros((n, 1)))):
-        test = np.asarray(test)
-        if np.any(fold[test] >= 0):
-            raise ValueError(
-                "cv must split the training rows into disjoint folds; the "
-                "splitter's test sets overlap."
-            )
-        fold[test] = k
-    if np.any(fold < 0):
-        raise ValueError(
-            "cv must put every training row of positive sample weight in one "
-            "test fold; the splitter left "
-            f"{int(np.count_nonzero(fold < 0))} row(s) out."
-        )
-    if k < 1:
-        raise ValueError("cv must give at least 2 folds.")
-    return fold
+    return partition_folds(check_cv(cv).split(np.zeros((n, 1))), n)
 
 
 def prediction_interval(estimator, X, level, method, cv):
@@ -132,6 +116,8 @@ def prediction_interval(estimator, X, level, method, cv):
         )
     n = len(engine.support)
     fold = _check_arguments(estimator, level, method, cv, n)
+    if method == "cqr":
+        return cqr_interval(estimator, X, level, fold)
     X = validate_queries(estimator, X)
     intervals = _Intervals(estimator, level, fold, n)
     intervals.training_residuals()
