@@ -35,6 +35,18 @@ def _check_array(arguments, name, shape, kinds="f"):
     return array
 
 
+def _check_levels(arguments, codes):
+    """The saved ``categorical_levels`` (absent from the engines of earlier
+    releases and of fits without ordered features): one int >= 0 per
+    categorical feature, above every code of an ordered one."""
+    if arguments.get("categorical_levels") is None:
+        return
+    levels = _check_array(arguments, "categorical_levels", (codes.shape[1],), "iu")
+    ordered = levels > 0
+    if np.any(levels < 0) or np.any(codes[:, ordered] >= levels[ordered]):
+        _refuse("categorical_levels", f"{levels!r} do not hold the category codes")
+
+
 def check_pool_arguments(arguments, on_empty_options):
     """Validate the saved arguments that rebuild a :class:`KernelPool`.
 
@@ -69,6 +81,7 @@ def check_pool_arguments(arguments, on_empty_options):
         codes = keys[:, n_features - len(lambdas) :]
         if not np.all((codes >= 0) & (codes == np.round(codes))):
             _refuse("keys", "hold category codes that are not integers >= 0")
+        _check_levels(arguments, codes)
         # Without continuous features the engine has one constant feature.
         n_continuous = max(n_features - len(lambdas), 1)
     bandwidth = arguments.get("bandwidth")

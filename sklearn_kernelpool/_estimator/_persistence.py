@@ -10,6 +10,24 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._engine._saved_state import _refuse
 
+#: Parameters added since the first release, with the value that keeps the
+#: meaning of an estimator saved before them: its categorical features stay
+#: unordered, as they were.
+ADDED_PARAMETERS = {"ordered_features": None}
+
+
+def restore_added_parameters(estimator):
+    """Give an estimator loaded from a file of an earlier release the
+    parameters of :data:`ADDED_PARAMETERS` it lacks (so that ``get_params``,
+    ``clone`` and a refit work, and mean what they meant), and, fitted with
+    categorical features, the ``is_ordered_`` it lacks (None: none)."""
+    state = vars(estimator)
+    for name, value in ADDED_PARAMETERS.items():
+        if name in estimator._get_param_names() and name not in state:
+            state[name] = value
+    if "is_categorical_" in state and "is_ordered_" not in state:
+        state["is_ordered_"] = None
+
 
 def check_picklable_kernel(estimator):
     """Refuse to pickle a fitted estimator whose kernel pickle cannot save.

@@ -13,6 +13,7 @@ from ._persistence import (
     check_loaded_estimator,
     check_picklable_kernel,
     deepcopy_estimator,
+    restore_added_parameters,
 )
 
 
@@ -113,6 +114,7 @@ class PoolEstimatorMixin:
 
     def __setstate__(self, state):
         super().__setstate__(state)
+        restore_added_parameters(self)
         check_loaded_estimator(self)
 
     def __deepcopy__(self, memo):
