@@ -87,7 +87,7 @@ class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimat
 
     categorical_features : array-like of {bool, int, str} or "from_dtype", \
             default=None
-        The unordered categorical features, as in
+        The categorical features, as in
         :class:`~sklearn.ensemble.HistGradientBoostingRegressor`:
 
         - None: no feature is categorical;
@@ -102,13 +102,9 @@ class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimat
         numbers, the values of a pandas categorical); its categories are
         learned in ``fit`` (``categories_``), and a missing value (None,
         NaN) in it raises a ``ValueError``. It enters the attention weight
-        through the unordered kernel of Li and Racine (see
-        ``categorical_bandwidth``), never through ``bandwidth``, and gets no
-        slope under ``degree=1``. A category not seen in ``fit`` differs
-        from every key. ``bandwidth`` (a per-feature array, the rules of
-        thumb with ``d`` the number of continuous features) applies to the
-        other, continuous, features; without any, it is unused.
-        Strings in continuous features are refused.
+        through a kernel of Li and Racine (see ``categorical_bandwidth``),
+        never through ``bandwidth``, and gets no slope under ``degree=1``.
+        ``bandwidth`` applies to the other, continuous, features.
 
     categorical_bandwidth : float or array-like of shape \
             (n_categorical_features,), default=0.1
@@ -116,17 +112,25 @@ class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimat
         from the query's, per categorical feature (one float for all); the
         attention weight of key ``i`` is::
 
-            w_i * alpha(||(q_c - k_c) / h||) * prod_j lambda_j ** [q_j != k_j]
+            w_i * alpha(||(q_c - k_c) / h||) * prod_j lambda_j ** D_j
 
-        with ``q_c``, ``k_c`` the continuous features (Aitchison and Aitken's
-        unordered kernel in the form of Li and Racine, Nonparametric
-        Econometrics, 2007). 1 ignores the feature; 0 pools only keys of the
-        query's category, which can leave a query with no key of positive
-        weight: it then gets ``on_empty``, where "nearest" is the nearest key
-        in the continuous features, whatever its categories. The default
-        prefers the query's category strongly while still borrowing from
-        the others; :class:`KernelAttentionRegressorCV` selects it. Unused
-        without categorical features.
+        with ``q_c``, ``k_c`` the continuous features and ``D_j = [q_j != k_j]``
+        (Aitchison and Aitken's unordered kernel in the form of Li and Racine,
+        2007), or ``|q_j - k_j|`` for an ordered feature (``ordered_features``);
+        a category not seen in ``fit`` differs from every key. 1 ignores the
+        feature; 0 pools only keys of the query's category, which can leave a
+        query with no key of positive weight: it then gets ``on_empty``, where
+        "nearest" is the nearest key in the continuous features, whatever its
+        categories. The default prefers the query's category strongly while
+        still borrowing from the others; :class:`KernelAttentionRegressorCV`
+        selects it. Unused without categorical features.
+    ordered_features : array-like of {bool, int, str}, "from_dtype" or None, \
+            default="from_dtype"
+        The categorical features of ordered levels, with ``D_j = |q_j - k_j|``
+        on the positions of the levels (Li and Racine's ordered kernel):
+        ``"from_dtype"``, the ordered pandas categorical columns; None, none; or
+        as ``categorical_features``. The order is that of a pandas categorical's
+        categories, else of the sorted values. See :ref:`categorical-ordered`.
     n_neighbors : int, default=None
         Adaptive (nearest-neighbour) widths. ``None`` uses the fixed
         ``bandwidth``. An int ``k >= 1`` gives each query ``q`` its own
@@ -206,9 +210,12 @@ class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimat
     is_categorical_ : ndarray of bool of shape (n_features,) or None
         Which features are categorical; None when none is.
 
+    is_ordered_ : ndarray of bool of shape (n_features,) or None
+        Which categorical features are ordered; None when none is.
+
     categories_ : list of ndarray
-        The categories of each categorical feature, sorted, in the order of
-        the features; empty without categorical features.
+        The categories of each categorical feature, sorted (ordered ones in
+        their order), in the order of the features; empty without them.
 
     categorical_bandwidth_ : ndarray of shape (n_categorical_features,)
         The ``lambda_j`` used. Only with categorical features.
@@ -276,6 +283,7 @@ class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimat
         n_jobs=None,
         categorical_features=None,
         categorical_bandwidth=0.1,
+        ordered_features="from_dtype",
         n_neighbors=None,
         n_bins=None,
     ):
@@ -286,6 +294,7 @@ class KernelAttentionClassifier(PoolEstimatorMixin, ClassifierMixin, BaseEstimat
         self.n_jobs = n_jobs
         self.categorical_features = categorical_features
         self.categorical_bandwidth = categorical_bandwidth
+        self.ordered_features = ordered_features
         self.n_neighbors = n_neighbors
         self.n_bins = n_bins
 

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
 from ._cv_projection import PROJECTION_CONSTRAINT, ProjectionFit
 from ._estimator._input_kinds import validate_fit_input, validate_query_input
-from ._estimator._persistence import with_new_parameters
+from ._estimator._persistence import restore_added_parameters
 from ._search._candidates import SELECTED, CandidateSearch
 from ._search._params import SEARCH_CONSTRAINTS, relative_sample_weight
 from ._search._proba import ProbabilityScoring
@@ -400,7 +400,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         return mapped.fit(X, y, given_weight, true)
 
     def __setstate__(self, state):
-        super().__setstate__(with_new_parameters(self, state))
+        super().__setstate__(state)
+        restore_added_parameters(self)
 
     def _queries(self, X, method):
         """The queries of ``method`` validated, and mapped by a kept map."""

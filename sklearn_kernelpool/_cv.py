@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._cv_delegation import BestEstimatorMethods
 from ._cv_fit import candidate_search, refit_on_mapped_keys, refit_selected
 from ._cv_projection import PROJECTION_CONSTRAINT, ProjectionFit
-from ._engine._categorical import CATEGORICAL_CONSTRAINTS
+from ._engine._categorical import CATEGORICAL_FEATURE_CONSTRAINTS
 from ._engine._pooling import ON_EMPTY
 from ._held_out._criteria import SMOOTHER_CRITERIA
 from ._partially_linear_cv import fit_auto
@@ -156,20 +156,18 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     categorical_features : array-like of {bool, int, str} or "from_dtype", \
             default=None
-        The unordered categorical features, as for
-        :class:`KernelAttentionRegressor`: they enter the weights through
-        the Li-Racine kernel of weight ``lambda`` for a key of another
-        category, and the bandwidths apply to the other features.
+        The categorical features, as for :class:`KernelAttentionRegressor`.
+
+    ordered_features : array-like of {bool, int, str}, "from_dtype" or None, \
+            default="from_dtype"
+        The ordered ones, as for :class:`KernelAttentionRegressor`.
 
     categorical_bandwidths : array-like of shape (n_lambdas,), \
             default=(0.0, 0.02, 0.1, 0.3, 0.6, 1.0)
         The values of ``lambda`` in [0, 1] to choose from, one shared by
         every categorical feature, crossed with every kernel and bandwidth
-        and scored alike. Unused without categorical features. With
-        ``per_feature=True``, one ``lambda_j`` in [1e-3, 1] per categorical
-        feature is learned with the widths, on the leave-one-out squared
-        error of the selected degree, and kept where it is lower
-        (``categorical_bandwidth_`` is then an array).
+        and scored alike; ``per_feature=True`` learns one ``lambda_j`` per
+        feature with the widths (see :ref:`categorical-features`).
 
     n_neighbors : int, array-like of int, "auto" or None, default="auto"
         Neighbour counts of adaptive-width candidates (see
@@ -312,14 +310,13 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     categorical_bandwidth_ : float or ndarray of shape (n_categorical_features,)
         With categorical features, the selected ``lambda`` (one per feature
-        when learned); the candidates' are
-        ``cv_results_["param_categorical_bandwidth"]``.
+        when learned; candidates' in ``cv_results_["param_categorical_bandwidth"]``).
 
-    is_categorical_ : ndarray of bool of shape (n_features,) or None
-        Which features are categorical; None when none is.
+    is_categorical_, is_ordered_ : ndarray of bool of shape (n_features,) or None
+        Which features are categorical, and ordered; None when none is.
 
     categories_ : list of ndarray
-        The categories of each categorical feature, sorted.
+        The categories of each categorical feature, sorted (ordered ones in order).
 
     n_iter_ : int
         The L-BFGS-B iterations, at most ``max_iter``, of the learned
@@ -399,7 +396,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         ],
         "degree": [Interval(Integral, 0, 1, closed="both"), StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY))],
-        "categorical_features": CATEGORICAL_CONSTRAINTS["categorical_features"],
+        **CATEGORICAL_FEATURE_CONSTRAINTS,
         "categorical_bandwidths": ["array-like"],
         "linear_features": [
             "array-like",
@@ -425,6 +422,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         verbose=0,
         categorical_features=None,
         categorical_bandwidths=(0.0, 0.02, 0.1, 0.3, 0.6, 1.0),
+        ordered_features="from_dtype",
         n_neighbors="auto",
         linear_features=None,
         projection=None,
@@ -442,6 +440,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         self.verbose = verbose
         self.categorical_features = categorical_features
         self.categorical_bandwidths = categorical_bandwidths
+        self.ordered_features = ordered_features
         self.n_neighbors = n_neighbors
         self.linear_features = linear_features
         self.projection = projection

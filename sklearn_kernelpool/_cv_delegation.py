@@ -14,7 +14,7 @@ from ._estimator._partially_linear_methods import (
     is_partially_linear,
     refuse_smoother_diagnostics,
 )
-from ._estimator._persistence import with_new_parameters
+from ._estimator._persistence import restore_added_parameters
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._inference import _gradient
 from ._inference._diagnostics import smoother_diagnostics
@@ -78,7 +78,8 @@ class BestEstimatorMethods:
         return self._effective_df
 
     def __setstate__(self, state):
-        super().__setstate__(with_new_parameters(self, state))
+        super().__setstate__(state)
+        restore_added_parameters(self)
 
     def _best_queries(self, X, method):
         """``X`` validated as the queries of this search's ``method``, for

@@ -13,6 +13,7 @@ from ._search._params import (
     split_categorical,
 )
 from ._search._scores import RegressionScoring
+from ._utils._categorical_input import category_levels
 from ._utils._sparse import dense_keys
 from ._utils._validation import check_squares
 
@@ -45,7 +46,7 @@ def candidate_search(estimator, X, y, sample_weight):
     check_squares(y.reshape(keys.shape[0], -1), "y", "squared errors")
     search = make_search(RegressionScoring(estimator), estimator.algorithm)
     weights = relative_sample_weight(given_weight)
-    scored = (keys, y, weights, codes, lambdas, placeholder)
+    scored = (keys, y, weights, codes, lambdas, placeholder, category_levels(estimator))
     # The refit reads the categories from X as given.
     categorical = data.kind == "categorical"
     refit = (X if categorical else data.X, y, given_weight, categorical)
@@ -60,9 +61,11 @@ def refit_selected(estimator, search, X, y, sample_weight, categorical):
         extra = {
             "categorical_features": estimator.categorical_features,
             "categorical_bandwidth": estimator.categorical_bandwidth_,
+            "ordered_features": estimator.ordered_features,
         }
     if estimator.linear_features is not None:
         extra["categorical_features"] = estimator.categorical_features
+        extra["ordered_features"] = estimator.ordered_features
         extra["linear_features"] = estimator.linear_features
     search.say(f"Refitting the selected candidate on all {y.shape[0]} samples")
     estimator.best_estimator_ = KernelAttentionRegressor(
@@ -84,6 +87,7 @@ def refit_selected(estimator, search, X, y, sample_weight, categorical):
         # The categorical features of both parts, as the refit read them.
         estimator.is_categorical_ = estimator.best_estimator_.is_categorical_
         estimator.categories_ = estimator.best_estimator_.categories_
+        estimator.is_ordered_ = estimator.best_estimator_.is_ordered_
     # effective_df_, computed on first access unless known already.
     estimator._effective_df = None
     if search.smoother_scoring() and estimator.per_feature_:

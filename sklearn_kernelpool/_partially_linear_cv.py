@@ -24,10 +24,15 @@ from sklearn.base import clone
 from ._estimator._linear_columns import (
     categorical_columns,
 )
-from ._estimator._partially_linear import double_residual, split_linear_columns
+from ._estimator._partially_linear import (
+    double_residual,
+    kernel_ordered,
+    split_linear_columns,
+)
 from ._search._grid import _rank
 from ._search._params import relative_sample_weight, split_categorical
 from ._search._scores import RegressionScoring
+from ._utils._categorical_input import category_levels
 from ._utils._input import validate_fit_data
 from ._utils._validation import check_squares
 
@@ -112,7 +117,9 @@ def linear_candidate_search(estimator, X, y, sample_weight, make_search):
     if kernel_categorical is not None and not kernel_categorical.any():
         kernel_categorical = None
     kernel = KernelAttentionRegressor(
-        categorical_features=kernel_categorical, algorithm=estimator.algorithm
+        categorical_features=kernel_categorical,
+        ordered_features=kernel_ordered(estimator, X, categorical, mask),
+        algorithm=estimator.algorithm,
     )
     X_kernel = X.iloc[:, ~mask] if hasattr(X, "iloc") else X[:, ~mask]
     keys, y = validate_fit_data(kernel, X_kernel, y, multi_output=True, y_numeric=True)
@@ -133,6 +140,7 @@ def linear_candidate_search(estimator, X, y, sample_weight, make_search):
         codes,
         lambdas,
         placeholder,
+        category_levels(kernel),
     )
     refit = (X_given, y, given_weight, codes is not None)
     return search, scored, refit

@@ -141,7 +141,7 @@ class KernelAttentionRegressor(
 
     categorical_features : array-like of {bool, int, str} or "from_dtype", \
             default=None
-        The unordered categorical features, as in
+        The categorical features, as in
         :class:`~sklearn.ensemble.HistGradientBoostingRegressor`:
 
         - None: no feature is categorical;
@@ -156,13 +156,9 @@ class KernelAttentionRegressor(
         numbers, the values of a pandas categorical); its categories are
         learned in ``fit`` (``categories_``), and a missing value (None,
         NaN) in it raises a ``ValueError``. It enters the attention weight
-        through the unordered kernel of Li and Racine (see
-        ``categorical_bandwidth``), never through ``bandwidth``, and gets no
-        slope under ``degree=1``. A category not seen in ``fit`` differs
-        from every key. ``bandwidth`` (a per-feature array, the rules of
-        thumb with ``d`` the number of continuous features) applies to the
-        other, continuous, features; without any, it is unused.
-        Strings in continuous features are refused.
+        through a kernel of Li and Racine (see ``categorical_bandwidth``),
+        never through ``bandwidth``, and gets no slope under ``degree=1``.
+        ``bandwidth`` applies to the other, continuous, features.
 
     categorical_bandwidth : float or array-like of shape \
             (n_categorical_features,), default=0.1
@@ -170,17 +166,25 @@ class KernelAttentionRegressor(
         from the query's, per categorical feature (one float for all); the
         attention weight of key ``i`` is::
 
-            w_i * alpha(||(q_c - k_c) / h||) * prod_j lambda_j ** [q_j != k_j]
+            w_i * alpha(||(q_c - k_c) / h||) * prod_j lambda_j ** D_j
 
-        with ``q_c``, ``k_c`` the continuous features (Aitchison and Aitken's
-        unordered kernel in the form of Li and Racine, Nonparametric
-        Econometrics, 2007). 1 ignores the feature; 0 pools only keys of the
-        query's category, which can leave a query with no key of positive
-        weight: it then gets ``on_empty``, where "nearest" is the nearest key
-        in the continuous features, whatever its categories. The default
-        prefers the query's category strongly while still borrowing from
-        the others; :class:`KernelAttentionRegressorCV` selects it. Unused
-        without categorical features.
+        with ``q_c``, ``k_c`` the continuous features and ``D_j = [q_j != k_j]``
+        (Aitchison and Aitken's unordered kernel in the form of Li and Racine,
+        2007), or ``|q_j - k_j|`` for an ordered feature (``ordered_features``);
+        a category not seen in ``fit`` differs from every key. 1 ignores the
+        feature; 0 pools only keys of the query's category, which can leave a
+        query with no key of positive weight: it then gets ``on_empty``, where
+        "nearest" is the nearest key in the continuous features, whatever its
+        categories. The default prefers the query's category strongly while
+        still borrowing from the others; :class:`KernelAttentionRegressorCV`
+        selects it. Unused without categorical features.
+    ordered_features : array-like of {bool, int, str}, "from_dtype" or None, \
+            default="from_dtype"
+        The categorical features of ordered levels, with ``D_j = |q_j - k_j|``
+        on the positions of the levels (Li and Racine's ordered kernel):
+        ``"from_dtype"``, the ordered pandas categorical columns; None, none; or
+        as ``categorical_features``. The order is that of a pandas categorical's
+        categories, else of the sorted values. See :ref:`categorical-ordered`.
     n_neighbors : int, default=None
         Adaptive (nearest-neighbour) widths. ``None`` uses the fixed
         ``bandwidth``. An int ``k >= 1`` gives each query ``q`` its own
@@ -289,9 +293,12 @@ class KernelAttentionRegressor(
     is_categorical_ : ndarray of bool of shape (n_features,) or None
         Which features are categorical; None when none is.
 
+    is_ordered_ : ndarray of bool of shape (n_features,) or None
+        Which categorical features are ordered; None when none is.
+
     categories_ : list of ndarray
-        The categories of each categorical feature, sorted, in the order of
-        the features; empty without categorical features.
+        The categories of each categorical feature, sorted (ordered ones in
+        their order), in the order of the features; empty without them.
 
     categorical_bandwidth_ : ndarray of shape (n_categorical_features,)
         The ``lambda_j`` used. Only with categorical features.
@@ -301,17 +308,10 @@ class KernelAttentionRegressor(
         columns, in the order of ``linear_feature_names_``.
 
     coef_se_ : ndarray of the shape of ``coef_``
-        With ``linear_features``: the heteroscedasticity-consistent standard
-        errors of ``coef_``, the HC0 sandwich (White, 1980) on the
-        residualised design of Robinson's estimator,
-        ``sqrt(diag(A^+ B A^+))`` with ``A = sum_i w_i e_i e_i^T``, ``B =
-        sum_i w_i u_i**2 e_i e_i^T``, ``e_i`` the residuals of row ``i``'s
-        linear columns from their leave-one-out fits and ``u_i`` its
-        leave-one-out residual of ``y`` minus ``e_i . coef_``. The sample
-        weights are frequency weights here (a weight of 2 counts as two
-        rows, left out together). The variance of the nonparametric
-        residualisation is of smaller order and not in them (Robinson,
-        1988).
+        With ``linear_features``: the heteroscedasticity-consistent (HC0,
+        White 1980) standard errors of ``coef_`` on the residualised design
+        of Robinson's estimator; see :ref:`tabular-partially-linear` for
+        the formula.
 
     intercept_ : float or ndarray of shape (n_outputs,)
         With ``linear_features``: the intercept of the linear part.
@@ -347,26 +347,22 @@ class KernelAttentionRegressor(
     Notes
     -----
     Kernels with a log form (gaussian, exponential, cauchy) are pooled as a
-    softmax of the log weights, so that no query gets 0/0: a query far from
-    every key gets the value of the nearest key. Brute-force distances are
-    computed on keys and queries centred on the mean of the keys, so that a
-    large common offset does not cost precision; the trees subtract exactly.
+    softmax of the log weights: a query far from every key gets the value
+    of the nearest key, never 0/0. A large common offset of the keys costs
+    no precision (see the user guide, "Numerics").
 
-    Prediction works in chunks of queries within ``working_memory`` (see
-    :func:`sklearn.config_context`, and the user guide, "Choosing an
-    algorithm", for the exceptions). The predictions are the same to the
-    last bit for every ``working_memory`` and ``n_jobs``.
+    Prediction works in chunks of queries within ``working_memory``; the
+    predictions are the same to the last bit for every ``working_memory``
+    and ``n_jobs``.
 
     An integer sample weight ``k`` is equivalent to ``k`` copies of the row
     (except under ``n_neighbors``, where a row counts as one neighbour), and
-    rows of weight zero never influence a prediction. Predictions have the
-    floating dtype of the training ``X`` (float32 stays float32).
+    rows of weight zero never influence a prediction. Predictions keep the
+    floating dtype of the training ``X``.
 
-    ``predict(X, return_std=True)`` estimates the conditional standard
-    deviation of ``y`` around the prediction (the local spread of the
-    values), not the standard error of the prediction, which is
-    ``predict(X, return_se=True)``; :meth:`confidence_interval` gives
-    intervals and bands of the fitted mean function from it.
+    ``predict(X, return_std=True)`` estimates the local spread of ``y``,
+    not the standard error of the prediction, ``predict(X,
+    return_se=True)``.
 
     With ``sklearn.config_context(array_api_dispatch=True)``, arrays of other
     array API namespaces (PyTorch, CuPy) are pooled by brute force on their
@@ -442,6 +438,7 @@ class KernelAttentionRegressor(
         n_jobs=None,
         categorical_features=None,
         categorical_bandwidth=0.1,
+        ordered_features="from_dtype",
         n_neighbors=None,
         n_bins=None,
         linear_features=None,
@@ -455,6 +452,7 @@ class KernelAttentionRegressor(
         self.n_jobs = n_jobs
         self.categorical_features = categorical_features
         self.categorical_bandwidth = categorical_bandwidth
+        self.ordered_features = ordered_features
         self.n_neighbors = n_neighbors
         self.n_bins = n_bins
         self.linear_features = linear_features

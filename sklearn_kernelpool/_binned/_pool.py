@@ -115,6 +115,7 @@ class BinnedKernelPool:
             "algorithm",
             "degree",
             "categorical_bandwidth",
+            "categorical_levels",
             "n_neighbors",
             "robustness_weight",
         }:

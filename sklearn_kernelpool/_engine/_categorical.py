@@ -1,24 +1,35 @@
-"""Unordered categorical features: the Li-Racine kernel and its encoding.
+"""Categorical features: the Li-Racine kernels and their encoding.
 
-A categorical feature ``j`` enters the attention weight of a key through the
-unordered kernel of Aitchison and Aitken (1976) in the form of Li and Racine
-(2007): weight 1 for a key of the query's category, ``lambda_j`` in [0, 1]
-for a key of another one. It multiplies the continuous kernel of the other
-features::
+A categorical feature ``j`` enters the attention weight of a key through a
+kernel of weight ``lambda_j ** D_j(q, k)``, with ``lambda_j`` in [0, 1], that
+multiplies the continuous kernel of the other features::
 
-    w_i * alpha(||(q_c - k_c) / h||) * prod_j lambda_j ** [q_j != k_j]
+    w_i * alpha(||(q_c - k_c) / h||) * prod_j lambda_j ** D_j(q_j, k_j)
 
-``lambda_j = 1`` ignores the feature, ``lambda_j = 0`` pools only the keys of
-the query's category. Categories are learned in ``fit`` (any hashable
-values); a category unseen in ``fit`` differs from every key.
+An unordered feature has ``D_j = [q_j != k_j]``: the unordered kernel of
+Aitchison and Aitken (1976) in the form of Li and Racine (2007), weight 1 for
+a key of the query's category, ``lambda_j`` for one of another. An ordered
+feature has ``D_j = |q_j - k_j|``, the distance of the positions of the
+levels in their order: the ordered kernel of Li and Racine (2007, section
+4.1), weight ``lambda_j`` for the next level, ``lambda_j ** 2`` for the one
+after. With two levels both are the same. ``lambda_j = 1`` ignores the
+feature, ``lambda_j = 0`` pools only the keys of the query's category
+(``0 ** 0 = 1``). Categories are learned in ``fit`` (any hashable values);
+a category unseen in ``fit`` (code -1) differs from every key: by 1 for an
+unordered feature, by ``max(L_j - 1, 1)`` for an ordered one of ``L_j``
+levels, the distance of its farthest levels.
 
 The estimators hand the engine one float array per call: the continuous
 columns first, then one column per categorical feature holding the
-category's integer code (-1 for an unknown category), built from the input
-by :mod:`.._estimator._categorical_input`. The engine splits it (:func:`split_codes`)
-and applies :class:`CategoricalFactor` to its scores: as
-``sum_j [q_j != k_j] log lambda_j`` added to the log scores of kernels with a
-log form (``-inf`` for ``lambda_j = 0``), as a product otherwise.
+category's integer code (its position in the order of an ordered feature;
+-1 for an unknown category), built from the input by
+:mod:`.._utils._categorical_input`. The engine splits it
+(:func:`split_codes`) and applies :class:`CategoricalFactor` to its scores:
+as ``sum_j D_j log lambda_j`` added to the log scores of kernels with a log
+form (``-inf`` where ``lambda_j = 0`` and ``D_j > 0``), as a product
+otherwise. ``levels`` says which features are ordered: the number of levels
+``L_j`` of an ordered feature, 0 for an unordered one (None: every feature
+unordered, as in the saved engines of earlier releases).
 
 References
 ----------
@@ -39,6 +50,12 @@ _BLOCK_BYTES = 2**21
 CATEGORICAL_CONSTRAINTS = {
     "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
     "categorical_bandwidth": [Interval(Real, 0, 1, closed="both"), "array-like"],
+    "ordered_features": ["array-like", StrOptions({"from_dtype"}), None],
+}
+# Those of the features alone, for the CV estimators that select the lambdas.
+CATEGORICAL_FEATURE_CONSTRAINTS = {
+    name: CATEGORICAL_CONSTRAINTS[name]
+    for name in ("categorical_features", "ordered_features")
 }
 
 
@@ -67,20 +84,54 @@ def split_codes(X, n_categorical):
     return X[:, :d], X[:, d:].astype(np.intp)
 
 
+def unknown_distances(levels):
+    """The distance of an unknown category to every key, per feature: 1 for
+    an unordered feature (``levels`` 0), ``max(L - 1, 1)`` for an ordered
+    one of ``L`` levels."""
+    return np.maximum(np.asarray(levels, dtype=np.float64) - 1.0, 1.0)
+
+
+def check_levels(levels, n_categorical):
+    """``levels`` as an ndarray of int of shape (n_categorical,); None (every
+    feature unordered) as zeros."""
+    if levels is None:
+        return np.zeros(n_categorical, dtype=np.intp)
+    return np.asarray(levels, dtype=np.intp).reshape(n_categorical)
+
+
+def distances(query_codes, key_codes, levels):
+    """``D_j`` of every (query, key) pair, float64 of shape (n_queries,
+    n_keys, n_categorical): ``|a - b|`` for an ordered feature, ``[a != b]``
+    for an unordered one, the :func:`unknown_distances` for a query's
+    unknown category (-1)."""
+    q = np.asarray(query_codes, dtype=np.intp)[:, None, :]
+    k = np.asarray(key_codes, dtype=np.intp)[None, :, :]
+    levels = check_levels(levels, q.shape[2])
+    out = np.where(levels > 0, np.abs(q - k), q != k).astype(np.float64)
+    unknown = np.broadcast_to(q < 0, out.shape)
+    out[unknown] = np.broadcast_to(unknown_distances(levels), out.shape)[unknown]
+    return out
+
+
 class CategoricalFactor:
-    """The product kernel ``prod_j lambda_j ** [q_j != k_j]`` over the keys.
+    """The product kernel ``prod_j lambda_j ** D_j(q_j, k_j)`` over the keys.
 
     Parameters
     ----------
     key_codes : ndarray of int of shape (n_keys, n_categorical)
         The codes of the keys.
     lambdas : ndarray of shape (n_categorical,)
-        The weights of a different category, in [0, 1].
+        The weights of a category at distance 1, in [0, 1].
+    levels : ndarray of int of shape (n_categorical,) or None, default=None
+        The number of levels of each ordered feature, 0 for an unordered one;
+        None: every feature unordered.
     """
 
-    def __init__(self, key_codes, lambdas):
+    def __init__(self, key_codes, lambdas, levels=None):
         self.keys = np.ascontiguousarray(key_codes, dtype=np.intp)
         self.lambdas = np.asarray(lambdas, dtype=np.float64)
+        self.levels = check_levels(levels, len(self.lambdas))
+        self.unknown = unknown_distances(self.levels)
         with np.errstate(divide="ignore"):
             self.logs = np.log(self.lambdas)
         # Features of lambda 1 change nothing.
@@ -123,19 +174,34 @@ class _Bound:
             self.codes[rows, j, None], self.factor.keys[None, :, j], out=out
         )
 
+    def _distance(self, rows, j, out):
+        """``D_j`` of an ordered feature ``j`` into the float ``out``."""
+        codes = self.codes[rows, j]
+        np.subtract(codes[:, None], self.factor.keys[None, :, j], out=out)
+        np.abs(out, out=out)
+        out[codes < 0] = self.factor.unknown[j]
+        return out
+
     def add_log(self, out, scale=1.0):
-        """Add ``scale * sum_j [q_j != k_j] log lambda_j`` to the first rows
-        of ``out`` (``-inf`` where a feature of lambda 0 differs); ``scale``
-        turns the natural logarithms into those of logits of another base."""
+        """Add ``scale * sum_j D_j log lambda_j`` to the first rows of ``out``
+        (``-inf`` where a feature of lambda 0 differs); ``scale`` turns the
+        natural logarithms into those of logits of another base."""
         for rows, values, differ in self._blocks(out):
             view = out[rows]
             for j in self.factor.active:
-                self._differ(rows, j, differ)
+                ordered = self.factor.levels[j] > 0
+                if ordered:
+                    np.greater(self._distance(rows, j, values), 0, out=differ)
+                else:
+                    self._differ(rows, j, differ)
                 if self.factor.lambdas[j] == 0:
                     np.copyto(view, -np.inf, where=differ)
+                    continue
+                if ordered:
+                    values *= self.factor.logs[j] * scale
                 else:
                     np.multiply(differ, self.factor.logs[j] * scale, out=values)
-                    view += values
+                view += values
         return out
 
     def multiply(self, out):
@@ -143,9 +209,13 @@ class _Bound:
         for rows, values, differ in self._blocks(out):
             view = out[rows]
             for j in self.factor.active:
-                self._differ(rows, j, differ)
-                np.multiply(differ, self.factor.lambdas[j] - 1.0, out=values)
-                values += 1.0
+                lam = self.factor.lambdas[j]
+                if self.factor.levels[j]:
+                    np.power(lam, self._distance(rows, j, values), out=values)
+                else:
+                    self._differ(rows, j, differ)
+                    np.multiply(differ, lam - 1.0, out=values)
+                    values += 1.0
                 view *= values
         return out
 
@@ -153,8 +223,13 @@ class _Bound:
         """The factor of the (query, key) pairs ``(rows, cols)``."""
         out = np.ones(len(rows))
         for j in self.factor.active:
-            differ = self.codes[rows, j] != self.factor.keys[cols, j]
-            out[differ] *= self.factor.lambdas[j]
+            codes = self.codes[rows, j]
+            if self.factor.levels[j]:
+                far = np.abs(codes - self.factor.keys[cols, j]).astype(np.float64)
+                far[codes < 0] = self.factor.unknown[j]
+                out *= np.power(self.factor.lambdas[j], far)
+            else:
+                out[codes != self.factor.keys[cols, j]] *= self.factor.lambdas[j]
         return out
 
     def dense(self):

@@ -127,6 +127,11 @@ class KernelPool:
         ``n_categorical`` columns of ``keys`` (and of every query array) then
         hold the integer codes of the categories (:mod:`._categorical`), the
         others the continuous features, to which ``bandwidth`` applies.
+    categorical_levels : ndarray of int of shape (n_categorical,) or None
+        The number of levels of each ordered categorical feature, whose
+        codes are positions in its order (the ordered kernel of
+        :mod:`._categorical`), 0 for an unordered one; None: every
+        categorical feature unordered.
     n_neighbors : int or None
         None for the fixed ``bandwidth``; an int ``k`` gives each query the
         width ``bandwidth`` times the distance to its ``k``-th nearest key
@@ -153,6 +158,7 @@ class KernelPool:
         categorical_bandwidth=None,
         n_neighbors=None,
         robustness_weight=None,
+        categorical_levels=None,
     ):
         # All that pickles save: a loaded engine is rebuilt from them.
         self._arguments = saved_arguments(
@@ -166,6 +172,10 @@ class KernelPool:
         )
         if robustness_weight is not None:
             self._arguments["robustness_weight"] = robustness_weight
+        if categorical_levels is not None:
+            # Saved only where a feature is ordered: the state of other fits
+            # is that of earlier releases.
+            self._arguments["categorical_levels"] = categorical_levels
         keys, codes, degree, algorithm = self._continuous_keys(
             keys, categorical_bandwidth, degree, algorithm
         )
@@ -221,9 +231,10 @@ class KernelPool:
         keys before centring."""
         self.categorical = None
         if codes is not None:
-            lambdas = self._arguments["categorical_bandwidth"]
             self.categorical = _categorical.CategoricalFactor(
-                codes[self.support], lambdas
+                codes[self.support],
+                self._arguments["categorical_bandwidth"],
+                self._arguments.get("categorical_levels"),
             )
         # Coordinates are scaled and centred in float64, whatever the dtype of
         # the work. Brute-force distances are computed on data centred on the

@@ -35,6 +35,49 @@ def _check_array(arguments, name, shape, kinds="f"):
     return array
 
 
+def _check_levels(arguments, codes):
+    """The saved ``categorical_levels`` (absent from the engines of earlier
+    releases and of fits without ordered features): one int >= 0 per
+    categorical feature, above every code of an ordered one."""
+    if arguments.get("categorical_levels") is None:
+        return
+    levels = _check_array(arguments, "categorical_levels", (codes.shape[1],), "iu")
+    ordered = levels > 0
+    if np.any(levels < 0) or np.any(codes[:, ordered] >= levels[ordered]):
+        _refuse("categorical_levels", f"{levels!r} do not hold the category codes")
+
+
+def _check_robustness(arguments, weights):
+    """Check the saved robustness weights, if any: in [0, 1], leaving a row
+    of positive weight."""
+    if arguments.get("robustness_weight") is None:
+        return
+    robust = _check_array(arguments, "robustness_weight", weights.shape)
+    if not np.all((robust >= 0) & (robust <= 1)):
+        _refuse("robustness_weight", "is not in [0, 1]")
+    if not np.any(weights * robust > 0):
+        _refuse("robustness_weight", "leaves no row of positive weight")
+
+
+def _check_categorical(arguments, keys):
+    """Check the saved lambdas, the category codes of the keys and the levels
+    of ordered features; returns the number of continuous features."""
+    n_features = keys.shape[1]
+    if arguments.get("categorical_bandwidth") is None:
+        return n_features
+    lambdas = _check_array(arguments, "categorical_bandwidth", (None,))
+    if not 0 < len(lambdas) <= n_features or not np.all(
+        (lambdas >= 0) & (lambdas <= 1)
+    ):
+        _refuse("categorical_bandwidth", f"{lambdas!r} is not in [0, 1]")
+    codes = keys[:, n_features - len(lambdas) :]
+    if not np.all((codes >= 0) & (codes == np.round(codes))):
+        _refuse("keys", "hold category codes that are not integers >= 0")
+    _check_levels(arguments, codes)
+    # Without continuous features the engine has one constant feature.
+    return max(n_features - len(lambdas), 1)
+
+
 def check_pool_arguments(arguments, on_empty_options):
     """Validate the saved arguments that rebuild a :class:`KernelPool`.
 
@@ -59,24 +102,8 @@ def check_pool_arguments(arguments, on_empty_options):
     weights = _check_array(arguments, "sample_weight", (n_samples,))
     if np.any(weights < 0) or not np.any(weights > 0):
         _refuse("sample_weight", "is negative or all zero")
-    if arguments.get("robustness_weight") is not None:
-        robust = _check_array(arguments, "robustness_weight", (n_samples,))
-        if not np.all((robust >= 0) & (robust <= 1)):
-            _refuse("robustness_weight", "is not in [0, 1]")
-        if not np.any(weights * robust > 0):
-            _refuse("robustness_weight", "leaves no row of positive weight")
-    n_continuous = n_features
-    if arguments.get("categorical_bandwidth") is not None:
-        lambdas = _check_array(arguments, "categorical_bandwidth", (None,))
-        if not 0 < len(lambdas) <= n_features or not np.all(
-            (lambdas >= 0) & (lambdas <= 1)
-        ):
-            _refuse("categorical_bandwidth", f"{lambdas!r} is not in [0, 1]")
-        codes = keys[:, n_features - len(lambdas) :]
-        if not np.all((codes >= 0) & (codes == np.round(codes))):
-            _refuse("keys", "hold category codes that are not integers >= 0")
-        # Without continuous features the engine has one constant feature.
-        n_continuous = max(n_features - len(lambdas), 1)
+    _check_robustness(arguments, weights)
+    n_continuous = _check_categorical(arguments, keys)
     bandwidth = arguments.get("bandwidth")
     shape = np.shape(bandwidth)[:1] if np.ndim(bandwidth) == 1 else ()
     bandwidth = _check_array(arguments, "bandwidth", shape)

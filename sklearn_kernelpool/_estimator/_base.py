@@ -9,6 +9,7 @@ from .._binned._pool import BinnedKernelPool
 from .._engine import _categorical
 from .._engine._algorithm import ALGORITHMS, key_span, prefers_binned
 from .._engine._pooling import KernelPool, resolve_kernel
+from .._utils._categorical_input import category_levels
 from .._utils._input import N_JOBS_CONSTRAINT
 from .._utils._sparse import (
     dense_keys,
@@ -61,6 +62,9 @@ def fit_pool(estimator, X, values, sample_weight, **options):
         )
         estimator.categorical_bandwidth_ = lambdas
         options["categorical_bandwidth"] = lambdas
+        levels = category_levels(estimator)
+        if levels is not None:
+            options["categorical_levels"] = levels
         continuous = X[:, : X.shape[1] - n_categorical]
         if continuous.shape[1] == 0:
             # No continuous feature: the bandwidth is not used.

@@ -38,7 +38,12 @@ from .._held_out._adaptive import AdaptiveHeldOut
 from .._held_out._categorical import CategoricalHeldOut
 from .._held_out._pool import HeldOut
 from .._search._passes import HeldOutPasses
-from .._utils._categorical_input import _is_dataframe, categorical_mask
+from .._utils._categorical_input import (
+    _is_dataframe,
+    categorical_mask,
+    category_levels,
+    ordered_mask,
+)
 from .._utils._input import check_numeric_target, validate_sample_weight
 from ._linear_columns import LinearDesign, check_collinear, linear_mask
 from ._robust import refuse_robust
@@ -129,6 +134,7 @@ def leave_one_out_fits(regressor, values):
             regressor.categorical_bandwidth_,
             *arguments,
             degree=regressor.degree,
+            levels=category_levels(regressor),
         )
     else:
         held_out = HeldOut(X, *arguments, degree=regressor.degree)
@@ -247,15 +253,26 @@ def validate_linear_input(estimator, X, y=None, reset=False):
     return X, y
 
 
-def _kernel_parameters(estimator, mask, categorical):
+def kernel_ordered(estimator, X, categorical, mask):
+    """The ``ordered_features`` of the kernel part: the mask of the ordered
+    categorical features among the kernel columns (not ``mask``), or None.
+    Ordered linear columns are one-hot encoded as the others."""
+    ordered = ordered_mask(estimator.ordered_features, X, categorical)
+    if ordered is None or not ordered[~mask].any():
+        return None
+    return ordered[~mask]
+
+
+def _kernel_parameters(estimator, X, mask, categorical):
     """The parameters of the kernel part: the estimator's, with the
-    categorical features and lambdas of the kernel columns."""
+    categorical (and ordered) features and lambdas of the kernel columns."""
     params = estimator.get_params()
     del params["linear_features"]
     kernel_categorical = None if categorical is None else categorical[~mask]
     if kernel_categorical is not None and not kernel_categorical.any():
         kernel_categorical = None
     params["categorical_features"] = kernel_categorical
+    params["ordered_features"] = kernel_ordered(estimator, X, categorical, mask)
     lam = params["categorical_bandwidth"]
     if categorical is not None and np.ndim(lam) == 1:
         lam = np.asarray(lam)
@@ -309,7 +326,7 @@ def fit_partially_linear(estimator, X, y, sample_weight):
     Y = np.asarray(y, dtype=np.float64).reshape(len(Z), -1)
     X_kernel = _safe_indexing(X, np.flatnonzero(~mask), axis=1)
     # The kernel part: an estimator of the same class, without linear part.
-    kernel = type(estimator)(**_kernel_parameters(estimator, mask, categorical))
+    kernel = type(estimator)(**_kernel_parameters(estimator, X, mask, categorical))
     # Fitted once on y to resolve its widths and encode its keys, then on the
     # partial residuals.
     kernel.fit(X_kernel, y, sample_weight=sample_weight)
@@ -362,6 +379,10 @@ def _share_kernel_attributes(estimator, kernel, categorical, design):
         kernel_categorical = kernel_columns[kernel.is_categorical_]
         learned.update(zip(kernel_categorical, kernel.categories_, strict=True))
     estimator.categories_ = [learned[j] for j in np.flatnonzero(mask)]
+    ordered = np.zeros_like(mask)
+    if getattr(kernel, "is_ordered_", None) is not None:
+        ordered[kernel_columns[kernel.is_ordered_]] = True
+    estimator.is_ordered_ = ordered if ordered.any() else None
 
 
 def clear_fitted(estimator, linear):

@@ -2,7 +2,6 @@
 a loaded estimator (its engine's are in :mod:`.._engine._saved_state`)."""
 
 import copy
-import inspect
 import pickle
 
 import numpy as np
@@ -10,6 +9,29 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from .._engine._saved_state import _refuse
+
+#: Parameters added since the first release, with the value that keeps the
+#: meaning of an estimator saved before them: its categorical features stay
+#: unordered, its fit unweighted by robustness, its search without a map, as
+#: they were.
+ADDED_PARAMETERS = {
+    "ordered_features": None,
+    "robust_iterations": 0,
+    "projection": None,
+}
+
+
+def restore_added_parameters(estimator):
+    """Give an estimator loaded from a file of an earlier release the
+    parameters of :data:`ADDED_PARAMETERS` it lacks (so that ``get_params``,
+    ``clone`` and a refit work, and mean what they meant), and, fitted with
+    categorical features, the ``is_ordered_`` it lacks (None: none)."""
+    state = vars(estimator)
+    for name, value in ADDED_PARAMETERS.items():
+        if name in estimator._get_param_names() and name not in state:
+            state[name] = value
+    if "is_categorical_" in state and "is_ordered_" not in state:
+        state["is_ordered_"] = None
 
 
 def check_picklable_kernel(estimator):
@@ -113,21 +135,3 @@ def _check_linear_state(state):
     for name in ("coef_", "coef_se_"):
         if np.shape(state.get(name))[-1:] != (n_columns,):
             _refuse(name, f"does not have {n_columns} linear columns")
-
-
-def with_new_parameters(estimator, state):
-    """``state`` with the default of every parameter of the estimator's class
-    that it lacks: the state of a file written before the parameter existed
-    (whose fit did what the default does), so that ``get_params`` and
-    ``clone`` work on the loaded estimator."""
-    if not isinstance(state, dict):
-        return state
-    signature = inspect.signature(type(estimator).__init__)
-    missing = {
-        name: parameter.default
-        for name, parameter in signature.parameters.items()
-        if name != "self"
-        and parameter.default is not inspect.Parameter.empty
-        and name not in state
-    }
-    return {**missing, **state}

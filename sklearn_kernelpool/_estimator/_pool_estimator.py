@@ -13,7 +13,7 @@ from ._persistence import (
     check_loaded_estimator,
     check_picklable_kernel,
     deepcopy_estimator,
-    with_new_parameters,
+    restore_added_parameters,
 )
 
 
@@ -113,7 +113,8 @@ class PoolEstimatorMixin:
         return super().__getstate__()
 
     def __setstate__(self, state):
-        super().__setstate__(with_new_parameters(self, state))
+        super().__setstate__(state)
+        restore_added_parameters(self)
         check_loaded_estimator(self)
 
     def __deepcopy__(self, memo):

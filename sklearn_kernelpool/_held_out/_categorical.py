@@ -1,16 +1,16 @@
 """Held-out predictions with categorical features, for the CV estimators.
 
 :class:`CategoricalHeldOut` is :class:`._pool.HeldOut` with the unordered
-kernel of :mod:`.._engine._categorical` in every weight: for one vector of
-``lambda_j``, the held-out sums of every candidate (kernel, bandwidth) over
-the continuous features, each held-out point against every allowed key (not
-itself under leave-one-out, not its fold under K-fold), in batches of rows
-within scikit-learn's ``working_memory``. Kernels with a log form are pooled
-as a softmax over the allowed keys with the row's largest logit subtracted
-(the factor added to the logits), so that no row underflows; the sums are
-then the true sums times a positive factor per row, which leaves the
-predictions unchanged. The symmetric, block-skipping pass of
-:class:`._pool.HeldOut` does not apply: a pair's weight depends on the
+and ordered kernels of :mod:`.._engine._categorical` in every weight: for
+one vector of ``lambda_j``, the held-out sums of every candidate (kernel,
+bandwidth) over the continuous features, each held-out point against every
+allowed key (not itself under leave-one-out, not its fold under K-fold), in
+batches of rows within scikit-learn's ``working_memory``. Kernels with a log
+form are pooled as a softmax over the allowed keys with the row's largest
+logit subtracted (the factor added to the logits), so that no row
+underflows; the sums are then the true sums times a positive factor per row,
+which leaves the predictions unchanged. The symmetric, block-skipping pass
+of :class:`._pool.HeldOut` does not apply: a pair's weight depends on the
 categories of both of its points, and the factor would have to be computed
 for every block and candidate anyway. The predictions, fallbacks and
 local-linear solves are those of :class:`._pool.HeldOut`, and so are the
@@ -52,20 +52,25 @@ class CategoricalHeldOut(HeldOut):
     codes : ndarray of int of shape (n, n_categorical)
         The category codes.
     lambdas : ndarray of shape (n_categorical,)
-        The weight of a different category, per feature.
+        The weight of a category at distance 1, per feature.
     *args, **kwargs
         As for :class:`._pool.HeldOut`.
+    levels : ndarray of int of shape (n_categorical,) or None, default=None
+        The number of levels of each ordered feature, 0 for an unordered
+        one; None: every feature unordered.
     """
 
-    def __init__(self, X, codes, lambdas, *args, **kwargs):
+    def __init__(self, X, codes, lambdas, *args, levels=None, **kwargs):
         super().__init__(X, *args, **kwargs)
         self.codes = np.asarray(codes, dtype=np.intp)
-        self.factor = CategoricalFactor(self.codes, lambdas)
+        self.factor = CategoricalFactor(self.codes, lambdas, levels)
 
     def _log_base(self, rows, keys, allowed):
         """``log w_i + sum_j [q_j != k_j] log lambda_j`` of the pairs, ``-inf``
         where the key is not allowed (or weighs nothing)."""
-        factor = CategoricalFactor(self.codes[keys], self.factor.lambdas)
+        factor = CategoricalFactor(
+            self.codes[keys], self.factor.lambdas, self.factor.levels
+        )
         with np.errstate(divide="ignore"):
             base = np.broadcast_to(np.log(self.weights[keys]), allowed.shape).copy()
         factor.for_queries(self.codes[rows]).add_log(base)

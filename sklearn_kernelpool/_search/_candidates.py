@@ -84,19 +84,31 @@ class CandidateSearch(SearchParameters):
         return results
 
     # -- search ----------------------------------------------------------
-    def fit(self, X, y, sample_weight, codes=None, lambdas=(None,), placeholder=()):
+    def fit(
+        self,
+        X,
+        y,
+        sample_weight,
+        codes=None,
+        lambdas=(None,),
+        placeholder=(),
+        levels=None,
+    ):
         """Score the candidates on ``X`` (the continuous features, dense) and
         ``y``, and select the best one.
 
         ``sample_weight`` is None or relative (divided by a power of two
         near the largest); ``codes`` are the category codes of the
         categorical features (None without them), ``lambdas`` the
-        categorical bandwidths to score (``[None]`` without them), and
+        categorical bandwidths to score (``[None]`` without them),
         ``placeholder`` ``(0,)`` when ``X`` is a constant column standing
-        in for no continuous feature.
+        in for no continuous feature, and ``levels`` the number of levels of
+        each ordered categorical feature, 0 for an unordered one (None: none
+        is ordered; :mod:`.._engine._categorical`).
         """
         self.placeholder = placeholder
         self._categorical = codes, list(lambdas)
+        self.levels = levels
         names = self.kernel_names()
         counts = self.neighbor_counts(categorical=codes is not None)
         self.check_options(codes, counts)
@@ -318,6 +330,7 @@ class CandidateSearch(SearchParameters):
                     grid,
                     self.n_jobs,
                     degree=max(degrees),
+                    levels=self.levels,
                 )
             every.append(self._run(held_out, data, grid_params, degrees))
             if lam is None:

@@ -136,6 +136,39 @@ def _mask_of_names(features, names, name):
     return np.isin(np.asarray(names, dtype=object), features)
 
 
+def _is_ordered_dtype(dtype):
+    import pandas as pd
+
+    return isinstance(dtype, pd.CategoricalDtype) and bool(dtype.ordered)
+
+
+def ordered_mask(ordered_features, X, categorical):
+    """The boolean mask of the ordered categorical features of ``X``, or None.
+
+    ``ordered_features`` is None (no feature), ``"from_dtype"`` (the
+    categorical features that are ordered pandas categorical columns) or
+    takes the forms of ``categorical_features`` (:func:`categorical_mask`),
+    naming categorical features only; ``categorical`` is the mask of those.
+    """
+    if categorical is None or ordered_features is None:
+        return None
+    if isinstance(ordered_features, str) and ordered_features == "from_dtype":
+        if not _is_dataframe(X):
+            return None
+        mask = np.array([_is_ordered_dtype(dt) for dt in X.dtypes], dtype=bool)
+        mask &= categorical
+        return mask if mask.any() else None
+    mask = categorical_mask(ordered_features, X, name="ordered_features")
+    if mask is not None and np.any(mask & ~categorical):
+        raise ValueError(
+            "ordered_features must name categorical features only; features "
+            f"{np.flatnonzero(mask & ~categorical).tolist()} are not among "
+            "categorical_features. Declare them categorical too, or leave them "
+            "out of ordered_features."
+        )
+    return mask
+
+
 def declares_array_features(categorical_features):
     """Whether ``categorical_features`` declares categorical features of an
     array, whatever its values.
@@ -242,6 +275,54 @@ def learn_categories(column, j):
     return categories, encode(column, categories, j)
 
 
+def learn_levels(column, j, declared):
+    """The levels of an ordered feature in their order, and its codes (the
+    positions): ``declared``, the categories of a pandas categorical column,
+    all of them, or else the sorted values (:func:`learn_categories`)."""
+    if declared is None:
+        return learn_categories(column, j)
+    _check_column(column, j)
+    if len(declared) > MAX_CATEGORIES:
+        raise ValueError(
+            f"Categorical feature {j} has {len(declared)} categories; at most "
+            f"{MAX_CATEGORIES} are supported."
+        )
+    return declared, encode(column, declared, j)
+
+
+def _declared_order(X, j):
+    """The categories of column ``j`` of a DataFrame of a pandas categorical
+    dtype, in their order; None for other columns and input."""
+    if not _is_dataframe(X):
+        return None
+    import pandas as pd
+
+    dtype = X.dtypes.iloc[j]
+    if not isinstance(dtype, pd.CategoricalDtype):
+        return None
+    return np.array(list(dtype.categories), dtype=object)
+
+
+def category_levels(estimator):
+    """The engine's ``categorical_levels`` of a fitted estimator: the number
+    of levels of each ordered categorical feature, 0 for an unordered one;
+    None where no feature is ordered (and for estimators fitted by earlier
+    releases, which knew no ordered feature)."""
+    categorical = getattr(estimator, "is_categorical_", None)
+    ordered = getattr(estimator, "is_ordered_", None)
+    if categorical is None or ordered is None:
+        return None
+    return np.array(
+        [
+            len(levels) if is_ordered else 0
+            for levels, is_ordered in zip(
+                estimator.categories_, ordered[categorical], strict=True
+            )
+        ],
+        dtype=np.intp,
+    )
+
+
 def encode(column, categories, j):
     """Integer codes of the values of a column; -1 for unknown categories."""
     _check_column(column, j)
@@ -289,15 +370,19 @@ def refuse_categorical(X, what):
 def fit_mask(estimator, X, what=None):
     """The mask of the categorical features of the training ``X``, or None.
 
-    Sets ``is_categorical_`` to it, and ``categories_`` to an empty list
-    (:func:`fit_columns` learns them). ``X`` that is not dense (``what``
-    says what it is: ``"sparse X"``...) takes none: the features that
-    ``categorical_features`` declares of an array are refused.
+    Sets ``is_categorical_`` to it, ``is_ordered_`` to the mask of the
+    ordered ones (:func:`ordered_mask`) and ``categories_`` to an empty
+    list (:func:`fit_columns` learns them). ``X`` that is not dense
+    (``what`` says what it is: ``"sparse X"``...) takes none: the features
+    that ``categorical_features`` declares of an array are refused.
     """
     if what is not None and declares_array_features(estimator.categorical_features):
         refuse_categorical(X, what)
     mask = categorical_mask(estimator.categorical_features, X)
     estimator.is_categorical_ = mask
+    estimator.is_ordered_ = ordered_mask(
+        getattr(estimator, "ordered_features", None), X, mask
+    )
     estimator.categories_ = []
     return mask
 
@@ -307,11 +392,17 @@ def fit_columns(estimator, X, mask):
     float array.
 
     ``X`` has passed ``validate_data`` (:func:`._input.validate_fit_data`);
-    ``mask`` is :func:`fit_mask` of it. Sets ``categories_``.
+    ``mask`` is :func:`fit_mask` of it. Sets ``categories_``: those of an
+    ordered feature in their order (:func:`learn_levels`), the codes their
+    positions.
     """
     categorical, continuous = _columns(X, mask)
+    ordered = getattr(estimator, "is_ordered_", None)
+    ordered = np.zeros_like(mask) if ordered is None else ordered
     learned = [
-        learn_categories(c, j)
+        learn_levels(c, j, _declared_order(X, j))
+        if ordered[j]
+        else learn_categories(c, j)
         for c, j in zip(categorical, np.flatnonzero(mask), strict=True)
     ]
     estimator.categories_ = [c for c, _ in learned]

@@ -7,10 +7,13 @@ feature by minimising the leave-one-out squared error of the selected degree
 selected grid candidate. The log weight of key ``k`` for held-out point ``i``
 is::
 
-    log w_k + log alpha(u_ik) + sum_j [c_ij != c_kj] log lambda_j,
+    log w_k + log alpha(u_ik) + sum_j D_j(c_ij, c_kj) log lambda_j,
     u_ik^2 = sum_f (x_if - x_kf)^2 / h_f^2
 
-so that ``d log weight / d log lambda_j = [c_ij != c_kj]`` and
+with ``D_j = [c_ij != c_kj]`` for an unordered feature and ``|c_ij - c_kj|``
+for an ordered one (:mod:`.._engine._categorical`), so that ``d log weight
+/ d log lambda_j = D_j`` (the derivative ``D lambda ** (D - 1)`` of
+``lambda ** D`` times ``lambda``; the bounds below keep ``lambda > 0``) and
 ``d log weight / d log h_f = -2 (d log alpha / d u^2) (x_if - x_kf)^2 / h_f^2``,
 and with ``p_ik`` the normalised weights of the held-out fit of ``i``,
 ``d yhat_i / d theta = sum_k p_ik g_ik v_ik``, ``g_ik``
@@ -35,6 +38,7 @@ import numpy as np
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
+from .._engine._categorical import distances
 from .._utils._working_memory import row_batches
 from ._loss_linear import key_sensitivities, shrunk_fits
 
@@ -44,17 +48,18 @@ MAX_ITER = 200
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def _softmax_rows(theta, X, codes, weights, kernel, rows):
+def _softmax_rows(theta, X, codes, weights, kernel, rows, levels=None):
     """Leave-one-out weights of ``rows`` over every point, normalised, and
     the pieces of their gradient: squared scaled differences, squared
-    distances and mismatches."""
+    distances and the category distances ``D_j`` (``levels`` says which
+    features are ordered)."""
     d = X.shape[1]
     h2 = np.exp(2.0 * theta[:d])
     with np.errstate(divide="ignore"):
         log_w = np.log(weights)
     D2 = (X[rows, None, :] - X[None, :, :]) ** 2 / h2
     u2 = D2.sum(axis=2)
-    M = codes[rows, None, :] != codes[None, :, :]
+    M = distances(codes[rows], codes, levels)
     logits = kernel.squared_log_function(u2.copy()) + log_w + M @ theta[d:]
     logits[np.arange(len(rows)), rows] = -np.inf
     logits -= logits.max(axis=1, keepdims=True)
@@ -106,24 +111,27 @@ def _scaled(X, widths, weights):
     return Z
 
 
-def loo_predictions(X, codes, Y, weights, kernel, widths, lambdas, degree=0):
+def loo_predictions(
+    X, codes, Y, weights, kernel, widths, lambdas, degree=0, levels=None
+):
     """Leave-one-out predictions of local-constant (``degree=0``) or
-    local-linear (``degree=1``) held-out fits."""
+    local-linear (``degree=1``) held-out fits; ``levels`` as for
+    :class:`.._engine._categorical.CategoricalFactor`."""
     theta = np.concatenate([np.log(widths), np.log(lambdas)])
     Z = _scaled(X, widths, weights)
     points = np.arange(X.shape[0])
     out = np.empty_like(Y)
     for batch in row_batches(len(points), _row_bytes(X, codes)):
         rows = points[batch]
-        p = _softmax_rows(theta, X, codes, weights, kernel, rows)[0]
+        p = _softmax_rows(theta, X, codes, weights, kernel, rows, levels)[0]
         out[batch] = _held_out_fits(p, Z, Y, rows, _n_keys(weights, rows), degree)[0]
     return out
 
 
-def loo_objective(theta, X, codes, Y, weights, kernel, degree=0):
+def loo_objective(theta, X, codes, Y, weights, kernel, degree=0, levels=None):
     """Weighted leave-one-out mean squared error of the held-out fits of
     ``degree`` and its gradient in ``theta = [log h_1..h_d, log
-    lambda_1..lambda_c]``."""
+    lambda_1..lambda_c]``; ``levels`` says which features are ordered."""
     n, d = X.shape
     total = weights.sum()
     value, grad = 0.0, np.zeros_like(theta)
@@ -131,7 +139,7 @@ def loo_objective(theta, X, codes, Y, weights, kernel, degree=0):
     points = np.arange(n)
     for batch in row_batches(n, _row_bytes(X, codes)):
         rows = points[batch]
-        p, D2, u2, M = _softmax_rows(theta, X, codes, weights, kernel, rows)
+        p, D2, u2, M = _softmax_rows(theta, X, codes, weights, kernel, rows, levels)
         fitted, local = _held_out_fits(p, Z, Y, rows, _n_keys(weights, rows), degree)
         error = fitted - Y[rows]
         value += float(weights[rows] @ np.sum(error * error, axis=1))
@@ -148,12 +156,23 @@ def loo_objective(theta, X, codes, Y, weights, kernel, degree=0):
 
 
 def learn(
-    X, codes, Y, weights, kernel, bandwidth, lambdas, *, degree=0, max_iter=MAX_ITER
+    X,
+    codes,
+    Y,
+    weights,
+    kernel,
+    bandwidth,
+    lambdas,
+    *,
+    degree=0,
+    max_iter=MAX_ITER,
+    levels=None,
 ):
     """Widths and lambdas minimising the leave-one-out error of the held-out
     fits of ``degree``, from the isotropic ``bandwidth`` and the shared
     ``lambdas``, with at most ``max_iter`` iterations of L-BFGS-B (a
-    :class:`~sklearn.exceptions.ConvergenceWarning` when it stops there).
+    :class:`~sklearn.exceptions.ConvergenceWarning` when it stops there);
+    ``levels`` says which categorical features are ordered.
 
     Returns the widths, the lambdas, the number of iterations and the
     leave-one-out mean squared error (averaged over the outputs).
@@ -172,7 +191,7 @@ def learn(
     )
     bounds = list(zip(low, high, strict=True))
     bounds += [tuple(np.log(LAMBDA_BOUNDS))] * codes.shape[1]
-    args = (X, codes, Y, weights, kernel, degree)
+    args = (X, codes, Y, weights, kernel, degree, levels)
     result = minimize(
         loo_objective,
         start,
