@@ -31,10 +31,12 @@ def _quiet_diagnostics(estimator):
         return smoother_diagnostics(estimator)
 
 
-def _delegate(name, doc):
+def _delegate(name, doc, through_map=None):
     """The method ``name`` of the search, documented by ``doc``: that of
     ``best_estimator_`` on the queries validated by the search, with the
-    signature of :class:`KernelAttentionRegressor`'s ``name``."""
+    signature of :class:`KernelAttentionRegressor`'s ``name``.
+    ``through_map(search, Z, **arguments)`` answers instead where the search
+    kept a map (``projection_``), ``Z`` the mapped queries."""
     signature = inspect.signature(getattr(KernelAttentionRegressor, name))
 
     def method(self, /, *args, **kwargs):
@@ -44,6 +46,8 @@ def _delegate(name, doc):
             raise TypeError(f"{type(self).__name__}.{name}() {error}") from None
         del arguments["self"]
         X = self._best_queries(arguments.pop("X"), name)
+        if through_map is not None and getattr(self, "projection_", None) is not None:
+            return through_map(self, X, **arguments)
         return getattr(self.best_estimator_, name)(X, **arguments)
 
     method.__name__ = name
@@ -51,6 +55,19 @@ def _delegate(name, doc):
     method.__doc__ = doc
     method.__signature__ = signature
     return method
+
+
+def _gradient_through_map(search, Z, return_se=False):
+    """The gradient (and standard errors) of the search's fit on the mapped
+    queries ``Z``, in the original features (:mod:`._inference._gradient`)."""
+    check_flag("return_se", return_se)
+    best = search.best_estimator_
+    components = search.projection_.components_
+    gradient, se = _gradient.predict_gradient(best, Z, return_se, components)
+    if best.values_.ndim == 1:
+        gradient = gradient[..., 0]
+        se = None if se is None else se[..., 0]
+    return (gradient, se) if return_se else gradient
 
 
 class BestEstimatorMethods:
@@ -146,7 +163,7 @@ class BestEstimatorMethods:
         """,
     )
 
-    _predict_gradient = _delegate(
+    predict_gradient = _delegate(
         "predict_gradient",
         """The gradient of the fit at each query, by ``best_estimator_``.
 
@@ -155,23 +172,8 @@ class BestEstimatorMethods:
         the gradient and its standard errors in the original features, by
         the chain rule through the map, exactly.
         """,
+        through_map=_gradient_through_map,
     )
-
-    def predict_gradient(self, X, return_se=False):
-        if getattr(self, "projection_", None) is None:
-            return self._predict_gradient(X, return_se=return_se)
-        check_flag("return_se", return_se)
-        Z = self._best_queries(X, "predict_gradient")
-        best = self.best_estimator_
-        components = self.projection_.components_
-        gradient, se = _gradient.predict_gradient(best, Z, return_se, components)
-        if best.values_.ndim == 1:
-            gradient = gradient[..., 0]
-            se = None if se is None else se[..., 0]
-        return (gradient, se) if return_se else gradient
-
-    predict_gradient.__doc__ = _predict_gradient.__doc__
-    predict_gradient.__signature__ = _predict_gradient.__signature__
 
     attention_weights = _delegate(
         "attention_weights",
