@@ -254,12 +254,14 @@ class _ChunkGradients:
         if self.components is not None:
             G, mean = self._mapped(G, mean, weights)
         # sum_i G_i (y_i - ybar): the sum of the factors is 0 (degree 1), or
-        # sum_i p_i (y_i - ybar) = 0 drops their correction (degree 0); so the
-        # level of y, times rounding errors, is left out.
+        # sum_i p_i (y_i - ybar) = 0 drops their correction (degree 0). It is
+        # sum_i G_i (y_i - c) - (sum_i G_i) (ybar - c), one product for every
+        # output, with c the mean of the values: so the level of y, times
+        # rounding errors, is left out.
         ybar = weights @ Y
-        for k in range(Y.shape[1]):
-            deviations = Y[:, k][None, :] - ybar[:, k, None]
-            grad[:, :, k] = np.matmul(G, deviations[:, :, None])[:, :, 0]
+        center = Y.sum(axis=0) / max(len(Y), 1)
+        grad[...] = _times(G, Y - center)
+        grad -= G.sum(axis=2)[:, :, None] * (ybar - center)[:, None, :]
         if se is None:
             return
         if mean is not None:
