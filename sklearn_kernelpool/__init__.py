@@ -17,6 +17,8 @@ from ._plotting._kernels import plot_kernels
 from ._projection import KernelAttentionProjection
 from ._quantile import KernelAttentionQuantileRegressor
 from ._regression import KernelAttentionRegressor
+from ._significance import significance_test
+from ._significance_result import SignificanceResult
 from ._skops import skops_trusted_types
 from ._utils._progress import progress_bar
 
@@ -36,9 +38,11 @@ __all__ = [
     "KernelAttentionRegressorCV",
     "LocalLinearFallbackWarning",
     "LocalLinearMemoryWarning",
+    "SignificanceResult",
     "__version__",
     "kernels",
     "plot_kernels",
     "progress_bar",
+    "significance_test",
     "skops_trusted_types",
 ]

@@ -36,9 +36,11 @@ are formed from them, so both are exact in ``x``.
 Numerics: ``D_i`` is the difference of the unscaled coordinates, divided by
 the bandwidth; the local frame of degree 1 is first taken from the key of
 largest weight (so that a fit resting on keys of tiny weight, far from the
-data, keeps its relative accuracy), and the gradient is computed as
-``sum_i G_i (y_i - ybar)`` with ``ybar`` the local mean, which equals
-``sum_i G_i y_i`` because ``sum_i G_i = 0``. The ``n_features x n_keys``
+data, keeps its relative accuracy); the factors are corrected to
+``G_i - p_i sum_j G_j``, which sum to 0 also in floating point, and the
+gradient is computed as ``sum_i G_i (y_i - c)`` with ``c`` the mean of the
+values, which equals ``sum_i G_i y_i`` and leaves the level of ``y`` out:
+one product for every output. The ``n_features x n_keys``
 factors of a query are formed for a few queries at a time, within
 ``working_memory`` shared with the chunk's weights.
 """
@@ -164,6 +166,32 @@ def predict_gradient(estimator, X, return_se, components=None):
     )
 
 
+def feature_gradients(estimator, X, values, features):
+    """The gradient along each of ``features`` of the fit of its own values.
+
+    ``values`` of shape (n_samples, len(features), n_outputs): the fit being
+    linear in the values and its widths fixed, the gradient along the
+    ``k``-th of ``features`` (indices of the pool's columns, the continuous
+    features) of the fit of ``values[:, k]`` is
+    ``sum_i G_i(q)[features[k]] values[i, k]``, one product per feature over
+    the factors ``G`` of the fitted pool, which do not depend on the values.
+    Returns an ndarray of shape (n_queries, len(features), n_outputs),
+    float64. Used by :func:`..significance_test` for the gradients of many
+    bootstrap targets, each along its own feature.
+    """
+    check_gradient_support(estimator)
+    X = validate_queries(estimator, X)
+    pool = estimator._pool
+    values = np.asarray(values, dtype=np.float64)[pool.support]
+    work = _ChunkGradients(estimator, values, None, False, features=features)
+    chunks = pool._run_chunks(
+        X, None, work, estimator.n_jobs, extra_row_bytes=8 * pool.keys.shape[0]
+    )
+    if not chunks:
+        return np.empty((0, len(features), values.shape[2]))
+    return np.concatenate([c[0] for c in chunks])
+
+
 class _ChunkGradients:
     """The work of ``pool._run_chunks``: the gradients of a chunk of queries.
 
@@ -180,12 +208,19 @@ class _ChunkGradients:
     components : ndarray of shape (n_features, n_original) or None
         The map of which the keys are the images: the factors are mapped
         back to the original coordinates.
+    features : sequence of int or None
+        With ``values`` of shape (n_keys, len(features), n_outputs): the
+        gradient along ``features[k]`` of the fit of ``values[:, k]`` only
+        (:func:`feature_gradients`).
     """
 
-    def __init__(self, estimator, values, variance, return_se, components=None):
+    def __init__(
+        self, estimator, values, variance, return_se, components=None, features=None
+    ):
         pool = estimator._pool
         self.pool = pool
-        self.values = values
+        # Centred once: the gradients do not depend on the level of y.
+        self.values = values - values.mean(axis=0)
         self.variance = variance
         self.return_se = return_se
         self.n_keys, self.d = pool.keys.shape
@@ -195,7 +230,10 @@ class _ChunkGradients:
         self.h_column = np.broadcast_to(pool.bandwidth, (self.d,))[:, None]
         self.fill = np.nan if pool.on_empty in ("nan", "raise") else 0.0
         self.components = components
+        self.features = features
         self.d_out = self.d if components is None else components.shape[1]
+        if features is not None:
+            self.d_out = len(features)
         self.budget = working_memory_bytes() / engine_threads(estimator.n_jobs)
         self.row_bytes = 8 * _ROW_ARRAYS * self.n_keys * max(self.d, self.d_out)
 
@@ -205,7 +243,7 @@ class _ChunkGradients:
         n_rows = len(raw)
         # The chunk's weights and the factors of its rows share the budget.
         sub_rows = max(1, int((self.budget - p.nbytes) // self.row_bytes))
-        grad = np.empty((n_rows, self.d_out, self.values.shape[1]))
+        grad = np.empty((n_rows, self.d_out, self.values.shape[-1]))
         se = np.empty_like(grad) if self.return_se else None
         for rows in gen_batches(n_rows, sub_rows):
             self._batch(
@@ -249,31 +287,27 @@ class _ChunkGradients:
         diff = np.subtract(q[:, :, None], self.keys_t[None, :, used])
         diff /= self.h_column
         centers = self.pool.center - q / self.pool.bandwidth
-        G, mean = _gradient_factors(self.pool, weights, diff, r2, self.layout, centers)
+        G, _ = _gradient_factors(self.pool, weights, diff, r2, self.layout, centers)
         del diff
-        if self.components is not None:
-            G, mean = self._mapped(G, mean, weights)
-        # sum_i G_i (y_i - ybar): the sum of the factors is 0 (degree 1), or
-        # sum_i p_i (y_i - ybar) = 0 drops their correction (degree 0); so the
-        # level of y, times rounding errors, is left out.
-        ybar = weights @ Y
-        for k in range(Y.shape[1]):
-            deviations = Y[:, k][None, :] - ybar[:, k, None]
-            grad[:, :, k] = np.matmul(G, deviations[:, :, None])[:, :, 0]
+        if self.components is not None:  # A^T G, corrected below as G is
+            G = np.einsum("kj,rki->rji", self.components, G)
+        # The factors summing to 0: G_i - p_i sum_j G_j, the correction of
+        # degree 0 (sum_j G_j = sum_j p_j v_j) and rounding errors for degree
+        # 1. Then sum_i G_i y_i = sum_i G_i (y_i - c) for the centred values:
+        # one product for every output, the level of y (times rounding
+        # errors) left out.
+        total = G.sum(axis=2)
+        for j in range(G.shape[1]):
+            G[:, j] -= weights * total[:, j, None]
+        if self.features is None:
+            grad[...] = _times(G, Y)
+        else:
+            for k, j in enumerate(self.features):
+                grad[:, k] = G[:, j] @ Y[:, k]
         if se is None:
             return
-        if mean is not None:
-            for j in range(self.d):
-                G[:, j] -= weights * mean[:, j, None]
         np.square(G, out=G)
         se[...] = np.sqrt(_times(G, self.variance[used]))
-
-    def _mapped(self, G, mean, weights):
-        """The factors in the original coordinates, ``A^T G``, corrected first
-        by their mean (degree 0)."""
-        if mean is not None:
-            G -= weights[:, None, :] * mean[:, :, None]
-        return np.einsum("kj,rki->rji", self.components, G), None
 
 
 def _times(G, matrix):
