@@ -1,10 +1,12 @@
-"""Time conditional quantiles against predict, and the coverage of CQR.
+"""Time conditional quantiles against predict, the coverage of CQR, and the
+significance test against refits.
 
 Usage::
 
     python benchmarks/bench_quantiles.py                  # 1e4 queries x 1e4 keys
     python benchmarks/bench_quantiles.py --n 2000         # a quicker run
     python benchmarks/bench_quantiles.py --section cqr    # the coverage of CQR
+    python benchmarks/bench_quantiles.py --section significance
 
 ``predict_quantiles`` takes the weights of each chunk of queries in the
 order of the values (the keys sorted once per output), sums them
@@ -20,6 +22,11 @@ x) and reports the share of fresh observations inside the 80 % intervals of
 split and cross-fitted CQR and of jackknife+, with its Monte-Carlo standard
 error, and the ratio of their mean widths in the noisiest and the calmest
 fifths of x.
+
+The ``significance`` section times :func:`significance_test` (n = 2,000,
+d = 5, B = 399, degree 0 and 1) against a loop of refits as R np's
+``npsigtest`` draws them (``benchmarks/bench_significance.py``, which also
+runs alone with its own options), printing the ratio.
 """
 
 import argparse
@@ -104,7 +111,7 @@ def cqr_coverage(n, n_reps, n_fresh, level=0.8, seed=0):
         )
 
 
-SECTIONS = ("timing", "cqr")
+SECTIONS = ("timing", "cqr", "significance")
 
 
 def main():
@@ -122,6 +129,13 @@ def main():
         timing(args.n, args.d, args.repeats, args.n_jobs)
     if "cqr" in sections:
         cqr_coverage(400, args.reps, 100)
+    if "significance" in sections:
+        import sys
+
+        import bench_significance
+
+        sys.argv = sys.argv[:1]  # its own defaults
+        bench_significance.main()
 
 
 if __name__ == "__main__":
