@@ -23,7 +23,7 @@ import numpy as np
 
 from .._engine._exact import nearest_ties, squared_slack
 from .._engine._protocol import normalise
-from ._sums import _augment, squared_distances
+from ._distances import _augment, squared_distances
 
 
 class HeldOutPoints:

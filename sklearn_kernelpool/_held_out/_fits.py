@@ -15,6 +15,7 @@ from .._engine import _centred_fit, _local_linear
 from .._engine._exact import pairwise_squared
 from .._engine._protocol import normalise
 from .._utils._working_memory import row_batches
+from ._base import HeldOutPoints
 
 # Rows of an in-sample local-linear fit computed again together.
 _REFIT_ROWS = 32
@@ -60,8 +61,15 @@ def allowed_keys(points, n, groups=None, train=None):
     return points[:, None] != np.arange(n)[None, :]
 
 
-class HeldOutFits:
-    """Held-out fits (a part of :class:`._pool.HeldOut`)."""
+class HeldOutFits(HeldOutPoints):
+    """Held-out points whose fits are solved from pooled sums.
+
+    The sums come from a subclass (``sums_excluding_groups``, ``sums_split``:
+    the exact pass of :class:`._sums.HeldOutPairs`); the refits of the rows
+    whose sums cancel ask it for their scores (``_refit_scores``,
+    ``_full_weights``), which the adaptive and categorical engines
+    specialise.
+    """
 
     # -- predictions ---------------------------------------------------------
     def predictions(self, sums, rows, groups=None, train=None, degree=None):

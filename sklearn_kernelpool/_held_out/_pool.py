@@ -45,22 +45,22 @@ leave-one-out sums with the self term ``w_i alpha(0)`` (in the row's scale,
 shifted where the row was recomputed) and gives the in-sample fits and the
 diagonal of the smoother matrix, hence GCV and AICc, with no other pass.
 
-:class:`HeldOut` holds the points and their moments; the pass that pools the
-sums is :class:`._sums.HeldOutSums`, the fits from the sums
-:class:`._fits.HeldOutFits`, the points, candidates and fallbacks
-:class:`._base.HeldOutPoints`, shared with the binned held-out
-sums of :class:`._binned.BinnedHeldOut`.
+:class:`HeldOut` holds the points and their moments. It is one line of
+classes, each a concept: the points, candidates and fallbacks
+(:class:`._base.HeldOutPoints`, shared with the binned held-out sums of
+:class:`._binned.BinnedHeldOut`), the fits from pooled sums
+(:class:`._fits.HeldOutFits`), and the pass over the pairs that pools them
+(:class:`._sums.HeldOutPairs`); the adaptive and categorical engines
+specialise the pass.
 """
 
 import numpy as np
 from sklearn.neighbors import KDTree
 
-from ._base import HeldOutPoints
-from ._fits import HeldOutFits
-from ._sums import HeldOutSums, pooled_moments
+from ._sums import HeldOutPairs, pooled_moments
 
 
-class HeldOut(HeldOutSums, HeldOutFits, HeldOutPoints):
+class HeldOut(HeldOutPairs):
     """Held-out pooled sums for every candidate from shared distances.
 
     Parameters

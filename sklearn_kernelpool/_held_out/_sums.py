@@ -2,8 +2,8 @@
 
 The part of :class:`._pool.HeldOut` that computes, for every candidate
 (kernel, bandwidth), the sums each held-out point pools from the keys its
-fit may hold (:meth:`HeldOutSums.sums_excluding_groups` for leave-one-out
-and groups, :meth:`HeldOutSums.sums_split` for a train/test split), and the
+fit may hold (:meth:`HeldOutPairs.sums_excluding_groups` for leave-one-out
+and groups, :meth:`HeldOutPairs.sums_split` for a train/test split), and the
 kernel blocks they are pooled from; the module docstring of :mod:`._pool`
 describes the method.
 """
@@ -12,11 +12,12 @@ import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 
 from .._engine import _local_linear
-from .._engine._brute import _MAX_DISTANCE_ROUNDING
-from .._engine._exact import EdgeBlock, pairwise_squared
+from .._engine._exact import EdgeBlock
 from .._engine._weight_rows import physical_memory
 from .._utils._threads import single_threaded_blas
 from .._utils._working_memory import row_batches
+from ._distances import _augment, exact_if_far, squared_distances
+from ._fits import HeldOutFits
 
 # Blocks of BLOCK x BLOCK pairs: the float64 distances and the kernel buffer
 # (1 MiB together) stay in the 2 MiB L2 cache of the benchmark machine while
@@ -61,42 +62,6 @@ def pooled_moments(X, Y, weights, degree=0):
     if degree == 1:
         return _local_linear.moment_matrix(X, Y, weights)
     return np.hstack([Y, np.ones((len(Y), 1))]) * weights[:, None]
-
-
-def _augment(X):
-    """``[x, 1, |x|^2]`` and ``[-2 x, |x|^2, 1]^T``: their product is ||x - x'||^2."""
-    sq = np.einsum("ij,ij->i", X, X)
-    ones = np.ones_like(sq)
-    left = np.column_stack([X, ones, sq])
-    right = np.ascontiguousarray(np.vstack([-2.0 * X.T, sq, ones]))
-    return left, right
-
-
-def squared_distances(left, right, out):
-    """Squared distances of augmented rows into ``out``, clipped at zero."""
-    np.matmul(left, right, out=out)
-    return np.maximum(out, 0.0, out=out)
-
-
-def exact_if_far(d2, left, right, bandwidth):
-    """``d2`` of augmented rows, from exact differences where it may round.
-
-    The expansion rounds a squared distance by a few ``eps (|x|^2 +
-    |x'|^2)``, at most ``3 eps min(|x|^2, |x'|^2)`` plus a part relative to
-    the distance itself: where the first may exceed the engine's limit
-    (``_MAX_DISTANCE_ROUNDING`` squared bandwidths, for the smallest
-    ``bandwidth``), as for groups of points far from the centre of the data,
-    the block is recomputed from exact differences, as the engine does.
-    """
-    if not d2.size:
-        return d2
-    reach = min(float(left[:, -1].max()), float(right[-2].max()))
-    eps = float(np.finfo(np.float64).eps)
-    if 3.0 * eps * reach <= _MAX_DISTANCE_ROUNDING * bandwidth**2:
-        return d2
-    # right holds -2 x^T: halving it is exact.
-    d2[...] = pairwise_squared(left[:, :-2], -0.5 * right[:-2].T, None)
-    return d2
 
 
 def kernel_block(kernel, d2, d2_range, bandwidth, out, edge=None):
@@ -155,8 +120,9 @@ def _blocks(n, groups):
     return blocks
 
 
-class HeldOutSums:
-    """Held-out pooled sums (a part of :class:`._pool.HeldOut`)."""
+class HeldOutPairs(HeldOutFits):
+    """Held-out fits whose pooled sums come from one pass over the pairs of
+    points (the symmetric blocks of the module docstring)."""
 
     def sums_bytes(self, n, n_jobs):
         """Bytes of the pooled sums of every point and candidate.

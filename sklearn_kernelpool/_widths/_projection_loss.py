@@ -27,7 +27,7 @@ gradient.
 
 import numpy as np
 
-from .._held_out._sums import _augment, exact_if_far, squared_distances
+from .._held_out._distances import _augment, exact_if_far, squared_distances
 from .._utils._working_memory import working_memory_bytes
 from ..kernels import KERNELS
 from ._terms import _EPS, _objective

@@ -3,7 +3,8 @@ scores of chunks of rows, their slopes in the log widths, and the losses."""
 
 import numpy as np
 
-from .._held_out._sums import _LOGIT_FLOOR, _augment, exact_if_far, squared_distances
+from .._held_out._distances import _augment, exact_if_far, squared_distances
+from .._held_out._sums import _LOGIT_FLOOR
 
 # Rows per chunk: a chunk holds a few (rows, n) float64 arrays, of at most
 # this many bytes each, and all of them within ``working_memory``.
