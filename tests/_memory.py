@@ -1,12 +1,13 @@
 """Peak memory of the package's public paths, for the memory-bound tests.
 
 :func:`traced_peak` measures one call. :data:`MEMORY_PATHS` lists every
-public path (``fit``; each algorithm, kernel family and dimension of ``predict``,
-``return_std``, ``degree=1``, dense and sparse attention weights, each
-``on_empty`` policy, the classifier's ``fit``, ``predict_proba`` and
-``predict``, and the CV's leave-one-out, K-fold,
-per-feature, underflow and fallback routes, with the trees on data whose
-neighbourhoods defeat an estimate made at fit time), built at a size ``n``;
+public path (``fit``; each algorithm, kernel family and dimension of
+``predict``, ``return_std``, ``degree=1``, dense and sparse attention
+weights, the conditional quantiles and distribution, each ``on_empty``
+policy, the classifier's ``fit``, ``predict_proba`` and ``predict``, the
+CV's leave-one-out, K-fold, per-feature, underflow and fallback routes, and
+the fit of a learned map, with the trees on data whose neighbourhoods defeat
+an estimate made at fit time), built at a size ``n``;
 :func:`memory_budget` is the bound each must keep. ``tests/test_memory.py``
 and ``benchmarks/bench_memory.py`` share them.
 """
@@ -22,6 +23,7 @@ from sklearn import config_context
 
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
+    KernelAttentionProjection,
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
 )
@@ -169,6 +171,10 @@ def _regressor_path(method, d, algorithm, kernel, **options):
             call = partial(reg.predict, Q)
         elif method == "predict_std":
             call = partial(reg.predict, Q, return_std=True)
+        elif method == "quantiles":
+            call = partial(reg.predict_quantiles, Q, quantiles=(0.1, 0.5, 0.9))
+        elif method == "cdf":
+            call = partial(reg.predict_cdf, Q, np.linspace(-1.0, 2.0, 7))
         else:
             call = partial(reg.attention_weights, Q, sparse=method == "weights_sparse")
         return MemoryPath(
@@ -259,6 +265,21 @@ def _underflow_path(cv):
         )
 
     return build
+
+
+def _projection_path(n, m):
+    """``KernelAttentionProjection.fit`` on uniform 2-D data, a few
+    iterations: its start scores 26 isotropic widths by leave-one-out, then
+    each evaluation pools every pair in blocks."""
+    X, y, _ = _data(n, 0, 2)
+    projection = KernelAttentionProjection(init="identity", max_iter=2)
+    return MemoryPath(
+        partial(quietly, partial(projection.fit, X, y)),
+        n,
+        _nbytes(X, y),
+        n_candidates=26,
+        n_columns=cv_columns(0, 2),
+    )
 
 
 def _zero_inflated_path(algorithm):
@@ -368,6 +389,13 @@ def _paths():
             )
         paths[f"cv-{name}-underflow"] = _underflow_path(cv)
     paths["cv-loo-per_feature"] = _cv_path("gaussian", smooth, per_feature=True)
+    # The conditional distribution, dense and from the trees' neighbours.
+    for algorithm, kernel in (("brute", "gaussian"), ("kd_tree", "epanechikov")):
+        for method in ("quantiles", "cdf"):
+            paths[f"{method}-{algorithm}-{kernel}"] = _regressor_path(
+                method, 2, algorithm, kernel
+            )
+    paths["projection-fit"] = _projection_path
     for algorithm in ("kd_tree", "ball_tree"):
         paths[f"tree-zero-inflated-{algorithm}"] = _zero_inflated_path(algorithm)
         paths[f"tree-sorted-queries-{algorithm}"] = _sorted_queries_path(algorithm)
