@@ -77,9 +77,7 @@ def check_projection(estimator, X):
         problem = "sparse X (make it dense first)"
     elif getattr(estimator, "linear_features", None) is not None:
         problem = "linear_features"
-    elif np.any(getattr(estimator, "is_categorical_", None) is True) or (
-        getattr(estimator, "categorical_features", None) is not None
-    ):
+    elif np.any(_categorical_mask(estimator)):
         problem = "categorical features"
     if problem is not None:
         raise ValueError(
@@ -92,6 +90,12 @@ def check_projection(estimator, X):
             f"projection={estimator.projection} exceeds the {d} features of X; "
             "use at most n_features components."
         )
+
+
+def _categorical_mask(estimator):
+    """Which features the fit read as categorical (none without them)."""
+    mask = getattr(estimator, "is_categorical_", None)
+    return np.zeros(0, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
 
 
 class ProjectionFit:

@@ -142,7 +142,8 @@ class KernelAttentionProjection(
 
     tol : float, default=1e-5
         L-BFGS stops when no entry of the gradient of the loss (in units of
-        the variance of ``y`` for the squared error) exceeds it.
+        the variance of ``y`` for the squared error) exceeds it, or when an
+        iteration lowers the loss by less than SciPy's ``ftol``.
 
     random_state : int, RandomState instance or None, default=None
         Seeds the principal axes of ``init="pca"``.

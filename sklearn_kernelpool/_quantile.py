@@ -66,7 +66,11 @@ class KernelAttentionQuantileRegressor(
 
     categorical_features : array-like of {bool, int, str} or "from_dtype", \
             default=None
-        The unordered categorical features, as for
+        The categorical features, as for :class:`KernelAttentionRegressor`.
+
+    ordered_features : array-like of {bool, int, str}, "from_dtype" or None, \
+            default="from_dtype"
+        Which categorical features take the ordered kernel, as for
         :class:`KernelAttentionRegressor`.
 
     categorical_bandwidth : float or array-like, default=0.1
@@ -166,6 +170,7 @@ class KernelAttentionQuantileRegressor(
         algorithm="auto",
         n_jobs=None,
         categorical_features=None,
+        ordered_features="from_dtype",
         categorical_bandwidth=0.1,
         n_neighbors=None,
         n_bins=None,
@@ -177,6 +182,7 @@ class KernelAttentionQuantileRegressor(
         self.algorithm = algorithm
         self.n_jobs = n_jobs
         self.categorical_features = categorical_features
+        self.ordered_features = ordered_features
         self.categorical_bandwidth = categorical_bandwidth
         self.n_neighbors = n_neighbors
         self.n_bins = n_bins

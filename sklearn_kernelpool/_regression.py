@@ -252,16 +252,16 @@ class KernelAttentionRegressor(
 
     robust_iterations : int, default=0
         Cleveland's robustness iterations [6]_: each takes the residuals
-        ``r_i = y_i - f(x_i)`` of the in-sample fit, their scale ``s`` (the
-        median of ``|r_i|`` weighted by the sample weights), and refits
-        with the sample weights times ``B(r_i / (6 s))``, ``B(u) = (1 -
-        u**2)**2`` for ``|u| < 1`` and 0 beyond. The last fit, its weights
-        ``robustness_weights_`` held fixed, gives every method. With
+        ``r_i = y_i - f(x_i)`` of the in-sample fit, their weighted median
+        ``s`` of ``|r_i|``, and refits with the sample weights times
+        ``B(r_i / (6 s))``, ``B(u) = (1 - u**2)**2`` for ``|u| < 1``, else
+        0. The last fit, ``robustness_weights_`` held, gives every method. With
         ``kernel="tricube"``, ``degree=1`` and ``n_neighbors=int(frac * n +
         1e-10)`` it is statsmodels' ``lowess(y, x, frac=frac,
         it=robust_iterations, delta=0)``. Several outputs share one weight
         per row. Dask arrays, other array API namespaces and
-        ``linear_features`` raise a ``ValueError``. See :ref:`robust-fits`.
+        ``linear_features`` raise a ``ValueError``, and so do prediction
+        intervals of a robust fit. See :ref:`robust-fits`.
 
     Attributes
     ----------

@@ -112,8 +112,9 @@ def significance_test(
     Raises
     ------
     ValueError
-        For a partially linear fit (``linear_features``), a search with a
-        learned map (``projection_``), a fit on arrays of another array API
+        For a partially linear fit (``linear_features``), a robust fit
+        (``robust_iterations > 0``), a search with a learned map
+        (``projection_``), a fit on arrays of another array API
         namespace or on dask arrays, a continuous feature of a ``degree=0``
         fit with a callable kernel or a kernel flat inside its support
         (``"boxcar"``, ``"constant"``: its derivative is 0 almost
@@ -208,6 +209,13 @@ def _tested_regressor(estimator):
             "(linear_features); fit the estimator with linear_features=None, "
             "or read the linear columns' coef_ and coef_se_."
         )
+    if getattr(estimator, "robustness_weights_", None) is not None:
+        raise ValueError(
+            "significance_test does not test a robust fit (robust_iterations="
+            f"{estimator.robust_iterations}): the robustness weights of each "
+            "bootstrap draw would come from its own residuals, which one "
+            "multi-output pass cannot hold. Fit with robust_iterations=0."
+        )
     check_holds_rows(estimator, "significance_test")
     if is_array_api_pool(estimator._pool):
         raise ValueError(
@@ -247,11 +255,16 @@ def _tested_features(regressor, features):
         tested = np.arange(d)
     else:
         given = np.atleast_1d(np.asarray(features, dtype=object))
-        tested = np.array([_feature_index(f, names, d) for f in given], dtype=int)
-        if given.ndim != 1 or len(np.unique(tested)) != len(tested):
+        if given.ndim != 1 or given.size == 0:
             raise ValueError(
-                "features must be a feature or a 1-D array-like of distinct "
-                f"features; got {features!r}."
+                "features must be a feature or a non-empty 1-D array-like of "
+                f"distinct features; got {features!r}."
+            )
+        tested = np.array([_feature_index(f, names, d) for f in given], dtype=int)
+        if len(np.unique(tested)) != len(tested):
+            raise ValueError(
+                "features must be a feature or a non-empty 1-D array-like of "
+                f"distinct features; got {features!r}."
             )
     return tested, (tested if names is None else np.asarray(names)[tested])
 

@@ -189,3 +189,14 @@ def test_a_search_with_a_map_pickles(kept):
     loaded = pickle.loads(pickle.dumps(search))
     assert_array_equal(loaded.predict(X[:20]), search.predict(X[:20]))
     assert isinstance(loaded.projection_, KernelAttentionProjection)
+
+
+def test_an_all_numeric_frame_with_categories_from_dtype_takes_a_map():
+    import pandas as pd
+
+    X, y = _index_model(n=120)
+    frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(5)])
+    search = KernelAttentionRegressorCV(
+        degree=0, projection=1, categorical_features="from_dtype"
+    ).fit(frame, y)
+    assert search.projection_.components_.shape == (1, 5)

@@ -296,3 +296,21 @@ def test_grid_search_tunes_the_pinball_loss():
     below = np.mean(y_test <= search.predict(X_test))
     # 0.9 up to the estimation error of the quantiles and 3 MC s.e.
     assert abs(below - 0.9) < 0.03
+
+
+def test_the_quantile_regressor_reads_ordered_categories_as_the_regressor():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    levels = pd.Categorical(
+        rng.choice(["low", "mid", "high"], 120),
+        categories=["low", "mid", "high"],
+        ordered=True,
+    )
+    X = pd.DataFrame({"x": rng.uniform(size=120), "level": levels})
+    y = X["x"].to_numpy() + levels.codes + 0.1 * rng.normal(size=120)
+    params = {"bandwidth": 0.3, "categorical_features": "from_dtype"}
+    reg = KernelAttentionRegressor(**params).fit(X, y)
+    quantile = KernelAttentionQuantileRegressor(quantile=0.5, **params).fit(X, y)
+    assert_array_equal(quantile.is_ordered_, reg.is_ordered_)
+    assert_array_equal(quantile.predict(X), reg.predict_quantiles(X, 0.5))

@@ -230,9 +230,9 @@ def test_every_method_uses_the_final_weights(params):
         assert_array_equal(got, expected)
     assert_array_equal(robust.attention_weights(Q), direct.attention_weights(Q))
     assert_array_equal(robust.confidence_interval(Q), direct.confidence_interval(Q))
-    assert_allclose(
-        robust.prediction_interval(Q), direct.prediction_interval(Q), atol=1e-12
-    )
+    # Prediction intervals are refused: the weights saw every row's value.
+    with pytest.raises(ValueError, match="prediction_interval does not take a robust"):
+        robust.prediction_interval(Q)
     for got, expected in zip(
         robust.predict_gradient(Q, return_se=True),
         direct.predict_gradient(Q, return_se=True),
@@ -431,3 +431,27 @@ def test_altered_engine_robustness_weights_are_refused(weights, problem):
     reg.robustness_weights_ = altered.copy()
     with pytest.raises(ValueError, match=f"Cannot load.*{problem}"):
         pickle.loads(pickle.dumps(reg))
+
+
+def test_a_fit_exact_but_for_rounding_has_no_outliers():
+    # A constant y, or a constant second output: the residuals are rounding
+    # errors, whose median would otherwise make outliers of half the rows.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(30, 1))
+    flat = KernelAttentionRegressor(bandwidth=0.2, robust_iterations=2)
+    assert_array_equal(flat.fit(X, np.full(30, 0.1)).robustness_weights_, 1.0)
+    y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=30)
+    one = KernelAttentionRegressor(bandwidth=0.2, robust_iterations=2).fit(X, y)
+    two = KernelAttentionRegressor(bandwidth=0.2, robust_iterations=2).fit(
+        X, np.column_stack([y, np.full(30, 0.3)])
+    )
+    assert_allclose(two.robustness_weights_, one.robustness_weights_)
+
+
+def test_the_significance_test_refuses_a_robust_fit():
+    from sklearn_kernelpool import significance_test
+
+    X, y, _ = _outlier_data()
+    robust = KernelAttentionRegressor(bandwidth=0.3, robust_iterations=1).fit(X, y)
+    with pytest.raises(ValueError, match="does not test a robust fit"):
+        significance_test(robust, X, y, n_resamples=9)

@@ -222,6 +222,11 @@ class IntervalMethods:
             and ``q_hi^{-k(i)}(q) + E_i``, at least ``1 - 2 alpha -
             sqrt(2 / n)``, in practice about ``level``. Needs ``degree=0``
             (the weights of the quantiles); adaptive widths are refitted.
+            Where the calibrated correction is negative (quantiles wider
+            than needed), the bounds can cross (``lower > upper``): the
+            empty set, as CQR defines it. The guarantee holds for widths
+            chosen without the calibration rows: a rule of thumb, or a
+            bandwidth selected on all the rows, uses them a little.
 
         cv : int or cross-validation splitter, default=None
             The folds of ``"cv+"`` over the training rows of positive sample
@@ -252,8 +257,9 @@ class IntervalMethods:
         sample weight zero are not part of the model: they are neither
         left out nor counted in ``n`` (the guarantee is for data
         exchangeable with the rows of positive weight); each row of positive
-        weight is one observation, whatever its weight. Adaptive widths
-        (``n_neighbors``) depend on the other keys and are refused. Under
+        weight is one observation, whatever its weight. For jackknife+ and
+        CV+, adaptive widths (``n_neighbors``) depend on the other keys and
+        are refused. A robust fit (``robust_iterations``) is refused. Under
         ``on_empty="raise"`` a fit without a row that leaves a query (or a
         training row) with no key raises a ``ValueError``.
 
@@ -294,6 +300,7 @@ class IntervalMethods:
             )
         check_is_fitted(self)
         check_holds_rows(self, "prediction_interval")
+        refuse_robust_intervals(self)
         self._check_numpy_queries(X, "prediction_interval")
         lower, upper = prediction_interval(self, X, level, method, cv)
         # The bounds in the dtype of the predictions, as every other answer.
@@ -301,4 +308,20 @@ class IntervalMethods:
         return (
             self._shape_like_y(lower.astype(dtype, copy=False)),
             self._shape_like_y(upper.astype(dtype, copy=False)),
+        )
+
+
+def refuse_robust_intervals(estimator):
+    """Refuse the prediction intervals of a robust fit: its robustness
+    weights come from every row's residual, the calibration rows' included,
+    and give the outliers no weight, so that no interval built on its fit
+    covers as it claims."""
+    if getattr(estimator, "robustness_weights_", None) is not None:
+        raise ValueError(
+            "prediction_interval does not take a robust fit (robust_iterations="
+            f"{estimator.robust_iterations}): its robustness weights come from "
+            "the residuals of every row, those held out for the calibration "
+            "included, and drop the outliers that new observations will also "
+            "have, so the intervals would not cover. Fit with "
+            "robust_iterations=0 for prediction intervals."
         )

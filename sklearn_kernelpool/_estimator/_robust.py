@@ -28,6 +28,9 @@ from .._inference._residuals import training_keys
 
 # The bisquare vanishes at this many scales of the residuals (Cleveland).
 _BISQUARE_SCALES = 6.0
+# Residuals within this many units of rounding of the largest value of their
+# output are those of an exact fit (the pooled sums round at about n eps).
+_ROUNDING = 1e3 * float(np.finfo(np.float64).eps)
 
 
 def weighted_median(values, weights):
@@ -47,7 +50,7 @@ def weighted_median(values, weights):
     return values[i]
 
 
-def robustness_weights(residuals, sample_weight):
+def robustness_weights(residuals, sample_weight, tolerance=None):
     """Cleveland's bisquare weights of rows from their residuals.
 
     Parameters
@@ -58,6 +61,11 @@ def robustness_weights(residuals, sample_weight):
         The sample weights; the scale is their weighted median of the
         absolute residuals, over the rows of positive weight and defined
         residuals.
+    tolerance : ndarray of shape (n_outputs,) or None
+        Residuals at most this large are rounding errors of an exact fit,
+        taken as 0: a fit that is exact but for rounding (a constant output,
+        say) has no outliers, where the median of its rounding errors would
+        make outliers of half its rows.
 
     Returns
     -------
@@ -66,6 +74,8 @@ def robustness_weights(residuals, sample_weight):
         and rows without a fit.
     """
     absolute = np.abs(np.asarray(residuals, dtype=np.float64))
+    if tolerance is not None:
+        absolute[absolute <= tolerance] = 0.0
     rows = (sample_weight > 0) & ~np.any(np.isnan(absolute), axis=1)
     scaled = np.empty_like(absolute)
     for j in range(absolute.shape[1]):
@@ -102,10 +112,12 @@ def fit_robust(estimator):
     values = values.reshape(len(values), -1)
     rows = np.flatnonzero(sample_weight > 0)
     keys = training_keys(estimator)[rows]
+    # The rounding of a fit of values of this size (per output).
+    tolerance = _ROUNDING * np.max(np.abs(values[rows]), axis=0, initial=0.0)
     for _ in range(estimator.robust_iterations):
         residuals = np.full_like(values, np.nan)
         residuals[rows] = values[rows] - _in_sample_fit(estimator, keys)
-        delta = robustness_weights(residuals, sample_weight)
+        delta = robustness_weights(residuals, sample_weight, tolerance)
         delta = delta.astype(sample_weight.dtype, copy=False)
         estimator._pool = type(pool)(**{**pool._arguments, "robustness_weight": delta})
         # A copy: loading checks that the two agree.
