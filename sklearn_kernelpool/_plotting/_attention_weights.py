@@ -157,7 +157,9 @@ class AttentionWeightsDisplay:
             raise ValueError(f"sort must be True or False; got {sort!r}.")
         model = _fitted(estimator, "attention_weights", f"{cls.__name__}")
         weights = np.asarray(model.attention_weights(X))
-        keys = model.keys_
+        # The training keys of the pooling model (a search's mapped keys
+        # where it kept a map).
+        keys = getattr(model, "best_estimator_", model).keys_
         n_keys = weights.shape[1]
         keys_sorted = bool(sort) and model.n_features_in_ == 1
         if keys_sorted:
