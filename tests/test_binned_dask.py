@@ -58,6 +58,7 @@ def same_grid(a, b):
     )
 
 
+@pytest.mark.slow  # the scale; the equality is tested on every path by default
 def test_ten_million_rows_equal_the_in_memory_fit(client):
     n, chunk = 10_000_000, 1_250_000
     # The rows are drawn on the workers, partition by partition.
