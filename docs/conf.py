@@ -28,13 +28,10 @@ extensions = [
 
 autosummary_generate = True
 templates_path = ["_templates"]
-# The metadata-routing setters and set_output are scikit-learn's and
-# documented there.
+# The metadata-routing setters are scikit-learn's and documented there.
 autodoc_default_options = {
     "members": True,
-    "exclude-members": (
-        "set_fit_request,set_predict_request,set_score_request,set_output"
-    ),
+    "exclude-members": "set_fit_request,set_predict_request,set_score_request",
 }
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
