@@ -36,6 +36,8 @@ from ._exceptions import (
     LocalLinearFallbackWarning,
 )
 from ._projection import KernelAttentionProjection
+from ._search._widths import split_score
+from ._utils._categorical_input import fitted_categorical_mask
 from ._widths._guard import GUARD_MARGIN, default_splits, paired_gain, point_losses
 from ._widths._projection_loss import differentiable_kernels, projection_loss
 from .kernels import KERNELS
@@ -77,7 +79,7 @@ def check_projection(estimator, X):
         problem = "sparse X (make it dense first)"
     elif getattr(estimator, "linear_features", None) is not None:
         problem = "linear_features"
-    elif np.any(_categorical_mask(estimator)):
+    elif np.any(fitted_categorical_mask(estimator)):
         problem = "categorical features"
     if problem is not None:
         raise ValueError(
@@ -90,12 +92,6 @@ def check_projection(estimator, X):
             f"projection={estimator.projection} exceeds the {d} features of X; "
             "use at most n_features components."
         )
-
-
-def _categorical_mask(estimator):
-    """Which features the fit read as categorical (none without them)."""
-    mask = getattr(estimator, "is_categorical_", None)
-    return np.zeros(0, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
 
 
 class ProjectionFit:
@@ -256,23 +252,7 @@ class ProjectionFit:
         fits (the map learned on all the data, as learned widths are)."""
         data, policy = self.data, self.search.policy
         if data.splits is not None:
-            sample_weight = data.sample_weight
-            return float(
-                np.mean(
-                    [
-                        policy.learned_split_score(
-                            split,
-                            oof,
-                            data.X,
-                            data.y,
-                            None if sample_weight is None else sample_weight[split[1]],
-                            data.scorer,
-                            data.weighted,
-                        )
-                        for split in data.splits
-                    ]
-                )
-            )
+            return split_score(policy, data, oof)
         _, _, fits = projection_loss(
             projection.components_,
             X64,

@@ -26,7 +26,7 @@ from ._inference._gradient import feature_gradients
 from ._inference._residuals import residual_variance
 from ._regression import KernelAttentionRegressor
 from ._significance_result import SignificanceResult
-from ._utils._categorical_input import _is_dataframe
+from ._utils._categorical_input import _is_dataframe, fitted_categorical_mask
 from ._utils._working_memory import row_batches
 
 
@@ -173,7 +173,7 @@ def significance_test(
     regressor = _tested_regressor(estimator)
     X = _as_table(X, regressor)
     tested, names = _tested_features(regressor, features)
-    mask = _categorical_mask(regressor)
+    mask = fitted_categorical_mask(regressor)
     _check_gradients(regressor, tested[~mask[tested]])
     params = _frozen_params(regressor, mask)
     weights = _weights(regressor, X)
@@ -288,12 +288,6 @@ def _feature_index(feature, names, d):
 
 def _listed(names):
     return None if names is None else list(names)
-
-
-def _categorical_mask(regressor):
-    mask = getattr(regressor, "is_categorical_", None)
-    d = regressor.n_features_in_
-    return np.zeros(d, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
 
 
 def _check_gradients(regressor, continuous):

@@ -42,15 +42,19 @@ neighbours, as ``predict`` does. On the brute-force path, the rows of
 normalising them (:mod:`._jackknife_constant`).
 """
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
-from sklearn.model_selection import check_cv
 
 from .._engine._pooling import KernelPool
 from .._utils._input import validate_queries
 from .._utils._working_memory import row_batches
-from ._conformal_quantiles import cqr_calibration, cqr_interval, partition_folds
+from ._conformal_quantiles import (
+    cqr_calibration,
+    cqr_interval,
+    fold_splitter,
+    partition_folds,
+)
 from ._deleted_fits import _data_rows, _dot, _LeaveOut, exact_engine
 from ._jackknife_constant import constant_bounds, own_leave_one_out, simple_rows
 from ._order_statistics import _select, _select_sparse, order_ranks
@@ -86,21 +90,8 @@ def _check_arguments(estimator, level, method, cv, n):
                 "method='jackknife+'."
             )
         return None
-    if cv is None:
-        cv = 5
-    if isinstance(cv, Integral) and not isinstance(cv, (bool, np.bool_)):
-        if not 2 <= cv <= n:
-            raise ValueError(
-                f"cv must be an int in [2, n] with n={n} the number of training "
-                f"rows of positive sample weight, or a cross-validation "
-                f"splitter; got cv={cv!r}."
-            )
-    elif isinstance(cv, (bool, np.bool_, Real, str)) or not hasattr(cv, "split"):
-        raise ValueError(
-            "cv must be an int >= 2 or a cross-validation splitter with a "
-            f"split method; got {cv!r}."
-        )
-    return partition_folds(check_cv(cv).split(np.zeros((n, 1))), n)
+    splitter = fold_splitter(5 if cv is None else cv, n)
+    return partition_folds(splitter.split(np.zeros((n, 1))), n)
 
 
 def prediction_interval(estimator, X, level, method, cv):

@@ -74,11 +74,11 @@ def partition_folds(splits, n):
     return fold
 
 
-def cqr_calibration(cv, n):
-    """The calibration of ``method="cqr"``: ``(train, calibration)`` index
-    arrays for a split, or the fold of each row for the cross-fit."""
-    if cv is None:
-        cv = DEFAULT_SPLIT
+def fold_splitter(cv, n, accepted="an int >= 2"):
+    """``cv`` of :meth:`KernelAttentionRegressor.prediction_interval` as a
+    splitter of ``n`` rows: an int ``K`` in ``[2, n]`` is
+    :class:`~sklearn.model_selection.KFold` without shuffling; a splitter is
+    taken as it is. ``accepted`` names what the error message accepts."""
     if isinstance(cv, Integral) and not isinstance(cv, (bool, np.bool_)):
         if not 2 <= cv <= n:
             raise ValueError(
@@ -86,13 +86,22 @@ def cqr_calibration(cv, n):
                 f"rows of positive sample weight, or a cross-validation "
                 f"splitter; got cv={cv!r}."
             )
-        cv = KFold(int(cv))
-    elif isinstance(cv, (bool, np.bool_, str)) or not hasattr(cv, "split"):
+        return KFold(int(cv))
+    if isinstance(cv, (bool, np.bool_, str)) or not hasattr(cv, "split"):
         raise ValueError(
-            "cv must be None, an int >= 2 or a cross-validation splitter with "
-            f"a split method; got {cv!r}."
+            f"cv must be {accepted} or a cross-validation splitter with a "
+            f"split method; got {cv!r}."
         )
-    splits = list(check_cv(cv).split(np.zeros((n, 1))))
+    return check_cv(cv)
+
+
+def cqr_calibration(cv, n):
+    """The calibration of ``method="cqr"``: ``(train, calibration)`` index
+    arrays for a split, or the fold of each row for the cross-fit."""
+    if cv is None:
+        cv = DEFAULT_SPLIT
+    cv = fold_splitter(cv, n, "None, an int >= 2")
+    splits = list(cv.split(np.zeros((n, 1))))
     if len(splits) != 1:
         return partition_folds(splits, n)
     train, calibration = (np.asarray(part, dtype=np.intp) for part in splits[0])

@@ -71,7 +71,8 @@ def learn_feature_widths(search, data, grid):
         if not guard.keep:
             return LearnedWidths(n_iter, per_feature_scores=scores)
     if data.splits is not None:
-        score = _split_score(search.policy, data, guard)
+        # Those of the guard, whose widths were learned on each training part.
+        score = split_score(search.policy, data, guard.per_feature_predictions)
     elif data.scorer is None or criterion:
         score = -float(loss)
     else:
@@ -118,16 +119,17 @@ def _guard(search, data, kernel, grid, options):
     return guard
 
 
-def _split_score(policy, data, guard):
-    """The mean score of the learned widths on the splits."""
-    # Those of the guard, whose widths were learned on each training part.
+def split_score(policy, data, predictions):
+    """The mean score on the splits of ``data`` of out-of-fold
+    ``predictions`` (each split's test rows predicted by what was learned on
+    its training part)."""
     sample_weight = data.sample_weight
     return float(
         np.mean(
             [
                 policy.learned_split_score(
                     split,
-                    guard.per_feature_predictions,
+                    predictions,
                     data.X,
                     data.y,
                     None if sample_weight is None else sample_weight[split[1]],

@@ -367,6 +367,15 @@ def refuse_categorical(X, what):
     )
 
 
+def fitted_categorical_mask(estimator):
+    """Which features a fitted estimator read as categorical: its
+    ``is_categorical_``, or none of its ``n_features_in_``."""
+    mask = getattr(estimator, "is_categorical_", None)
+    if mask is None:
+        return np.zeros(estimator.n_features_in_, dtype=bool)
+    return np.asarray(mask, dtype=bool)
+
+
 def fit_mask(estimator, X, what=None):
     """The mask of the categorical features of the training ``X``, or None.
 
