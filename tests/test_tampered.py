@@ -289,6 +289,30 @@ def test_estimator_attributes_that_disagree_with_the_engine_are_refused():
         pickle.loads(pickle.dumps(regressor))
 
 
+def test_a_sample_weight_attribute_that_is_not_the_engines_is_refused():
+    # The standard errors read sample_weight_, the predictions the engine's
+    # weights: a file whose two disagree would give intervals of other data.
+    weights = np.linspace(0.5, 2.0, len(X))
+    weighted = KernelAttentionRegressor(bandwidth=0.5).fit(X, Y, sample_weight=weights)
+    loaded = pickle.loads(pickle.dumps(weighted))
+    assert_array_equal(loaded.sample_weight_, weights)
+    for tampered_weights in (None, weights[::-1].copy(), weights[:-1].copy()):
+        tampered = pickle.loads(pickle.dumps(weighted))
+        tampered.sample_weight_ = tampered_weights
+        with pytest.raises(ValueError, match="sample_weight_"):
+            pickle.loads(pickle.dumps(tampered))
+    unweighted = fitted()
+    unweighted.sample_weight_ = np.full(len(X), 2.0)
+    with pytest.raises(ValueError, match="sample_weight_"):
+        pickle.loads(pickle.dumps(unweighted))
+    # Unit weights given explicitly are the fit without weights.
+    ones = KernelAttentionRegressor(bandwidth=0.5).fit(
+        X, Y, sample_weight=np.ones(len(X))
+    )
+    ones.sample_weight_ = None
+    assert_array_equal(pickle.loads(pickle.dumps(ones)).predict(X), ones.predict(X))
+
+
 def _partially_linear():
     rng = np.random.default_rng(7)
     X = rng.normal(size=(60, 3))

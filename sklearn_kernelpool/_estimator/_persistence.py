@@ -95,6 +95,7 @@ def check_loaded_estimator(estimator):
     if arguments is None:
         return  # unfitted, or fitted on the array API path
     _check_robustness_weights(state, arguments)
+    _check_sample_weight(state, arguments)
     n_samples, n_features = arguments["keys"].shape
     if state.get("n_features_in_") != n_features:
         _refuse(
@@ -117,6 +118,24 @@ def _check_robustness_weights(state, arguments):
         and not (isinstance(attribute, np.ndarray) and np.array_equal(attribute, saved))
     ):
         _refuse("robustness_weights_", "differ from the weights of its engine")
+
+
+def _check_sample_weight(state, arguments):
+    """Refuse a ``sample_weight_`` that is not the engine's: the standard
+    errors and the significance test read it, the predictions the engine's
+    (which holds ones for a fit without sample weights)."""
+    attribute = state.get("sample_weight_")
+    saved = arguments.get("sample_weight")
+    if attribute is None:
+        same = saved is None or bool(np.all(np.asarray(saved) == 1))
+    else:
+        same = (
+            isinstance(attribute, np.ndarray)
+            and saved is not None
+            and np.array_equal(attribute, saved)
+        )
+    if not same:
+        _refuse("sample_weight_", "differs from the weights of its engine")
 
 
 def _check_linear_state(state):
