@@ -321,3 +321,21 @@ def test_a_map_round_trips_through_skops_with_the_trusted_types():
     search = KernelAttentionRegressorCV(degree=0, projection=2).fit(X, y)
     loaded = sio.loads(sio.dumps(search), trusted=skops_trusted_types())
     assert_allclose(loaded.predict(X[:10]), search.predict(X[:10]), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e5])
+def test_loss_is_the_loss_of_the_components_returned(scale):
+    # Where L-BFGS-B's last line search fails it returns the last good map
+    # with the loss of the failed trial: loss_ must be the map's own.
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(50, 4)) * scale
+    y = np.sin((X[:, 0] + X[:, 1]) / scale) + 0.2 * rng.normal(size=50)
+    for kernel in ("epanechikov", "tricube", "gaussian"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            P = KernelAttentionProjection(2, kernel=kernel).fit(X, y)
+        Y = ((y - y.mean()) / y.std())[:, None]
+        loss = projection_loss(
+            P.components_, X, Y, np.ones(50), KERNELS[kernel], gradient=False
+        )[0]
+        assert_allclose(P.loss_, loss, rtol=1e-12)

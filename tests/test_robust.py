@@ -455,3 +455,26 @@ def test_the_significance_test_refuses_a_robust_fit():
     robust = KernelAttentionRegressor(bandwidth=0.3, robust_iterations=1).fit(X, y)
     with pytest.raises(ValueError, match="does not test a robust fit"):
         significance_test(robust, X, y, n_resamples=9)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.1, 0.3, 3.0])
+def test_weighted_median_of_equal_weights_is_the_median_at_any_scale(scale):
+    # Ten weights of 0.1 reach half the total only within rounding: the
+    # median is still the mean of the two middle values, as numpy's.
+    values = np.arange(10.0)
+    assert weighted_median(values, np.full(10, scale)) == np.median(values)
+    assert weighted_median(values[:9], np.full(9, scale)) == np.median(values[:9])
+
+
+def test_a_robust_fit_does_not_depend_on_the_scale_of_equal_weights():
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.uniform(0, 10, 40))
+    y = np.sin(x) + 0.3 * rng.normal(size=40)
+    y[[5, 20]] += [4.0, -5.0]
+    reg = KernelAttentionRegressor(
+        kernel="tricube", n_neighbors=20, degree=1, robust_iterations=2
+    )
+    plain = reg.fit(x[:, None], y).predict(x[:, None])
+    for scale in (0.1, 0.3, 3.0):
+        weighted = reg.fit(x[:, None], y, np.full(40, scale)).predict(x[:, None])
+        assert_allclose(weighted, plain, rtol=0, atol=1e-12)

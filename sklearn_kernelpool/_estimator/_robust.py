@@ -44,8 +44,11 @@ def weighted_median(values, weights):
     order = np.argsort(values, kind="stable")
     values, cumulative = values[order], np.cumsum(weights[order])
     half = cumulative[-1] / 2.0
-    i = int(np.searchsorted(cumulative, half, side="left"))
-    if cumulative[i] == half and i + 1 < len(values):
+    # "Equals half" up to the rounding of the running sum: weights 0.1 sum
+    # to half of ten rows only within a few ulps.
+    tolerance = 8.0 * np.finfo(np.float64).eps * cumulative[-1]
+    i = int(np.searchsorted(cumulative, half - tolerance, side="left"))
+    if abs(cumulative[i] - half) <= tolerance and i + 1 < len(values):
         return (values[i] + values[i + 1]) / 2.0
     return values[i]
 

@@ -125,6 +125,10 @@ def learn_projection(
             ConvergenceWarning,
             stacklevel=4,
         )
-    return LearnedProjection(
-        result.x.reshape(shape), n_iter, float(result.fun), converged
-    )
+    # The loss at the map returned: where a line search fails, L-BFGS-B
+    # returns the last good map with the loss of the failed trial.
+    components = result.x.reshape(shape)
+    loss = projection_loss(
+        components, X, Y, weights, kernel, objective=objective, gradient=False
+    )[0]
+    return LearnedProjection(components, n_iter, float(loss), converged)
