@@ -17,6 +17,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._engine._saved_state import _refuse
+from ._estimator._persistence import restore_added_parameters
 from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._regression import KernelAttentionRegressor
 from ._utils._input import validate_sample_weight
@@ -354,6 +355,7 @@ class KernelAttentionProjection(
 
     def __setstate__(self, state):
         super().__setstate__(state)
+        restore_added_parameters(self)
         _check_loaded_map(self)
 
     def __sklearn_tags__(self):

@@ -2,6 +2,7 @@
 a loaded estimator (its engine's are in :mod:`.._engine._saved_state`)."""
 
 import copy
+import inspect
 import pickle
 
 import numpy as np
@@ -10,26 +11,31 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._engine._saved_state import _refuse
 
-#: Parameters added since the first release, with the value that keeps the
-#: meaning of an estimator saved before them: its categorical features stay
-#: unordered, its fit unweighted by robustness, its search without a map, as
-#: they were.
+#: The parameters whose default does not keep the meaning of an estimator
+#: saved before them, with the value that does: its categorical features stay
+#: unordered, its kernel part takes every feature, its search has no map.
+#: Every other parameter absent from a file takes its default, which is what
+#: the estimator did before the parameter existed.
 ADDED_PARAMETERS = {
     "ordered_features": None,
+    "linear_features": None,
     "robust_iterations": 0,
     "projection": None,
 }
 
 
 def restore_added_parameters(estimator):
-    """Give an estimator loaded from a file of an earlier release the
-    parameters of :data:`ADDED_PARAMETERS` it lacks (so that ``get_params``,
-    ``clone`` and a refit work, and mean what they meant), and, fitted with
-    categorical features, the ``is_ordered_`` it lacks (None: none)."""
+    """Give an estimator loaded from a file of an earlier release every
+    ``__init__`` parameter it lacks (so that ``get_params``, ``clone``, the
+    tags and a refit work, and mean what they meant): the value of
+    :data:`ADDED_PARAMETERS`, else the parameter's default. Fitted with
+    categorical features, it also gets the ``is_ordered_`` it lacks (None:
+    none)."""
     state = vars(estimator)
-    for name, value in ADDED_PARAMETERS.items():
-        if name in estimator._get_param_names() and name not in state:
-            state[name] = value
+    defaults = inspect.signature(type(estimator).__init__).parameters
+    for name in estimator._get_param_names():
+        if name not in state:
+            state[name] = ADDED_PARAMETERS.get(name, defaults[name].default)
     if "is_categorical_" in state and "is_ordered_" not in state:
         state["is_ordered_"] = None
 
