@@ -26,7 +26,11 @@ from ._inference._gradient import feature_gradients
 from ._inference._residuals import residual_variance
 from ._regression import KernelAttentionRegressor
 from ._significance_result import SignificanceResult
-from ._utils._categorical_input import _is_dataframe, fitted_categorical_mask
+from ._utils._categorical_input import (
+    _is_dataframe,
+    categorical_mask,
+    fitted_categorical_mask,
+)
 from ._utils._working_memory import row_batches
 
 
@@ -127,14 +131,18 @@ def significance_test(
     Notes
     -----
     The widths are those of ``estimator`` for every fit: the null fit
-    drops feature ``j`` and its own width (a per-feature bandwidth loses
-    its ``j``-th entry, an isotropic one is kept, a categorical feature's
-    ``lambda_j`` goes with it; with one feature the null fit is the
-    weighted mean of ``y``). The statistic of every draw comes from the
-    full model, whose fit and gradient are linear in the values: all the
-    draws are the outputs of one fit, and their gradients are computed in
-    groups of draws within scikit-learn's ``working_memory``. The draws use
-    the same multipliers for every feature and every output.
+    drops feature ``j`` and its own width (a per-feature bandwidth or
+    ``n_bins`` loses its ``j``-th entry, an isotropic one is kept, a
+    categorical feature's ``lambda_j`` goes with it; with one feature the
+    null fit is the weighted mean of ``y``) and keeps the other features'
+    kinds: ``categorical_features`` and ``ordered_features``, by indices,
+    mask or names, select the same features among the remaining columns
+    (an ordered feature is tested as the others). The statistic of every
+    draw comes from the full model, whose fit and gradient are linear in
+    the values: all the draws are the outputs of one fit, and their
+    gradients are computed in groups of draws within scikit-learn's
+    ``working_memory``. The draws use the same multipliers for every
+    feature and every output.
 
     The test is consistent and of the right size asymptotically; with the
     widths held fixed it does not account for their selection (the
@@ -338,23 +346,42 @@ def _frozen_params(regressor, mask):
     return params
 
 
-def _null_params(params, mask, j):
-    """``params`` of the fit without feature ``j``: its width dropped."""
+# The parameters that select columns of X, and those of one entry per
+# continuous (False) or categorical (True) feature, with the value for none.
+_SELECTIONS = ("categorical_features", "ordered_features", "linear_features")
+_PER_FEATURE = {
+    "bandwidth": (False, 1.0),
+    "n_bins": (False, None),
+    "categorical_bandwidth": (True, 0.1),
+}
+
+
+def _null_params(params, X, mask, j):
+    """``params`` of the fit without feature ``j``: every selection of columns
+    mapped onto the other columns of ``X``, ``j``'s entry dropped from every
+    per-feature parameter of its kind."""
     params = dict(params)
-    keep = np.delete(mask, j)
+    for name in _SELECTIONS:
+        params[name] = _without_column(params[name], X, j, name)
     position = np.count_nonzero(mask[:j] == mask[j])  # among its own kind
-    if mask[j]:
-        lambdas = np.delete(params["categorical_bandwidth"], position)
-        params["categorical_bandwidth"] = lambdas if lambdas.size else 0.1
-    else:
-        for name, unused in (("bandwidth", 1.0), ("n_bins", None)):
-            if np.ndim(params[name]) == 1:
-                widths = np.delete(np.asarray(params[name]), position)
-                params[name] = widths if widths.size else unused
-    params["categorical_features"] = keep if keep.any() else None
-    if keep.all():  # no continuous feature left: nothing to bin or search
+    for name, (categorical, unused) in _PER_FEATURE.items():
+        if categorical == mask[j] and np.ndim(params[name]) == 1:
+            entries = np.delete(np.asarray(params[name]), position)
+            params[name] = entries if entries.size else unused
+    if np.delete(mask, j).all():  # no continuous feature left: nothing to bin
         params["algorithm"] = "auto"
     return params
+
+
+def _without_column(selection, X, j, name):
+    """The columns that ``selection`` selects among those of ``X`` but ``j``,
+    as a boolean mask of them (None for none); a string reads the columns
+    that remain and is kept."""
+    if selection is None or isinstance(selection, str):
+        return selection
+    selected = categorical_mask(selection, X, name=name)
+    kept = None if selected is None else np.delete(selected, j)
+    return kept if kept is not None and kept.any() else None
 
 
 def _null_fit(params, X, Y, j, mask, sample_weight):
@@ -366,7 +393,7 @@ def _null_fit(params, X, Y, j, mask, sample_weight):
         fitted = np.broadcast_to(w @ Y, Y.shape)
         d = 1.0 - 2.0 * w + w @ w
         return fitted, np.abs(Y - fitted) / np.sqrt(d)[:, None]
-    null = KernelAttentionRegressor(**_null_params(params, mask, j))
+    null = KernelAttentionRegressor(**_null_params(params, X, mask, j))
     variance, fitted, _ = residual_variance(
         null.fit(_drop_column(X, j), Y, sample_weight)
     )

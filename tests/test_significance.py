@@ -313,3 +313,161 @@ def test_size_and_power(degree, categorical):
     power = _rejections(100, degree, effect, seed=40 + degree, categorical=categorical)
     assert power[1] >= 0.8
     assert power[0] >= 0.99
+
+
+# -- the null fit keeps the declared columns ---------------------------------
+# Two continuous features (a, b) and two categorical ones (g, u) of object
+# dtype and three levels each, one of them ordered; widths per feature.
+_COLUMNS = ["a", "g", "b", "u"]
+_LEVELS = {"g": ["p", "q", "r"], "u": ["s", "t", "v"]}
+_WIDTHS = {"a": 0.25, "b": 0.4, "g": 0.3, "u": 0.6}
+_FORMS = {
+    "index": lambda names: [_COLUMNS.index(name) for name in names],
+    "mask": lambda names: [column in names for column in _COLUMNS],
+    "name": list,
+}
+
+
+def _ordered_frame(n=40, seed=11):
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame({c: rng.uniform(0, 1, n) for c in _COLUMNS})
+    for column, levels in _LEVELS.items():
+        X[column] = rng.choice(levels, n).astype(object)
+    level = (X["g"] == "q") + 2.0 * (X["g"] == "r") + 0.5 * (X["u"] == "v")
+    y = np.sin(3 * X["a"]) + 0.5 * level + 0.3 * X["b"] + rng.normal(0, 0.3, n)
+    return X, y.to_numpy()
+
+
+def _declared(columns, ordered, widths=_WIDTHS, **params):
+    """The regressor of the features ``columns``, every selection by name."""
+    categorical = [c for c in columns if c in _LEVELS]
+    return KernelAttentionRegressor(
+        bandwidth=[widths[c] for c in columns if c not in _LEVELS],
+        categorical_features=categorical or None,
+        categorical_bandwidth=[widths[c] for c in categorical] or 0.1,
+        ordered_features=[c for c in ordered if c in columns] or None,
+        **params,
+    )
+
+
+def _statistic(fit, X, column):
+    """lambda_j of a degree=0 ``fit`` by its definition: the mean squared
+    change of the predictions over the categories, or their derivative by
+    central differences."""
+    base = fit.predict(X)
+    if column in _LEVELS:
+        changes = [fit.predict(X.assign(**{column: c})) - base for c in _LEVELS[column]]
+        return np.mean(np.sum(np.square(changes), axis=0))
+    step = 1e-5
+    up, down = X.copy(), X.copy()
+    up[column] += step
+    down[column] -= step
+    return np.mean(((fit.predict(up) - fit.predict(down)) / (2 * step)) ** 2)
+
+
+def _draws_of_declared_nulls(X, y, ordered, widths=_WIDTHS, seed=5):
+    """The three bootstrap statistics of every feature, as significance_test
+    documents them (see _draws_by_refits), each null fit declared by name
+    on the data without the feature."""
+    signs = np.random.RandomState(seed).randint(0, 2, (3, len(y))) * 2 - 1
+    draws = np.empty((len(_COLUMNS), 3))
+    for j, column in enumerate(_COLUMNS):
+        rest = [c for c in _COLUMNS if c != column]
+        null = _declared(rest, ordered, widths).fit(X[rest], y)
+        L = null.attention_weights(X[rest])
+        g = L @ y
+        u = np.abs(y - g) / np.sqrt(1 - 2 * np.diag(L) + np.sum(L**2, axis=1))
+        for b in range(3):
+            full = _declared(_COLUMNS, ordered, widths).fit(X, g + u * signs[b])
+            draws[j, b] = _statistic(full, X, column)
+    return draws
+
+
+@pytest.fixture(scope="module")
+def declared_draws():
+    X, y = _ordered_frame()
+    return {ordered: _draws_of_declared_nulls(X, y, ordered) for ordered in "gu"}
+
+
+@pytest.mark.parametrize("ordered", ["g", "u"])
+@pytest.mark.parametrize("categorical_form", list(_FORMS))
+@pytest.mark.parametrize("ordered_form", list(_FORMS))
+def test_the_null_fit_keeps_the_declared_columns(
+    declared_draws, ordered, categorical_form, ordered_form
+):
+    # Every feature tested, before, after and equal to the selected ones,
+    # the ordered one included: each null fit is the model declared by name
+    # on the other columns.
+    X, y = _ordered_frame()
+    reg = _declared(_COLUMNS, ordered).set_params(
+        categorical_features=_FORMS[categorical_form](["g", "u"]),
+        ordered_features=_FORMS[ordered_form]([ordered]),
+    )
+    result = significance_test(reg.fit(X, y), X, y, n_resamples=3, random_state=5)
+    assert_allclose(result.null_statistics, declared_draws[ordered], rtol=1e-5)
+
+
+@pytest.mark.parametrize("ordered", ["g", "u"])
+@pytest.mark.parametrize("form", ["index", "mask"])
+def test_the_null_fit_keeps_the_declared_columns_of_an_array(
+    declared_draws, ordered, form
+):
+    X, y = _ordered_frame()
+    reg = _declared(_COLUMNS, ordered).set_params(
+        categorical_features=_FORMS[form](["g", "u"]),
+        ordered_features=_FORMS[form]([ordered]),
+    )
+    array = X.to_numpy(dtype=object)
+    result = significance_test(
+        reg.fit(array, y), array, y, n_resamples=3, random_state=5
+    )
+    assert_allclose(result.null_statistics, declared_draws[ordered], rtol=1e-5)
+
+
+def test_a_search_maps_its_columns_with_its_learned_widths():
+    # The search hands its own selections (by index) to best_estimator_,
+    # whose learned widths and lambdas the null fits drop.
+    X, y = _ordered_frame()
+    search = KernelAttentionRegressorCV(
+        bandwidths=4,
+        degree=0,
+        per_feature=True,
+        categorical_features=[1, 3],
+        ordered_features=[1],
+    ).fit(X, y)
+    best = search.best_estimator_
+    assert best.bandwidth_.shape == best.categorical_bandwidth_.shape == (2,)
+    (a, b), (g, u) = best.bandwidth_, best.categorical_bandwidth_
+    learned = {"a": a, "b": b, "g": g, "u": u}
+    result = significance_test(search, X, y, n_resamples=3, random_state=5)
+    expected = _draws_of_declared_nulls(X, y, "g", learned)
+    assert_allclose(result.null_statistics, expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("linear", [["b"], ["g", "b"]])
+@pytest.mark.parametrize("form", list(_FORMS))
+@pytest.mark.parametrize("dropped", _COLUMNS)
+def test_the_null_parameters_map_the_linear_columns(linear, form, dropped):
+    # significance_test refuses a partially linear fit; the parameters of
+    # its null fits map linear_features as they map the other selections.
+    from sklearn_kernelpool._significance import _null_params
+
+    X, y = _ordered_frame()
+    reg = KernelAttentionRegressor(
+        bandwidth=0.3,
+        categorical_features=["g", "u"],
+        linear_features=_FORMS[form](linear),
+    )
+    is_categorical = np.isin(_COLUMNS, list(_LEVELS))
+    params = _null_params(reg.get_params(), X, is_categorical, _COLUMNS.index(dropped))
+    rest = [c for c in _COLUMNS if c != dropped]
+    ours = KernelAttentionRegressor(**params).fit(X[rest], y)
+    declared = KernelAttentionRegressor(
+        bandwidth=0.3,
+        categorical_features=[c for c in ("g", "u") if c != dropped],
+        linear_features=[c for c in linear if c != dropped] or None,
+    ).fit(X[rest], y)
+    # The same linear columns (none where the dropped one was the only one).
+    names = [getattr(fit, "linear_feature_names_", []) for fit in (ours, declared)]
+    assert_array_equal(*names)
+    assert_allclose(ours.predict(X[rest]), declared.predict(X[rest]), rtol=1e-12)
