@@ -450,7 +450,7 @@ def test_a_search_maps_its_columns_with_its_learned_widths():
 def test_the_null_parameters_map_the_linear_columns(linear, form, dropped):
     # significance_test refuses a partially linear fit; the parameters of
     # its null fits map linear_features as they map the other selections.
-    from sklearn_kernelpool._significance import _null_params
+    from sklearn_kernelpool._inference._significance_null import null_params
 
     X, y = _ordered_frame()
     reg = KernelAttentionRegressor(
@@ -459,7 +459,7 @@ def test_the_null_parameters_map_the_linear_columns(linear, form, dropped):
         linear_features=_FORMS[form](linear),
     )
     is_categorical = np.isin(_COLUMNS, list(_LEVELS))
-    params = _null_params(reg.get_params(), X, is_categorical, _COLUMNS.index(dropped))
+    params = null_params(reg.get_params(), X, is_categorical, _COLUMNS.index(dropped))
     rest = [c for c in _COLUMNS if c != dropped]
     ours = KernelAttentionRegressor(**params).fit(X[rest], y)
     declared = KernelAttentionRegressor(

@@ -15,28 +15,24 @@ import numpy as np
 from scipy import sparse
 from sklearn.base import clone
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils._param_validation import HasMethods, Interval, validate_params
 from sklearn.utils.validation import _num_features, check_is_fitted
 
-from ._binned._dask import check_holds_rows
-from ._cv import KernelAttentionRegressorCV
-from ._engine._array_api import is_array_api_pool
-from ._estimator._partially_linear_methods import is_partially_linear
-from ._inference._gradient import feature_gradients
-from ._inference._residuals import residual_variance
-from ._regression import KernelAttentionRegressor
-from ._significance_result import SignificanceResult
-from ._utils._categorical_input import (
+from .._binned._dask import check_holds_rows
+from .._engine._array_api import is_array_api_pool
+from .._utils._categorical_input import (
     _is_dataframe,
-    categorical_mask,
     fitted_categorical_mask,
 )
-from ._utils._working_memory import row_batches
+from .._utils._working_memory import row_batches
+from ._gradient import feature_gradients
+from ._significance_null import frozen_params, null_fit
+from ._significance_result import SignificanceResult
 
 
 @validate_params(
     {
-        "estimator": [KernelAttentionRegressor, KernelAttentionRegressorCV],
+        "estimator": [HasMethods(["fit", "predict_gradient"])],
         "X": ["array-like", "sparse matrix"],
         "y": ["array-like"],
         "features": ["array-like", Integral, str, None],
@@ -183,14 +179,15 @@ def significance_test(
     tested, names = _tested_features(regressor, features)
     mask = fitted_categorical_mask(regressor)
     _check_gradients(regressor, tested[~mask[tested]])
-    params = _frozen_params(regressor, mask)
+    params = frozen_params(regressor, mask)
     weights = _weights(regressor, X)
-    full = KernelAttentionRegressor(**params).fit(X, y, regressor.sample_weight_)
+    full = clone(regressor).set_params(**params)
+    full.fit(X, y, regressor.sample_weight_)
     Y = np.asarray(full.values_, dtype=np.float64)
     Y = Y.reshape(len(Y), -1)
     test = _Statistics(full, X, weights, tested, mask)
     statistics = test(np.broadcast_to(Y[:, None, :], (len(Y), len(tested), Y.shape[1])))
-    nulls = [_null_fit(params, X, Y, j, mask, regressor.sample_weight_) for j in tested]
+    nulls = [null_fit(regressor, params, X, Y, j, mask) for j in tested]
     rng = check_random_state(random_state)
     signs = rng.randint(0, 2, size=(n_resamples, len(Y))).astype(np.int8) * 2 - 1
     draws = _null_statistics(test, Y, nulls, signs)
@@ -203,7 +200,7 @@ def significance_test(
 def _tested_regressor(estimator):
     """The fitted regressor of ``estimator`` whose fit can be tested."""
     check_is_fitted(estimator)
-    if isinstance(estimator, KernelAttentionRegressorCV):
+    if hasattr(estimator, "best_estimator_"):  # KernelAttentionRegressorCV
         if getattr(estimator, "projection_", None) is not None:
             raise ValueError(
                 "significance_test does not test a search with a learned map "
@@ -211,7 +208,12 @@ def _tested_regressor(estimator):
                 "features of X. Fit the search with projection=None."
             )
         estimator = estimator.best_estimator_
-    if is_partially_linear(estimator):
+    if not hasattr(estimator, "values_"):
+        raise ValueError(
+            "significance_test tests a fitted KernelAttentionRegressor or "
+            f"KernelAttentionRegressorCV; got a {type(estimator).__name__}."
+        )
+    if getattr(estimator, "kernel_regressor_", None) is not None:
         raise ValueError(
             "significance_test does not test a partially linear fit "
             "(linear_features); fit the estimator with linear_features=None, "
@@ -331,78 +333,6 @@ def _weights(regressor, X):
             "so X must be the training data."
         )
     return np.asarray(weights, dtype=np.float64)
-
-
-# -- the fits -----------------------------------------------------------------
-def _frozen_params(regressor, mask):
-    """The parameters of ``regressor`` with its fitted widths held."""
-    params = regressor.get_params()
-    params["bandwidth"] = np.copy(regressor.bandwidth_)
-    if mask.any():
-        params["categorical_features"] = mask
-        params["categorical_bandwidth"] = np.asarray(
-            regressor.categorical_bandwidth_, dtype=np.float64
-        ).reshape(-1)
-    return params
-
-
-# The parameters that select columns of X, and those of one entry per
-# continuous (False) or categorical (True) feature, with the value for none.
-_SELECTIONS = ("categorical_features", "ordered_features", "linear_features")
-_PER_FEATURE = {
-    "bandwidth": (False, 1.0),
-    "n_bins": (False, None),
-    "categorical_bandwidth": (True, 0.1),
-}
-
-
-def _null_params(params, X, mask, j):
-    """``params`` of the fit without feature ``j``: every selection of columns
-    mapped onto the other columns of ``X``, ``j``'s entry dropped from every
-    per-feature parameter of its kind."""
-    params = dict(params)
-    for name in _SELECTIONS:
-        params[name] = _without_column(params[name], X, j, name)
-    position = np.count_nonzero(mask[:j] == mask[j])  # among its own kind
-    for name, (categorical, unused) in _PER_FEATURE.items():
-        if categorical == mask[j] and np.ndim(params[name]) == 1:
-            entries = np.delete(np.asarray(params[name]), position)
-            params[name] = entries if entries.size else unused
-    if np.delete(mask, j).all():  # no continuous feature left: nothing to bin
-        params["algorithm"] = "auto"
-    return params
-
-
-def _without_column(selection, X, j, name):
-    """The columns that ``selection`` selects among those of ``X`` but ``j``,
-    as a boolean mask of them (None for none); a string reads the columns
-    that remain and is kept."""
-    if selection is None or isinstance(selection, str):
-        return selection
-    selected = categorical_mask(selection, X, name=name)
-    kept = None if selected is None else np.delete(selected, j)
-    return kept if kept is not None and kept.any() else None
-
-
-def _null_fit(params, X, Y, j, mask, sample_weight):
-    """The in-sample fit ``g`` of ``Y`` without feature ``j`` and the scales
-    ``|e_i| / sqrt(d_i)`` of its residuals, both of shape (n, K)."""
-    if len(mask) == 1:  # no feature left: the weighted mean
-        w = np.ones(len(Y)) if sample_weight is None else sample_weight
-        w = w / w.sum()
-        fitted = np.broadcast_to(w @ Y, Y.shape)
-        d = 1.0 - 2.0 * w + w @ w
-        return fitted, np.abs(Y - fitted) / np.sqrt(d)[:, None]
-    null = KernelAttentionRegressor(**_null_params(params, X, mask, j))
-    variance, fitted, _ = residual_variance(
-        null.fit(_drop_column(X, j), Y, sample_weight)
-    )
-    return fitted, np.sqrt(variance)
-
-
-def _drop_column(X, j):
-    keep = np.delete(np.arange(X.shape[1]), j)
-    return X.iloc[:, keep] if _is_dataframe(X) else X[:, keep]
 
 
 def _with_category(X, j, category):
