@@ -11,14 +11,14 @@ from ._exceptions import (
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
 )
+from ._inference._significance import significance_test
+from ._inference._significance_result import SignificanceResult
 from ._plotting._attention_weights import AttentionWeightsDisplay
 from ._plotting._fit import FitDisplay
 from ._plotting._kernels import plot_kernels
 from ._projection import KernelAttentionProjection
 from ._quantile import KernelAttentionQuantileRegressor
 from ._regression import KernelAttentionRegressor
-from ._inference._significance import significance_test
-from ._inference._significance_result import SignificanceResult
 from ._skops import skops_trusted_types
 from ._utils._progress import progress_bar
 

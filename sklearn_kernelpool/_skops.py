@@ -1,20 +1,37 @@
 """The types a fitted estimator of the package may hold, for skops."""
 
-from sklearn.base import BaseEstimator
-
 from ._binned._grid_pool import GridPool
 from ._binned._pool import BinnedKernelPool
+from ._classification import KernelAttentionClassifier
+from ._classification_cv import KernelAttentionClassifierCV
+from ._cv import KernelAttentionRegressorCV
 from ._engine._pooling import KernelPool
 from ._estimator._linear_columns import LinearDesign
+from ._projection import KernelAttentionProjection
+from ._quantile import KernelAttentionQuantileRegressor
+from ._regression import KernelAttentionRegressor
 from .kernels import _REGISTRY, Kernel
 
+#: The public estimators (``tests/test_persistence.py`` checks that every
+#: estimator of ``__all__`` is here).
+ESTIMATORS = (
+    KernelAttentionClassifier,
+    KernelAttentionClassifierCV,
+    KernelAttentionProjection,
+    KernelAttentionQuantileRegressor,
+    KernelAttentionRegressor,
+    KernelAttentionRegressorCV,
+)
+
 # The paths of the engines before the package took subpackages, which the
-# files of earlier releases name (the modules there are silent shims).
+# files of earlier releases name (the modules there are silent shims), and
+# the modules that held the kernels' private forms.
 _FORMER_PATHS = {
     KernelPool: "sklearn_kernelpool._pooling",
     BinnedKernelPool: "sklearn_kernelpool._binned_pool",
     GridPool: "sklearn_kernelpool._grid_pool",
 }
+_FORMER_FORMS = ("sklearn_kernelpool.kernels", "sklearn_kernelpool._kernel_forms")
 
 # Types of other packages that a fitted estimator of the package holds: the
 # dtype of the predictions of a model fitted on dask arrays
@@ -30,15 +47,7 @@ def _package_classes():
     Each engine saves only what rebuilds it (see ``KernelPool.__getstate__``):
     no tree, and no type of another package but :data:`_OTHER_TYPES`.
     """
-    import sklearn_kernelpool
-
-    public = (getattr(sklearn_kernelpool, name) for name in sklearn_kernelpool.__all__)
-    estimators = [
-        obj
-        for obj in public
-        if isinstance(obj, type) and issubclass(obj, BaseEstimator)
-    ]
-    return [*estimators, KernelPool, BinnedKernelPool, GridPool, Kernel, LinearDesign]
+    return [*ESTIMATORS, KernelPool, BinnedKernelPool, GridPool, Kernel, LinearDesign]
 
 
 def _kernel_functions():
@@ -53,8 +62,9 @@ def _kernel_functions():
         ):
             if function is not None:
                 yield f"{function.__module__}.{function.__qualname__}"
-                # The private forms lived in the public module before.
-                yield f"sklearn_kernelpool.kernels.{function.__qualname__}"
+                # The private forms lived in other modules before.
+                for module in _FORMER_FORMS:
+                    yield f"{module}.{function.__qualname__}"
 
 
 def skops_trusted_types():

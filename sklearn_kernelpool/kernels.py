@@ -35,8 +35,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import _kernel_forms as _forms
-from ._kernel_forms import _vectorised
+from ._utils import _kernel_forms as _forms
+from ._utils._kernel_forms import _vectorised
 
 
 def __getattr__(name):

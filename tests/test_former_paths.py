@@ -26,6 +26,8 @@ from sklearn_kernelpool._binned._pool import BinnedKernelPool
 from sklearn_kernelpool._engine._pooling import KernelPool
 from sklearn_kernelpool.kernels import _REGISTRY
 
+#: The former modules of the kernels' private forms.
+FORMER_FORMS = ["sklearn_kernelpool.kernels", "sklearn_kernelpool._kernel_forms"]
 FORMER = {
     KernelPool: "sklearn_kernelpool._pooling",
     BinnedKernelPool: "sklearn_kernelpool._binned_pool",
@@ -48,13 +50,14 @@ def _kernel_forms():
                 yield function
 
 
-def _former_pickle(model, monkeypatch):
-    """The bytes an earlier release wrote for ``model``."""
+def _former_pickle(model, monkeypatch, forms):
+    """The bytes an earlier release wrote for ``model``, with the kernels'
+    private forms in the module ``forms``."""
     with monkeypatch.context() as patch:
         for cls, module in FORMER.items():
             patch.setattr(cls, "__module__", module)
         for function in _kernel_forms():
-            patch.setattr(function, "__module__", "sklearn_kernelpool.kernels")
+            patch.setattr(function, "__module__", forms)
         return pickle.dumps(model)
 
 
@@ -97,16 +100,17 @@ def _fitted(name):
     return models[name]().fit(X, target), Q
 
 
+@pytest.mark.parametrize("forms", FORMER_FORMS)
 @pytest.mark.parametrize(
     "name",
     ["brute", "degree 1", "binned", "adaptive", "categorical", "classifier", "search"],
 )
-def test_a_former_pickle_loads_and_predicts_the_same(name, monkeypatch):
+def test_a_former_pickle_loads_and_predicts_the_same(name, forms, monkeypatch):
     model, queries = _fitted(name)
-    data = _former_pickle(model, monkeypatch)
+    data = _former_pickle(model, monkeypatch, forms)
     engine = FORMER[BinnedKernelPool if name == "binned" else KernelPool]
     assert engine.encode() in data  # the former path, as written before
-    assert b"sklearn_kernelpool.kernels\x94\x8c\r_log_gaussian" in data
+    assert forms.encode() + b"\x94\x8c\r_log_gaussian" in data
     assert b"_engine._pooling" not in data and b"_binned._pool" not in data
     loaded = pickle.loads(data)
     np.testing.assert_array_equal(loaded.predict(queries), model.predict(queries))
@@ -126,41 +130,5 @@ def test_skops_trusts_the_former_and_the_current_paths():
         assert f"{module}.{cls.__qualname__}" in trusted
         assert f"{cls.__module__}.{cls.__qualname__}" in trusted
     for function in _kernel_forms():
-        assert f"sklearn_kernelpool.kernels.{function.__qualname__}" in trusted
-        assert f"{function.__module__}.{function.__qualname__}" in trusted
-
-
-def _without(estimator, names):
-    """The pickle of ``estimator`` as a release before the parameters
-    ``names`` existed wrote it: its state without them."""
-
-    class Former:
-        def __reduce__(self):
-            cls, args, state = estimator.__reduce__()[:3]
-            return cls, args, {k: v for k, v in state.items() if k not in names}
-
-    return pickle.dumps(Former())
-
-
-@pytest.mark.parametrize(
-    "estimator, names",
-    [
-        (KernelAttentionRegressor(bandwidth=0.5), ["robust_iterations"]),
-        (KernelAttentionRegressorCV(bandwidths=3), ["projection"]),
-    ],
-    ids=["regressor", "cv"],
-)
-def test_files_without_newer_parameters_take_their_defaults(estimator, names):
-    from sklearn.base import clone
-
-    rng = np.random.default_rng(0)
-    X, y = rng.normal(size=(60, 2)), rng.normal(size=60)
-    fitted = estimator.fit(X, y)
-    loaded = pickle.loads(_without(fitted, names))
-    for name in names:
-        assert name not in pickle.loads(_without(fitted, names)).__dict__ or (
-            loaded.get_params()[name] == estimator.get_params()[name]
-        )
-        assert loaded.get_params()[name] == estimator.get_params()[name]
-    np.testing.assert_array_equal(loaded.predict(X), fitted.predict(X))
-    assert clone(loaded).get_params() == clone(fitted).get_params()
+        for module in FORMER_FORMS + [function.__module__]:
+            assert f"{module}.{function.__qualname__}" in trusted

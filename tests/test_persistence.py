@@ -13,7 +13,7 @@ import joblib
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
-from sklearn.base import clone, is_classifier
+from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.ensemble import BaggingRegressor
 from sklearn.model_selection import cross_validate
 from sklearn.multioutput import MultiOutputRegressor
@@ -391,6 +391,7 @@ def test_skops_round_trip_with_the_trusted_types():
                 "sklearn_kernelpool._binned_pool.",
                 "sklearn_kernelpool._grid_pool.",
                 "sklearn_kernelpool.kernels._",
+                "sklearn_kernelpool._kernel_forms.",
             )
         )
     }
@@ -405,6 +406,10 @@ def test_skops_trusted_types_is_a_sorted_list_of_names():
     assert all(isinstance(name, str) for name in trusted)
     for kernel in KERNELS.values():
         assert f"sklearn_kernelpool.kernels.{kernel.function.__name__}" in trusted
+    for name in sklearn_kernelpool.__all__:
+        public = getattr(sklearn_kernelpool, name)
+        if isinstance(public, type) and issubclass(public, BaseEstimator):
+            assert f"{public.__module__}.{public.__qualname__}" in trusted
 
 
 MAIN_KERNEL_SCRIPT = """
