@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._estimator._base import check_flag
 from ._estimator._input_kinds import validate_query_input
-from ._estimator._partially_linear import validate_linear_input
+from ._estimator._linear_columns import validate_linear_input
 from ._estimator._partially_linear_methods import (
     is_partially_linear,
     refuse_smoother_diagnostics,

@@ -21,9 +21,8 @@ criterion and keeps the better (:func:`fit_auto`).
 import numpy as np
 from sklearn.base import clone
 
-from ._estimator._linear_columns import (
-    categorical_columns,
-)
+from ._estimator._input_kinds import validate_fit_input
+from ._estimator._linear_columns import categorical_columns
 from ._estimator._partially_linear import (
     double_residual,
     kernel_ordered,
@@ -108,21 +107,22 @@ def linear_candidate_search(estimator, X, y, sample_weight, make_search):
     kernel columns; ``make_search(policy, algorithm)`` builds it."""
     from ._regression import KernelAttentionRegressor
 
-    X_given = X
-    X, y, categorical, mask, design, Z, given_weight = split_linear_columns(
-        estimator, X, y, sample_weight
-    )
+    data = validate_fit_input(estimator, X, y, sample_weight, kinds=("linear",))
+    split = split_linear_columns(estimator, data)
+    Z, given_weight = split.Z, split.sample_weight
     # The kernel columns, validated and encoded as the kernel part takes them.
+    categorical, mask = split.columns.categorical, split.columns.linear
     kernel_categorical = None if categorical is None else categorical[~mask]
     if kernel_categorical is not None and not kernel_categorical.any():
         kernel_categorical = None
     kernel = KernelAttentionRegressor(
         categorical_features=kernel_categorical,
-        ordered_features=kernel_ordered(estimator, X, categorical, mask),
+        ordered_features=kernel_ordered(split.columns),
         algorithm=estimator.algorithm,
     )
-    X_kernel = X.iloc[:, ~mask] if hasattr(X, "iloc") else X[:, ~mask]
-    keys, y = validate_fit_data(kernel, X_kernel, y, multi_output=True, y_numeric=True)
+    keys, y = validate_fit_data(
+        kernel, split.kernel_columns, split.y, multi_output=True, y_numeric=True
+    )
     keys, codes, lambdas, placeholder = split_categorical(
         keys, kernel.is_categorical_, estimator.categorical_bandwidths
     )
@@ -142,7 +142,7 @@ def linear_candidate_search(estimator, X, y, sample_weight, make_search):
         placeholder,
         category_levels(kernel),
     )
-    refit = (X_given, y, given_weight, codes is not None)
+    refit = (X, y, given_weight, codes is not None)
     return search, scored, refit
 
 

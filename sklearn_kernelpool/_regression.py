@@ -9,7 +9,7 @@ from ._engine._categorical import CATEGORICAL_CONSTRAINTS
 from ._engine._pooling import ON_EMPTY
 from ._estimator._array_api import takes_array_api
 from ._estimator._base import POOL_PARAMETER_CONSTRAINTS
-from ._estimator._partially_linear import clear_fitted, fit_partially_linear
+from ._estimator._partially_linear import clear_fitted
 from ._estimator._pool_estimator import PoolEstimatorMixin
 from ._estimator._regression_inspection import InspectionMethods
 from ._estimator._regression_intervals import IntervalMethods
@@ -481,10 +481,7 @@ class KernelAttentionRegressor(
         self : object
             The fitted estimator.
         """
-        linear = self.linear_features is not None
-        clear_fitted(self, linear)
-        if linear:
-            return fit_partially_linear(self, X, y, sample_weight)
+        clear_fitted(self, self.linear_features is not None)
         return fit_regressor(self, X, y, sample_weight)
 
     def __sklearn_tags__(self):

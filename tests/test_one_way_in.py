@@ -7,6 +7,7 @@ estimator and every kind it takes."""
 
 import contextlib
 import re
+import sys
 
 import numpy as np
 import pandas as pd
@@ -377,3 +378,77 @@ def test_categorical_frames_take_the_columns_dense_frames_take(column):
     got = KernelAttentionRegressor(**params).fit(frame, VALUES).predict(frame)
     want = KernelAttentionRegressor(**params).fit(as_float, VALUES).predict(as_float)
     assert_allclose(got, want)
+
+
+# -- the partially linear fit --------------------------------------------------
+def _calls(functions, run):
+    """The calls of ``functions`` while ``run()`` runs, from wherever the
+    package imported them: ``count(name, first, second=None)`` counts those
+    of the function ``name`` whose first argument (and second, if given) is
+    the object given (the same object, not an equal one)."""
+    codes = {function.__code__: function.__name__ for function in functions}
+    seen = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            names = frame.f_code.co_varnames
+            arguments = [frame.f_locals.get(name) for name in names[:2]]
+            seen.append((codes[frame.f_code], *arguments))
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+
+    def count(name, first, second=None):
+        return sum(
+            seen_name == name
+            and seen_first is first
+            and (second is None or seen_second is second)
+            for seen_name, seen_first, seen_second in seen
+        )
+
+    return count
+
+
+@pytest.mark.parametrize(
+    "linear, ordered",
+    [(["b", "u"], ["g"]), ("categorical", "from_dtype"), ([2], None)],
+)
+def test_a_partially_linear_fit_goes_through_the_one_way_in_once(linear, ordered):
+    from sklearn.utils.validation import validate_data
+
+    from sklearn_kernelpool._estimator._input_kinds import validate_fit_input
+    from sklearn_kernelpool._utils._categorical_input import (
+        categorical_mask,
+        ordered_mask,
+    )
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(
+        {
+            "a": rng.normal(size=60),
+            "g": pd.Categorical(rng.choice(list("xyz"), 60), ordered=True),
+            "b": rng.normal(size=60),
+            "u": pd.Categorical(rng.choice(list("pq"), 60)),
+        }
+    )
+    y = X["a"] ** 2 + X["b"] + 0.1 * rng.normal(size=60)
+    reg = KernelAttentionRegressor(
+        bandwidth=0.7,
+        categorical_features=["g", "u"],
+        ordered_features=ordered,
+        linear_features=linear,
+    )
+    functions = [validate_fit_input, validate_data, categorical_mask, ordered_mask]
+    count = _calls(functions, lambda: reg.fit(X, y))
+    kernel = reg.kernel_regressor_
+    # The estimator's data once through the one way in, and its kernel part,
+    # an estimator of its own, once through its own.
+    for estimator in (reg, kernel):
+        assert count("validate_fit_input", estimator) == 1
+        assert count("validate_data", estimator) == 1
+    # The categorical and ordered features of X read once.
+    assert count("categorical_mask", reg.categorical_features, X) == 1
+    assert count("ordered_mask", reg.ordered_features, X) == 1

@@ -416,6 +416,8 @@ def test_pickle_and_skops_round_trips():
         ([0, 1, 2], "makes every one of the 3 features linear"),
         ("categorical", "linear_features='categorical' makes every categorical"),
         ([[0, 1]], "linear_features must be a 1-D array-like"),
+        ([], r"linear_features=\[\] selects no column; pass linear_features=None"),
+        ([False] * 3, "selects no column; pass linear_features=None"),
     ],
 )
 def test_invalid_linear_features_are_refused_naming_the_parameter(value, message):

@@ -18,7 +18,12 @@ kind of the input and validate it with that kind's checks, returning an
   namespace, kept in it and on their device (:mod:`._array_api`);
 - ``"dask"``: dask arrays, checked without computing a value
   (:mod:`.._utils._dask_input`); the fit checks their values in its first
-  pass over the rows (:mod:`.._binned._dask`).
+  pass over the rows (:mod:`.._binned._dask`);
+- ``"linear"``: the training data of a partially linear fit
+  (``linear_features``), dense NumPy arrays and DataFrames only: ``X`` as
+  given (a DataFrame) or as an ndarray of its own dtype, with the kinds of
+  its columns, read once (:mod:`._linear_columns`). Its kernel part is an
+  estimator of its own, fitted on the kernel columns through this way in.
 
 Every kind is validated alike, with scikit-learn's errors, which name the
 argument (``X``, ``y``, ``sample_weight``) and the estimator:
@@ -73,6 +78,7 @@ from ._array_api import (
     validate_array_api_fit,
     validate_array_api_queries,
 )
+from ._linear_columns import linear_columns, validate_linear_input
 
 KINDS = ("dense", "sparse", "categorical", "array_api", "dask")
 # The kinds of the NumPy engine, which every estimator takes.
@@ -107,6 +113,9 @@ class Input:
         ``"array_api"``: the namespace of the arrays.
     n_categorical : int
         ``"categorical"``: the number of categorical features.
+    columns : LinearColumns or None
+        ``"linear"``: the kinds of the columns of ``X``
+        (:class:`._linear_columns.LinearColumns`).
     """
 
     kind: str
@@ -115,6 +124,7 @@ class Input:
     sample_weight: Any = None
     xp: Any = None
     n_categorical: int = 0
+    columns: Any = None
 
 
 def input_kind(X):
@@ -183,7 +193,15 @@ def validate_fit_input(
     kinds : tuple of str, default=NUMPY_KINDS
         The kinds the estimator has a path for; those of the NumPy engine
         are always taken, the others refused with what to do instead.
+        ``("linear",)``: the partially linear fit, which takes dense input
+        only.
     """
+    if "linear" in kinds:
+        X, y = validate_linear_input(estimator, X, y, reset=True)
+        sample_weight = validate_sample_weight(sample_weight, X)
+        return Input(
+            "linear", X, y, sample_weight, columns=linear_columns(estimator, X)
+        )
     kind = input_kind(X)
     _check_taken(estimator, X, kind, kinds)
     if kind == "dask":

@@ -9,9 +9,12 @@ and keeps the numeric ones as they are; :func:`check_collinear` refuses a
 design whose coefficients the data cannot determine.
 """
 
+from typing import NamedTuple
+
 import numpy as np
+from scipy.sparse import issparse
 from sklearn.preprocessing import OneHotEncoder
-from sklearn.utils.validation import check_array
+from sklearn.utils.validation import check_array, validate_data
 
 from .._utils._categorical_input import (
     _categorical_dtype,
@@ -19,7 +22,11 @@ from .._utils._categorical_input import (
     categorical_mask,
     encode,
     learn_categories,
+    ordered_mask,
 )
+from .._utils._dask_input import is_dask_array
+from .._utils._input import check_numeric_target
+from ._array_api import array_api_namespace
 
 # The accepted values of ``linear_features``, in the errors.
 ACCEPTED = (
@@ -38,20 +45,21 @@ def categorical_columns(categorical_features, X):
     return categorical_mask(categorical_features, X)
 
 
-def linear_mask(linear_features, categorical_features, X):
-    """The boolean mask of the linear columns of ``X``, or None for none.
+def linear_mask(linear_features, categorical_features, X, categorical=None):
+    """The boolean mask of the linear columns of ``X``.
 
-    Refuses ``"categorical"`` without categorical features and a mask that
-    leaves no column to the kernel.
+    ``categorical`` is the mask of ``categorical_features`` where the caller
+    has it. Refuses ``"categorical"`` without categorical features, a
+    selection of no column, and a mask that leaves no column to the kernel.
     """
-    if linear_features is None:
-        return None
     if isinstance(linear_features, str):
         if linear_features != "categorical":
             raise ValueError(
                 f"linear_features must be {ACCEPTED}; got {linear_features!r}."
             )
-        mask = categorical_columns(categorical_features, X)
+        mask = categorical
+        if mask is None:
+            mask = categorical_columns(categorical_features, X)
         if mask is None:
             raise ValueError(
                 "linear_features='categorical' makes every categorical feature "
@@ -63,7 +71,10 @@ def linear_mask(linear_features, categorical_features, X):
     else:
         mask = categorical_mask(linear_features, X, name="linear_features")
         if mask is None:
-            return None
+            raise ValueError(
+                f"linear_features={linear_features!r} selects no column; pass "
+                "linear_features=None for a fit without a linear part."
+            )
     if mask.all():
         raise ValueError(
             f"linear_features={linear_features!r} makes every one of the "
@@ -72,6 +83,63 @@ def linear_mask(linear_features, categorical_features, X):
             "model such as sklearn.linear_model.LinearRegression."
         )
     return mask
+
+
+class LinearColumns(NamedTuple):
+    """The kinds of the columns of a partially linear fit's ``X``, read once
+    by the one way in (:func:`._input_kinds.validate_fit_input`).
+
+    ``categorical`` is the mask of ``categorical_features`` (None without),
+    ``linear`` that of the linear columns, ``ordered`` that of the ordered
+    categorical features (None without).
+    """
+
+    categorical: object
+    linear: np.ndarray
+    ordered: object
+
+
+def linear_columns(estimator, X):
+    """The :class:`LinearColumns` of the validated ``X`` of ``estimator``."""
+    categorical = categorical_mask(estimator.categorical_features, X)
+    linear = linear_mask(
+        estimator.linear_features, estimator.categorical_features, X, categorical
+    )
+    ordered = ordered_mask(estimator.ordered_features, X, categorical)
+    return LinearColumns(categorical, linear, ordered)
+
+
+def refuse_linear_input(X):
+    """Refuse ``X`` of a kind the partially linear model has no path for."""
+    if issparse(X) or is_dask_array(X) or array_api_namespace(X) is not None:
+        raise ValueError(
+            "linear_features takes dense NumPy arrays and DataFrames only; got "
+            f"a {type(X).__name__}. Make X dense NumPy, or set "
+            "linear_features=None."
+        )
+
+
+def validate_linear_input(estimator, X, y=None, reset=False):
+    """``X`` (and ``y``) validated as the partially linear model takes them:
+    a DataFrame as given, other input as an ndarray."""
+    refuse_linear_input(X)
+    options = {"dtype": None, "ensure_all_finite": False}
+    with np.errstate(invalid="ignore", over="ignore"):
+        if y is None:
+            X_valid = validate_data(estimator, X, reset=reset, **options)
+        else:
+            check_numeric_target(estimator, y)
+            X_valid, y = validate_data(
+                estimator,
+                X,
+                y,
+                reset=reset,
+                multi_output=True,
+                y_numeric=True,
+                **options,
+            )
+    X = X if _is_dataframe(X) else np.asarray(X_valid)
+    return X, y
 
 
 def _holds_strings(column):

@@ -29,23 +29,16 @@ kernel part pools the partial residuals ``y - Z beta - intercept``.
 from typing import NamedTuple
 
 import numpy as np
-from scipy.sparse import issparse
 from sklearn.utils import _safe_indexing
-from sklearn.utils.validation import validate_data
 
 from .._engine._pooling import resolve_kernel
 from .._held_out._adaptive import AdaptiveHeldOut
 from .._held_out._categorical import CategoricalHeldOut
 from .._held_out._pool import HeldOut
 from .._search._passes import HeldOutPasses
-from .._utils._categorical_input import (
-    _is_dataframe,
-    categorical_mask,
-    category_levels,
-    ordered_mask,
-)
-from .._utils._input import check_numeric_target, validate_sample_weight
-from ._linear_columns import LinearDesign, check_collinear, linear_mask
+from .._utils._categorical_input import category_levels
+from ._base import fit_pool
+from ._linear_columns import LinearColumns, LinearDesign, check_collinear
 from ._robust import refuse_robust
 
 LINEAR_ATTRIBUTES = (
@@ -218,61 +211,19 @@ def double_residual(Y, Z, fits, weights):
 
 
 # -- the fit of the regressor --------------------------------------------------
-def _refuse_input(X):
-    from .._binned._dask import is_dask_array
-    from ._array_api import array_api_namespace
-
-    if issparse(X) or is_dask_array(X) or array_api_namespace(X) is not None:
-        raise ValueError(
-            "linear_features takes dense NumPy arrays and DataFrames only; got "
-            f"a {type(X).__name__}. Make X dense NumPy, or set "
-            "linear_features=None."
-        )
-
-
-def validate_linear_input(estimator, X, y=None, reset=False):
-    """``X`` (and ``y``) validated as the partially linear model takes them:
-    a DataFrame as given, other input as an ndarray."""
-    _refuse_input(X)
-    options = {"dtype": None, "ensure_all_finite": False}
-    with np.errstate(invalid="ignore", over="ignore"):
-        if y is None:
-            X_valid = validate_data(estimator, X, reset=reset, **options)
-        else:
-            check_numeric_target(estimator, y)
-            X_valid, y = validate_data(
-                estimator,
-                X,
-                y,
-                reset=reset,
-                multi_output=True,
-                y_numeric=True,
-                **options,
-            )
-    X = X if _is_dataframe(X) else np.asarray(X_valid)
-    return X, y
-
-
-def kernel_ordered(estimator, X, categorical, mask):
-    """The ``ordered_features`` of the kernel part: the mask of the ordered
-    categorical features among the kernel columns (not ``mask``), or None.
-    Ordered linear columns are one-hot encoded as the others."""
-    ordered = ordered_mask(estimator.ordered_features, X, categorical)
-    if ordered is None or not ordered[~mask].any():
-        return None
-    return ordered[~mask]
-
-
-def _kernel_parameters(estimator, X, mask, categorical):
+def _kernel_parameters(estimator, columns):
     """The parameters of the kernel part: the estimator's, with the
-    categorical (and ordered) features and lambdas of the kernel columns."""
+    categorical (and ordered) features and lambdas of the kernel columns of
+    the :class:`._linear_columns.LinearColumns` ``columns``. Ordered linear
+    columns are one-hot encoded as the others."""
     params = estimator.get_params()
     del params["linear_features"]
+    categorical, mask = columns.categorical, columns.linear
     kernel_categorical = None if categorical is None else categorical[~mask]
     if kernel_categorical is not None and not kernel_categorical.any():
         kernel_categorical = None
     params["categorical_features"] = kernel_categorical
-    params["ordered_features"] = kernel_ordered(estimator, X, categorical, mask)
+    params["ordered_features"] = kernel_ordered(columns)
     lam = params["categorical_bandwidth"]
     if categorical is not None and np.ndim(lam) == 1:
         lam = np.asarray(lam)
@@ -281,55 +232,66 @@ def _kernel_parameters(estimator, X, mask, categorical):
     return params
 
 
+def kernel_ordered(columns):
+    """The ``ordered_features`` of the kernel part: the mask of the ordered
+    categorical features among the kernel columns, or None."""
+    ordered, mask = columns.ordered, columns.linear
+    if ordered is None or not ordered[~mask].any():
+        return None
+    return ordered[~mask]
+
+
 class LinearSplit(NamedTuple):
     """The training data of a partially linear fit, split.
 
-    ``X`` and ``y`` validated; ``categorical`` the categorical mask of the
-    columns (None without), ``mask`` that of the linear columns, ``design``
-    the fitted :class:`._linear_columns.LinearDesign`, ``Z`` the encoded
-    linear columns and ``sample_weight`` the validated weights (or None).
+    ``X`` and ``y`` validated; ``columns`` the
+    :class:`._linear_columns.LinearColumns` of ``X``, ``design`` the fitted
+    :class:`._linear_columns.LinearDesign`, ``Z`` the encoded linear
+    columns and ``sample_weight`` the validated weights (or None).
     """
 
     X: object
     y: object
-    categorical: object
-    mask: np.ndarray
+    columns: LinearColumns
     design: LinearDesign
     Z: np.ndarray
     sample_weight: object
 
+    @property
+    def kernel_columns(self):
+        """The columns of ``X`` that the kernel part pools."""
+        return _safe_indexing(self.X, np.flatnonzero(~self.columns.linear), axis=1)
 
-def split_linear_columns(estimator, X, y, sample_weight):
-    """Validate the training data of a partially linear fit, encode its
-    linear columns and refuse collinear ones; a :class:`LinearSplit`."""
-    X, y = validate_linear_input(estimator, X, y, reset=True)
-    categorical = categorical_mask(estimator.categorical_features, X)
-    mask = linear_mask(estimator.linear_features, estimator.categorical_features, X)
+
+def split_linear_columns(estimator, data):
+    """The training data of a partially linear fit, validated by the one way
+    in (``data``, an :class:`._input_kinds.Input` of kind ``"linear"``), its
+    linear columns encoded and collinear ones refused; a
+    :class:`LinearSplit`."""
+    X, columns = data.X, data.columns
     names = getattr(estimator, "feature_names_in_", None)
     if names is None:
         names = np.asarray([f"x{j}" for j in range(X.shape[1])], dtype=object)
-    design = LinearDesign(mask, categorical, names)
+    design = LinearDesign(columns.linear, columns.categorical, names)
     Z = design.fit_transform(X)
-    given = validate_sample_weight(sample_weight, Z)
-    weights = np.ones(len(Z)) if given is None else given
+    weights = np.ones(len(Z)) if data.sample_weight is None else data.sample_weight
     check_collinear(Z, weights, design.feature_names)
-    return LinearSplit(X, y, categorical, mask, design, Z, given)
+    return LinearSplit(X, data.y, columns, design, Z, data.sample_weight)
 
 
-def fit_partially_linear(estimator, X, y, sample_weight):
-    """``estimator.fit(X, y, sample_weight)`` with ``linear_features``."""
+def fit_partially_linear(estimator, data):
+    """``estimator.fit`` with ``linear_features``, on ``data`` validated by
+    the one way in (an :class:`._input_kinds.Input` of kind ``"linear"``)."""
     refuse_robust(estimator, "with linear_features")
-    X, y, categorical, mask, design, Z, weights = split_linear_columns(
-        estimator, X, y, sample_weight
-    )
-    weights = np.ones(len(Z)) if weights is None else weights
+    split = split_linear_columns(estimator, data)
+    y, Z = split.y, split.Z
+    weights = np.ones(len(Z)) if split.sample_weight is None else split.sample_weight
     Y = np.asarray(y, dtype=np.float64).reshape(len(Z), -1)
-    X_kernel = _safe_indexing(X, np.flatnonzero(~mask), axis=1)
-    # The kernel part: an estimator of the same class, without linear part.
-    kernel = type(estimator)(**_kernel_parameters(estimator, X, mask, categorical))
-    # Fitted once on y to resolve its widths and encode its keys, then on the
-    # partial residuals.
-    kernel.fit(X_kernel, y, sample_weight=sample_weight)
+    # The kernel part: an estimator of the same class, without linear part,
+    # fitted on y to resolve its widths and encode its keys (its own way in),
+    # then on the partial residuals from those keys.
+    kernel = type(estimator)(**_kernel_parameters(estimator, split.columns))
+    kernel.fit(split.kernel_columns, y, sample_weight=split.sample_weight)
     fits, empty = leave_one_out_fits(kernel, np.hstack([Y, Z]))
     if estimator.on_empty == "raise" and np.any(empty & (weights > 0)):
         raise ValueError(
@@ -339,18 +301,32 @@ def fit_partially_linear(estimator, X, y, sample_weight):
             "a wider bandwidth or another on_empty policy."
         )
     coef, intercept, se = double_residual(Y, Z, fits, weights)
-    residuals = Y - Z @ coef - intercept
-    kernel.fit(X_kernel, residuals.reshape(np.shape(y)), sample_weight=sample_weight)
+    residuals = (Y - Z @ coef - intercept).reshape(np.shape(y))
+    refit_values(kernel, residuals)
     one_output = np.ndim(y) == 1
     estimator.coef_ = coef[:, 0] if one_output else coef.T
     estimator.coef_se_ = se[:, 0] if one_output else se.T
     estimator.intercept_ = float(intercept[0]) if one_output else intercept
-    estimator.is_linear_ = mask
-    estimator.linear_feature_names_ = design.feature_names
+    estimator.is_linear_ = split.columns.linear
+    estimator.linear_feature_names_ = split.design.feature_names
     estimator.kernel_regressor_ = kernel
-    estimator._linear_design = design
-    _share_kernel_attributes(estimator, kernel, categorical, design)
+    estimator._linear_design = split.design
+    _share_kernel_attributes(estimator, kernel, split.columns.categorical, split.design)
     return estimator
+
+
+def refit_values(kernel, values):
+    """Fit the kernel part again on new ``values`` of its keys, which its
+    fit validated and encoded (the widths resolve as they did)."""
+    fit_pool(
+        kernel,
+        kernel.keys_,
+        np.asarray(values).reshape(kernel.keys_.shape[0], -1),
+        kernel.sample_weight_,
+        degree=kernel.degree,
+        n_neighbors=kernel.n_neighbors,
+    )
+    kernel.values_ = values
 
 
 def _share_kernel_attributes(estimator, kernel, categorical, design):

@@ -11,7 +11,7 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import check_flag
-from ._partially_linear import validate_linear_input
+from ._linear_columns import validate_linear_input
 
 
 def is_partially_linear(estimator):

@@ -12,12 +12,18 @@ from . import _partially_linear_methods as _partially_linear
 from ._array_api import fit_array_api
 from ._base import check_flag, fit_pool
 from ._input_kinds import KINDS, NUMPY_KINDS, validate_fit_input, validate_query_input
+from ._partially_linear import fit_partially_linear
 from ._robust import fit_robust, refuse_robust
 
 
 def fit_regressor(estimator, X, y, sample_weight):
-    """``estimator.fit(X, y, sample_weight)`` on the path of ``X``'s kind."""
-    data = validate_fit_input(estimator, X, y, sample_weight, kinds=KINDS)
+    """``estimator.fit(X, y, sample_weight)`` on the path of ``X``'s kind
+    (the partially linear fit with ``linear_features``)."""
+    linear = estimator.linear_features is not None
+    kinds = ("linear",) if linear else KINDS
+    data = validate_fit_input(estimator, X, y, sample_weight, kinds=kinds)
+    if data.kind == "linear":
+        return fit_partially_linear(estimator, data)
     X, y, sample_weight = data.X, data.y, data.sample_weight
     estimator.robustness_weights_ = None
     if data.kind == "dask":
