@@ -1,7 +1,7 @@
 """KernelAttentionQuantileRegressor: a conditional quantile of attention
 pooling."""
 
-from numbers import Integral, Real
+from numbers import Integral
 
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -13,6 +13,7 @@ from ._estimator._base import POOL_PARAMETER_CONSTRAINTS, fit_pool
 from ._estimator._input_kinds import validate_fit_input
 from ._estimator._pool_estimator import PoolEstimatorMixin
 from ._estimator._regression_quantiles import QuantileMethods
+from ._inference._quantiles import LevelInterval
 from ._utils._sparse import takes_sparse
 
 
@@ -47,7 +48,8 @@ class KernelAttentionQuantileRegressor(
 
     quantile : float, default=0.5
         The level ``tau`` in [0, 1] of the quantile that :meth:`predict`
-        returns (0.5: the conditional median).
+        returns (0.5: the conditional median; 0 and 1: the smallest and the
+        largest training value of positive weight). A boolean is refused.
 
     on_empty : {"nearest", "mean", "nan", "raise"}, default="nearest"
         The weights of a query without any key in its neighbourhood, as for
@@ -154,7 +156,7 @@ class KernelAttentionQuantileRegressor(
     _parameter_constraints: dict = {
         **POOL_PARAMETER_CONSTRAINTS,
         **CATEGORICAL_CONSTRAINTS,
-        "quantile": [Interval(Real, 0, 1, closed="both")],
+        "quantile": [LevelInterval()],
         "on_empty": [StrOptions(set(ON_EMPTY))],
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
         "n_bins": [Interval(Integral, 2, None, closed="left"), "array-like", None],

@@ -208,3 +208,35 @@ def test_jackknife_widths_do_not_follow_the_noise():
     lower, upper = reg.prediction_interval(grid, level=LEVEL, method="cqr")
     width = upper - lower
     assert np.mean(width[-6:]) >= 3 * np.mean(width[:6])
+
+
+def test_cqr_names_the_refit_that_n_neighbors_exceeds():
+    X, y = _data(6, 30)
+    params = {"kernel": "epanechnikov", "bandwidth": 1.0, "n_neighbors": 20}
+    reg = KernelAttentionRegressor(**params).fit(X, y)
+    queries = np.linspace(0, 1, 5)[:, None]
+    split = (
+        r"training part of its split, 15 of the 30 training rows \(the other "
+        r"15 calibrate\): n_neighbors=20 exceeds them\. Use n_neighbors <= 15, "
+        r"or cv=ShuffleSplit\(n_splits=1, test_size=10, random_state=0\) .* or cv=3"
+    )
+    with pytest.raises(ValueError, match=split):
+        reg.prediction_interval(queries, level=LEVEL, method="cqr")
+    with pytest.raises(ValueError, match="without the largest fold.*<= 15"):
+        reg.prediction_interval(queries, level=LEVEL, method="cqr", cv=2)
+    # Rows of weight zero are not counted, and the message says so.
+    weights = np.ones(30)
+    weights[:4] = 0.0
+    reg.fit(X, y, sample_weight=weights)
+    with pytest.raises(ValueError, match="13 of the 26 training rows of positive"):
+        reg.prediction_interval(queries, level=LEVEL, method="cqr")
+    # The cv that the message suggests gives the direct procedure's interval.
+    reg.fit(X, y)
+    splitter = ShuffleSplit(n_splits=1, test_size=10, random_state=0)
+    got = reg.prediction_interval(queries, level=LEVEL, method="cqr", cv=splitter)
+    train, calibration = next(splitter.split(X))
+    expected = direct_split(params, X, y, queries, train, calibration)
+    assert_allclose(got, expected, rtol=1e-12)
+    got = reg.prediction_interval(queries, level=LEVEL, method="cqr", cv=3)
+    expected = direct_cross(params, X, y, queries, list(KFold(3).split(X)))
+    assert_allclose(got, expected, rtol=1e-12)

@@ -7,9 +7,10 @@ import pickle
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn import config_context
+from sklearn import clone, config_context
 from sklearn.metrics import make_scorer, mean_pinball_loss
 from sklearn.model_selection import GridSearchCV
+from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_kernelpool import (
     EmptyNeighborhoodWarning,
@@ -35,8 +36,15 @@ def reference_cdf(w, y, value):
 
 
 def reference_quantile(w, y, tau, t):
-    """The smallest value ``v`` of a key with ``F(v) >= tau - t`` and
-    ``F(v) > 0`` (at most the total weight), by trying every value."""
+    """At ``tau`` 0 and 1 the smallest and the largest value of a key of
+    positive weight; between, the smallest value ``v`` of a key with
+    ``F(v) >= tau - t`` and ``F(v) > 0`` (at most the total weight), by
+    trying every value."""
+    positive = [y_i for w_i, y_i in zip(w, y, strict=True) if w_i > 0]
+    if tau == 0:
+        return min(positive)
+    if tau == 1:
+        return max(positive)
     total = reference_cdf(w, y, np.inf)
     for v in sorted(set(y)):
         F = reference_cdf(w, y, v)
@@ -314,3 +322,157 @@ def test_the_quantile_regressor_reads_ordered_categories_as_the_regressor():
     quantile = KernelAttentionQuantileRegressor(quantile=0.5, **params).fit(X, y)
     assert_array_equal(quantile.is_ordered_, reg.is_ordered_)
     assert_array_equal(quantile.predict(X), reg.predict_quantiles(X, 0.5))
+
+
+def _tails(dtype, seed=11, n=40):
+    """Two outputs whose largest and smallest values sit on keys of sample
+    weight 1e-14: of positive attention weight at every query, yet below the
+    rounding tolerance of the cumulative weights in float32 and float64.
+    The second feature takes three categories."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (n, 2))
+    X[:, 1] = np.floor(X[:, 1] * 3)
+    X[:4, 1] = 1.0
+    Y = rng.normal(size=(n, 2))
+    Y[[0, 1, 2, 3], [0, 0, 1, 1]] = [10.0, -10.0, 10.0, -10.0]
+    weights = np.ones(n)
+    weights[:4] = 1e-14
+    queries = np.column_stack([rng.uniform(0.3, 0.7, 12), np.ones(12)])
+    X[:4, 0] = np.linspace(0.4, 0.6, 4)
+    return X.astype(dtype), Y.astype(dtype), weights, queries.astype(dtype)
+
+
+TAIL_PATHS = {
+    "brute": {"kernel": "gaussian", "bandwidth": 0.3},
+    "kd_tree": {"kernel": "epanechnikov", "bandwidth": 0.6, "algorithm": "kd_tree"},
+    "ball_tree": {"kernel": "biweight", "bandwidth": 0.6, "algorithm": "ball_tree"},
+    "binned": {"kernel": "epanechnikov", "bandwidth": 0.6, "algorithm": "binned"},
+    "adaptive": {"kernel": "epanechnikov", "bandwidth": 0.5, "n_neighbors": 20},
+    "categorical": {"bandwidth": 0.3, "categorical_features": [1]},
+}
+INTERIOR = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
+
+
+def _far_from_jumps(W, Y, levels, gap=1e-6):
+    """Whether no cumulative weight of a query lies within ``gap`` of a
+    level, per query, level and output (the plain loop's ``F``)."""
+    far = np.ones((len(W), len(levels), Y.shape[1]), dtype=bool)
+    for q, w in enumerate(W):
+        for j in range(Y.shape[1]):
+            F = [reference_cdf(w, Y[:, j], v) for v in Y[w > 0, j]]
+            for k, tau in enumerate(levels):
+                far[q, k, j] = np.min(np.abs(np.subtract(F, tau))) > gap
+    return far
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("params", TAIL_PATHS.values(), ids=TAIL_PATHS.keys())
+def test_levels_0_and_1_are_the_extremes_of_positive_weight(params, dtype):
+    X, Y, weights, queries = _tails(dtype)
+    reg = KernelAttentionRegressor(**params).fit(X, Y, sample_weight=weights)
+    W = reg.attention_weights(queries).astype(np.float64)
+    assert np.all(W[:, :4] > 0)  # the keys of the extremes count
+    got = reg.predict_quantiles(queries, [0.0, 1.0])
+    expected = [
+        [[Y[w > 0, j].min() for j in range(2)], [Y[w > 0, j].max() for j in range(2)]]
+        for w in W
+    ]
+    assert_array_equal(got, expected)
+    assert_array_equal(got[:, :, 0], np.broadcast_to([-10.0, 10.0], (12, 2)))
+    interior = reg.predict_quantiles(queries, INTERIOR)
+    n_keys = np.count_nonzero(weights)
+    assert_array_equal(interior, reference(reg, queries, INTERIOR, n_keys))
+    # Symmetric under y -> -y: exactly at 0 and 1, away from jumps between.
+    negated = clone(reg).fit(X, -Y, sample_weight=weights)
+    assert_array_equal(negated.predict_quantiles(queries, [1.0, 0.0]), -got)
+    mirrored = -negated.predict_quantiles(queries, [1 - tau for tau in INTERIOR])
+    far = _far_from_jumps(W, Y, INTERIOR)
+    assert far.mean() > 0.9
+    assert_array_equal(interior[far], mirrored[far])
+    # The distribution function: 0 below the smallest, 1 from the largest.
+    rows = np.arange(len(queries))
+    low, high = got[:, 0], got[:, 1]
+    for j in range(2):
+        assert np.all(reg.predict_cdf(queries, high[:, j])[rows, rows, j] == 1.0)
+        below = reg.predict_cdf(queries, np.nextafter(low[:, j], -np.inf))
+        assert np.all(below[rows, rows, j] == 0.0)
+        assert np.all(reg.predict_cdf(queries, low[:, j])[rows, rows, j] > 0.0)
+
+
+@pytest.mark.parametrize("params", TAIL_PATHS.values(), ids=TAIL_PATHS.keys())
+def test_quantile_regressor_at_levels_0_and_1(params):
+    X, Y, weights, queries = _tails(np.float32)
+    reg = KernelAttentionRegressor(**params).fit(X, Y, sample_weight=weights)
+    expected = reg.predict_quantiles(queries, [0.0, 1.0])
+    for k, level in enumerate((0, 1.0)):
+        qr = KernelAttentionQuantileRegressor(quantile=level, **params)
+        assert_array_equal(
+            qr.fit(X, Y, sample_weight=weights).predict(queries), expected[:, k]
+        )
+        qr.fit(X, -Y, sample_weight=weights)
+        assert_array_equal(qr.predict(queries), -expected[:, 1 - k])
+
+
+def test_level_1_reaches_a_key_of_tiny_weight():
+    # Gaussian weights of the query 0.1, by the formula: the key of value
+    # 10 has about 1.3e-6 of the weight, below float32's tolerance.
+    keys = np.array([0.0, 0.1, 0.2, 2.6])
+    y = np.array([0.0, 1.0, 2.0, 10.0])
+    kernel = np.exp(-0.5 * ((keys - 0.1) / 0.5) ** 2)
+    p = kernel / kernel.sum()
+    assert 1e-6 < p[3] < _tolerance(4, np.float32)
+    X = keys[:, None].astype(np.float32)
+    reg = KernelAttentionRegressor(bandwidth=0.5).fit(X, y.astype(np.float32))
+    assert_array_equal(reg.predict_quantiles([[0.1]], [0.0, 1.0]), [[0.0, 10.0]])
+    assert_allclose(reg.predict_cdf([[0.1]], [9.99]), [[1 - p[3]]], rtol=1e-6)
+    assert_array_equal(reg.predict_cdf([[0.1]], [10.0]), [[1.0]])
+    reg.fit(X, -y.astype(np.float32))
+    assert_array_equal(reg.predict_quantiles([[0.1]], [0.0, 1.0]), [[-10.0, 0.0]])
+
+
+def test_levels_refuse_strings_booleans_and_empty_thresholds():
+    X, Y, _, queries = _data(12)
+    reg = KernelAttentionRegressor(bandwidth=0.3).fit(X, Y[:, 0])
+    bad_levels = (
+        "0.5",
+        ["0.5"],
+        [0.25, "0.75"],
+        True,
+        False,
+        np.True_,
+        [0.5, True],
+        [np.False_, 0.5],
+        np.array([True, False]),
+    )
+    for bad in bad_levels:
+        with pytest.raises(ValueError, match="quantiles must be .* not strings or"):
+            reg.predict_quantiles(queries, bad)
+    # Integers and NumPy floats are levels.
+    assert_array_equal(
+        reg.predict_quantiles(queries, [0, np.float32(0.5), 1]),
+        reg.predict_quantiles(queries, [0.0, 0.5, 1.0]),
+    )
+    for bad in ([], np.empty((0, 1)), ["1.0"], "1.0"):
+        with pytest.raises(ValueError, match="y_values must be a non-empty"):
+            reg.predict_cdf(queries, bad)
+    for bad in (True, False, np.True_, "0.5"):
+        qr = KernelAttentionQuantileRegressor(quantile=bad)
+        with pytest.raises(InvalidParameterError, match="'quantile' parameter.*not a"):
+            qr.fit(X, Y[:, 0])
+
+
+def test_partially_linear_levels_0_and_1_are_symmetric():
+    rng = np.random.default_rng(13)
+    X = np.column_stack([rng.uniform(0, 1, 150), rng.normal(size=150)])
+    y = np.sin(3 * X[:, 0]) + 2 * X[:, 1] + rng.normal(scale=0.2, size=150)
+    reg = KernelAttentionRegressor(bandwidth=0.1, linear_features=[1]).fit(X, y)
+    queries = X[:10]
+    got = reg.predict_quantiles(queries, [0.0, 1.0])
+    # The extremes of the kernel part's values of positive weight, shifted.
+    kernel = reg.kernel_regressor_
+    W = kernel.attention_weights(queries[:, :1])
+    shift = reg.coef_[0] * queries[:, 1] + reg.intercept_
+    ends = [[kernel.values_[w > 0].min(), kernel.values_[w > 0].max()] for w in W]
+    assert_allclose(got, np.add(ends, shift[:, None]), rtol=1e-12)
+    negated = clone(reg).fit(X, -y)
+    assert_array_equal(negated.predict_quantiles(queries, [1.0, 0.0]), -got)

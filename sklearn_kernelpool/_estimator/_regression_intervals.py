@@ -221,7 +221,9 @@ class IntervalMethods:
             and the bounds are the ranks above of ``q_lo^{-k(i)}(q) - E_i``
             and ``q_hi^{-k(i)}(q) + E_i``, at least ``1 - 2 alpha -
             sqrt(2 / n)``, in practice about ``level``. Needs ``degree=0``
-            (the weights of the quantiles); adaptive widths are refitted.
+            (the weights of the quantiles); adaptive widths are refitted
+            with the same ``n_neighbors``, which must not exceed the rows of
+            a refit (the error names the usable ``n_neighbors`` and ``cv``).
             Where the calibrated correction is negative (quantiles wider
             than needed), the bounds can cross (``lower > upper``): the
             empty set, as CQR defines it. The guarantee holds for widths

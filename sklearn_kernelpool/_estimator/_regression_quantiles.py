@@ -25,17 +25,22 @@ class QuantileMethods:
 
             Q(tau | q) = min {y_i : F(y_i | q) >= tau - t}
 
-        with the tolerance ``t = 64 (eps + n eps_64)`` for the rounding of the
-        cumulative weights (``eps`` the machine epsilon of the dtype of the
-        fit, ``eps_64`` that of float64, ``n`` the number of training rows):
-        where the weights reach ``tau`` exactly, the lower value is taken
-        (two keys of weight 1/2 give the lower at ``tau=0.5``). Level 0 gives
-        the smallest value of positive weight, level 1 the largest. This is
-        the estimator of quantile regression forests (Meinshausen, 2006)
-        with kernel weights in place of the forest's; with sample weights,
-        the weighted quantiles (an integer weight is a repeated row). Every
-        quantile is a training value, and the quantiles are non-decreasing
-        in ``tau``.
+        for ``0 < tau < 1``, with the tolerance ``t = 64 (eps + n eps_64)``
+        for the rounding of the cumulative weights (``eps`` the machine
+        epsilon of the dtype of the fit, ``eps_64`` that of float64, ``n``
+        the number of training rows): where the weights reach ``tau``
+        exactly, the lower value is taken (two keys of weight 1/2 give the
+        lower at ``tau=0.5``); a value whose cumulative weight falls short
+        of ``tau`` by at most ``t`` counts as reaching it. The ends take no
+        tolerance: level 0 gives the smallest training value of positive
+        weight, level 1 the largest, however small its weight, so that the
+        quantiles at 0 and 1 of ``-y`` are exactly those at 1 and 0 of
+        ``y``, negated (and those at ``1 - tau`` and ``tau`` too, away from
+        a jump of ``F``). This is the estimator of quantile regression
+        forests (Meinshausen, 2006) with kernel weights in place of the
+        forest's; with sample weights, the weighted quantiles (an integer
+        weight is a repeated row). Every quantile is a training value, and
+        the quantiles are non-decreasing in ``tau``.
 
         Parameters
         ----------
@@ -44,7 +49,7 @@ class QuantileMethods:
 
         quantiles : float or array-like of shape (n_levels,), \
                 default=(0.1, 0.5, 0.9)
-            The levels ``tau``, in [0, 1].
+            The levels ``tau``, in [0, 1]; strings and booleans are refused.
 
         Returns
         -------
@@ -62,8 +67,9 @@ class QuantileMethods:
         ValueError
             For ``degree=1``: the equivalent-kernel weights of the
             local-linear fit can be negative, so their cumulative sum is no
-            distribution; use ``degree=0``. And for an estimator fitted on
-            arrays of another array API namespace.
+            distribution; use ``degree=0``. For an estimator fitted on
+            arrays of another array API namespace. For levels out of [0, 1],
+            none, strings or booleans.
 
         Notes
         -----
@@ -128,9 +134,9 @@ class QuantileMethods:
             The queries.
 
         y_values : array-like of shape (n_values,) or (n_values, n_outputs)
-            The values ``y`` at which ``F`` is evaluated: the same for every
-            output, or one column per output. Infinite values are allowed,
-            NaN is not.
+            The values ``y`` at which ``F`` is evaluated, at least one: the
+            same for every output, or one column per output. Infinite values
+            are allowed; NaN and strings are not.
 
         Returns
         -------
@@ -144,7 +150,8 @@ class QuantileMethods:
         ------
         ValueError
             For ``degree=1``, whose equivalent-kernel weights can be
-            negative (see :meth:`predict_quantiles`).
+            negative (see :meth:`predict_quantiles`), and for ``y_values``
+            empty, with NaN or strings, or of another number of outputs.
 
         Notes
         -----

@@ -27,7 +27,10 @@ quantile band by a constant ``Q``, and its width follows the local spread of
   nested-set form of Gupta, Kuchibhotla and Ramdas, Pattern Recognition 127
   (2022)).
 
-The refits keep the fitted widths and every other argument of the engine.
+The refits keep the fitted widths and every other argument of the engine,
+``n_neighbors`` included: a refit with fewer rows than that is refused
+before any is made (:func:`check_refit_neighbors`), not made with fewer
+neighbours, which would calibrate another smoother than the one fitted.
 The queries that a refit leaves without keys are reported by an
 :class:`EmptyNeighborhoodWarning`, as by ``predict``; the calibration rows
 are not. A score that is NaN (a calibration row with no key under ``on_empty="nan"``)
@@ -172,9 +175,53 @@ def cqr_interval(estimator, X, level, calibration):
     check_quantile_support(estimator, "prediction_interval(method='cqr')")
     X = validate_queries(estimator, X)
     refits = _Refits(estimator, level)
+    check_refit_neighbors(refits.pool, calibration)
     if isinstance(calibration, tuple):
         return _split_interval(refits, X, level, calibration[1])
     return _cross_interval(refits, X, level, calibration)
+
+
+def check_refit_neighbors(pool, calibration):
+    """Refuse adaptive widths of more neighbours than the refits hold.
+
+    A refit keeps ``n_neighbors`` and holds the rows outside the
+    calibration part (split) or outside one fold (cross-fit); the error
+    names that part and what fits: the largest usable ``n_neighbors``, and
+    a ``cv`` whose refits hold enough rows.
+    """
+    k = getattr(pool, "n_neighbors", None)
+    n = len(pool.support)
+    rows = f"{n} training rows"
+    if n < pool.n_samples_fit:
+        rows += " of positive sample weight"
+    if isinstance(calibration, tuple):
+        m = len(calibration[1])
+        held = n - m
+        part = (
+            f"the training part of its split, {held} of the {rows} (the "
+            f"other {m} calibrate)"
+        )
+    else:
+        held = n - int(np.bincount(calibration).max())
+        part = (
+            f"the rows outside each fold of cv, {held} of the {rows} in the "
+            "refit without the largest fold"
+        )
+    if k is None or k <= held:
+        return
+    advice = f"Use n_neighbors <= {held}"
+    if k < n:
+        folds = max(2, -(-n // (n - k)))  # the fewest folds leaving k rows
+        advice += (
+            f", or cv=ShuffleSplit(n_splits=1, test_size={n - k}, "
+            f"random_state=0) (a calibration part of {n - k} rows) or "
+            f"cv={folds} (cross-fitted, refits of at least {k} rows)"
+        )
+    raise ValueError(
+        "prediction_interval(method='cqr') refits the quantiles, with the "
+        f"same n_neighbors, on {part}: n_neighbors={k} exceeds them. "
+        f"{advice}."
+    )
 
 
 def _split_interval(refits, X, level, calibration):

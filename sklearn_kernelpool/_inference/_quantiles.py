@@ -18,28 +18,37 @@ them in that order, and their cumulative sum, divided by its last entry
 A quantile is then a binary search per level and query in that cumulative
 sum, a distribution function a search of the thresholds in the sorted
 values: no sort per query. Chunks hold their dense weights, the weights
-in the order of the values and their float64 cumulative sum, within
-``working_memory``.
+in the order of the values, their float64 cumulative sum and, for levels 0
+and 1, the signs of the weights, within ``working_memory``.
 
-The tolerance ``t = 64 (eps + n eps_64)``, with ``eps`` the machine
-epsilon of the dtype of the fit and ``n`` the number of keys, absorbs the
-rounding of the weights and of their cumulative sum: a cumulative weight
-that reaches ``tau`` exactly in exact arithmetic (two keys of weight 1/2 and
-``tau=0.5``) reaches it here too, and the quantile is the lower key, as the
-definition says. A level of 0 gives the smallest value of positive weight
-(the limit ``tau -> 0+``): the search asks for a positive cumulative weight
-as well.
+For ``0 < tau < 1``, the tolerance ``t = 64 (eps + n eps_64)``, with
+``eps`` the machine epsilon of the dtype of the fit and ``n`` the number of
+keys, absorbs the rounding of the weights and of their cumulative sum: a
+cumulative weight that reaches ``tau`` exactly in exact arithmetic (two keys
+of weight 1/2 and ``tau=0.5``) reaches it here too, and the quantile is the
+lower key, as the definition says; the search asks for a positive
+cumulative weight as well. The two ends take no tolerance: level 0 is the
+smallest value of positive weight (the limit ``tau -> 0+``), level 1 the
+largest, however small its weight, read from the signs of the weights
+before they are summed (a tiny weight after the others may not change their
+rounded sum). So the quantiles at 0 and 1 are exactly symmetric under ``y
+-> -y`` on every path, and those at ``tau`` and ``1 - tau`` away from a jump
+of ``F``.
 """
 
+from numbers import Real
+
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from .._engine._array_api import is_array_api_pool
 from .._utils._input import validate_queries
 from ._deleted_fits import exact_engine
 
-# float64 arrays of one value per key that a chunk holds per query: the
-# dense weights, the weights in the order of the values, their cumulative sum.
-_ROW_ARRAYS = 3
+# Bytes per key that a chunk holds per query: three float64 arrays (the
+# dense weights, the weights in the order of the values, their cumulative
+# sum) and the signs of the weights of levels 0 and 1.
+_ROW_BYTES = 8 * 3 + 1
 _TINY = float(np.nextafter(0.0, 1.0))
 
 
@@ -59,23 +68,56 @@ def check_quantile_support(estimator, method):
         )
 
 
+class LevelInterval(Interval):
+    """The constraint of a quantile level in ``_parameter_constraints``:
+    a real number in [0, 1] that is not a boolean (Python's booleans are
+    integers, which ``Interval(Real, 0, 1)`` would take)."""
+
+    def __init__(self):
+        super().__init__(Real, 0, 1, closed="both")
+
+    def is_satisfied_by(self, val):
+        return _is_level(val) and super().is_satisfied_by(val)
+
+    def __str__(self):
+        return f"{super().__str__()}, not a boolean"
+
+
+def _is_level(value):
+    """Whether ``value`` is a real number other than a boolean."""
+    return isinstance(value, Real) and not isinstance(value, (bool, np.bool_))
+
+
+def _levels_array(quantiles):
+    """``quantiles`` as float64, or None where an entry is no real number
+    or is a boolean. The entries of a list are checked one by one: NumPy
+    reads ``[0.5, True]`` as floats, and ``"0.5"`` as a number."""
+    raw = np.asarray(quantiles)
+    if raw.dtype.kind not in "iufO":
+        return None
+    listed = raw.dtype.kind == "O" or not isinstance(quantiles, np.ndarray | np.generic)
+    if listed and not all(map(_is_level, np.asarray(quantiles, dtype=object).ravel())):
+        return None
+    return raw.astype(np.float64)
+
+
 def check_levels(quantiles, name="quantiles"):
     """The levels as a 1-D float64 array in [0, 1], and whether one float
-    was given (the answers then have no axis of levels)."""
+    was given (the answers then have no axis of levels). Strings and
+    booleans are refused, inside a list too."""
     try:
-        levels = np.asarray(quantiles, dtype=np.float64)
-        boolean = np.asarray(quantiles).dtype.kind == "b"
+        levels = _levels_array(quantiles)
     except (TypeError, ValueError):
-        levels, boolean = None, True
+        levels = None
     if (
-        boolean
+        levels is None
         or levels.ndim > 1
         or levels.size == 0
         or not np.all((levels >= 0) & (levels <= 1))
     ):
         raise ValueError(
             f"{name} must be a float or a non-empty 1-D array-like of floats "
-            f"in [0, 1]; got {quantiles!r}."
+            f"in [0, 1], not strings or booleans; got {quantiles!r}."
         )
     return levels.reshape(-1), levels.ndim == 0
 
@@ -84,14 +126,22 @@ def check_thresholds(y_values, n_outputs):
     """The values of :meth:`predict_cdf` as (n_values, n_outputs) float64
     (a 1-D array is the same for every output)."""
     try:
-        values = np.asarray(y_values, dtype=np.float64)
+        values = np.asarray(y_values)
+        numeric = values.dtype.kind in "biuf"  # not strings, dates, objects
+        values = values.astype(np.float64) if numeric else None
     except (TypeError, ValueError):
         values = None
     accepted = (
-        f"y_values must be a 1-D array-like of numbers, or of shape (n_values, "
-        f"{n_outputs}) with one column per output, without NaN; got {y_values!r}."
+        f"y_values must be a non-empty 1-D array-like of numbers, or of shape "
+        f"(n_values, {n_outputs}) with one column per output, without NaN; got "
+        f"{y_values!r}."
     )
-    if values is None or values.ndim not in (1, 2) or np.any(np.isnan(values)):
+    if (
+        values is None
+        or values.ndim not in (1, 2)
+        or values.shape[0] == 0
+        or np.any(np.isnan(values))
+    ):
         raise ValueError(accepted)
     if values.ndim == 2 and values.shape[1] != n_outputs:
         raise ValueError(accepted)
@@ -160,6 +210,8 @@ class ChunkDistribution:
         )
         self.sorted = sorted_values(pool)
         self.levels = levels
+        # Levels 0 and 1 read the first and last key of positive weight.
+        self.ends = levels is not None and bool(np.any((levels == 0) | (levels == 1)))
         self.t = tolerance(pool)
         self.thresholds = thresholds
         self.shift = shift
@@ -179,12 +231,11 @@ class ChunkDistribution:
         parts = []
         for j, order in enumerate(self.order):
             if isinstance(P, np.ndarray):
-                C = np.take(P, order, axis=1).astype(np.float64, copy=False)
+                W = np.take(P, order, axis=1).astype(np.float64, copy=False)
                 ranks = None
             else:
-                C, ranks = _ordered_rows(P, self.place[j])
-            np.cumsum(C, axis=1, out=C)
-            cumulative = _Cumulative(C, ranks, self.order.shape[1])
+                W, ranks = _ordered_rows(P, self.place[j])
+            cumulative = _Cumulative(W, ranks, ends=self.ends)
             if self.levels is None:
                 parts.append(self._distribution(cumulative, j, start))
             else:
@@ -196,10 +247,7 @@ class ChunkDistribution:
 
     def _quantiles(self, cumulative, j):
         """The quantiles of output ``j`` from the cumulative weights."""
-        # A positive cumulative weight, and at most the total (which
-        # rounding may leave below tau - t: then the largest value).
-        levels = np.clip(self.levels - self.t, _TINY, 1.0)
-        return self.sorted[j][cumulative.first_reaching(levels)]
+        return self.sorted[j][cumulative.quantile_places(self.levels, self.t)]
 
     def _distribution(self, cumulative, j, start):
         """``F`` of output ``j`` at its thresholds from the cumulative
@@ -217,23 +265,37 @@ class ChunkDistribution:
 class _Cumulative:
     """The cumulative weights of a chunk in the order of the values.
 
-    ``C`` holds, per row, the cumulative sums of the weights in that order:
-    of every key (``ranks`` None), or of the row's keys of positive weight
-    in their order, whose places among all the keys are ``ranks`` (padded
-    with ``n``). They are read divided by their total, the last entry of
-    each row (1 up to rounding), so that ``F`` is 1 exactly at the largest
-    value.
+    ``W`` holds, per row, the weights in that order: of every key
+    (``ranks`` None), or of the row's keys of positive weight in their
+    order, whose places among all the keys are ``ranks`` (padded with
+    ``n``); it is summed in place into ``C``. The sums are read divided by
+    their total, the last entry of each row (1 up to rounding), so that
+    ``F`` is 1 exactly at the largest value. With ``ends``, the first and
+    last place of positive weight of each row are found first, from the
+    weights themselves: a weight too small to change the rounded sum of
+    those before it still has its place.
     """
 
-    def __init__(self, C, ranks, n):
-        self.C, self.ranks, self.n = C, ranks, n
-        self.total = C[:, -1]
+    def __init__(self, W, ranks, ends=False):
+        self.ranks = ranks
+        self.ends = _positive_ends(W) if ends else None
+        self.C = np.cumsum(W, axis=1, out=W)
+        self.total = self.C[:, -1]
 
-    def first_reaching(self, levels):
-        """The place of the first value of each row where ``F >= level``,
-        for each of the ``levels`` (at most 1): shape (n_rows, n_levels)."""
+    def quantile_places(self, levels, t):
+        """The place of the quantile of each row at each level: the first
+        value where ``F >= tau - t`` (and ``F > 0``) for ``0 < tau < 1``,
+        the first and last value of positive weight at 0 and 1. Shape
+        (n_rows, n_levels)."""
         total = self.total[:, None]
-        at = first_reaching(self.C, np.minimum(levels[None, :] * total, total))
+        # A positive cumulative weight, and at most the total (which
+        # rounding may leave below tau - t: then the largest value).
+        reach = np.clip(levels - t, _TINY, 1.0)
+        at = first_reaching(self.C, np.minimum(reach[None, :] * total, total))
+        if self.ends is not None:
+            first, last = self.ends
+            at[:, levels == 0] = first[:, None]
+            at[:, levels == 1] = last[:, None]
         if self.ranks is None:
             return at
         return self.ranks[np.arange(len(at))[:, None], at]
@@ -249,6 +311,15 @@ class _Cumulative:
         F = self.C[rows, np.maximum(counts - 1, 0)] / self.total[:, None]
         F[counts == 0] = 0.0
         return F
+
+
+def _positive_ends(W):
+    """The first and the last column of positive weight of each row of
+    ``W`` (0 and the last column in a row without one)."""
+    positive = W > 0
+    first = positive.argmax(axis=1)
+    last = W.shape[1] - 1 - positive[:, ::-1].argmax(axis=1)
+    return first, last
 
 
 def _ordered_rows(P, place):
@@ -272,7 +343,7 @@ def _ordered_rows(P, place):
 
 def _run(pool, X, work, n_jobs, width):
     """The chunks' answers, shape (n_queries, n_outputs, width)."""
-    extra = 8 * _ROW_ARRAYS * pool.keys.shape[0]
+    extra = _ROW_BYTES * pool.keys.shape[0]
     out = pool._run_chunks(X, None, work, n_jobs, extra_row_bytes=extra)
     p = pool.n_outputs
     flat = np.concatenate(out) if out else np.empty((0, p * width))
