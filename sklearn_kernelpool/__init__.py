@@ -4,13 +4,6 @@ from . import kernels
 from ._classification import KernelAttentionClassifier
 from ._classification_cv import KernelAttentionClassifierCV
 from ._cv import KernelAttentionRegressorCV
-from ._exceptions import (
-    BandwidthEdgeWarning,
-    CoarseGridWarning,
-    EmptyNeighborhoodWarning,
-    LocalLinearFallbackWarning,
-    LocalLinearMemoryWarning,
-)
 from ._inference._significance import significance_test
 from ._inference._significance_result import SignificanceResult
 from ._plotting._attention_weights import AttentionWeightsDisplay
@@ -21,6 +14,13 @@ from ._quantile import KernelAttentionQuantileRegressor
 from ._regression import KernelAttentionRegressor
 from ._skops import skops_trusted_types
 from ._utils._progress import progress_bar
+from ._utils._warnings import (
+    BandwidthEdgeWarning,
+    CoarseGridWarning,
+    EmptyNeighborhoodWarning,
+    LocalLinearFallbackWarning,
+    LocalLinearMemoryWarning,
+)
 
 __version__ = "0.1.0.dev0"
 

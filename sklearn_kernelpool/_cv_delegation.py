@@ -15,10 +15,10 @@ from ._estimator._partially_linear_methods import (
     refuse_smoother_diagnostics,
 )
 from ._estimator._persistence import restore_added_parameters
-from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._inference import _gradient
 from ._inference._diagnostics import smoother_diagnostics
 from ._regression import KernelAttentionRegressor
+from ._utils._warnings import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 
 
 def _quiet_diagnostics(estimator):

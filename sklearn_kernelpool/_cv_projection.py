@@ -30,14 +30,14 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._exceptions import (
+from ._projection import KernelAttentionProjection
+from ._search._widths import split_score
+from ._utils._categorical_input import fitted_categorical_mask
+from ._utils._warnings import (
     BandwidthEdgeWarning,
     EmptyNeighborhoodWarning,
     LocalLinearFallbackWarning,
 )
-from ._projection import KernelAttentionProjection
-from ._search._widths import split_score
-from ._utils._categorical_input import fitted_categorical_mask
 from ._widths._guard import GUARD_MARGIN, default_splits, paired_gain, point_losses
 from ._widths._projection_loss import differentiable_kernels, projection_loss
 from .kernels import KERNELS

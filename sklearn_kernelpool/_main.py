@@ -13,8 +13,8 @@ import numpy as np
 from sklearn.metrics import mean_squared_error
 from sklearn.model_selection import GridSearchCV, KFold
 
-from ._exceptions import EmptyNeighborhoodWarning
 from ._regression import KernelAttentionRegressor
+from ._utils._warnings import EmptyNeighborhoodWarning
 
 MISSION_KERNELS = ("gaussian", "boxcar", "constant", "epanechikov")
 BANDWIDTHS = np.geomspace(0.05, 5.0, 25)

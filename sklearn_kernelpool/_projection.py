@@ -18,9 +18,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._engine._saved_state import _refuse
 from ._estimator._persistence import restore_added_parameters
-from ._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._regression import KernelAttentionRegressor
 from ._utils._input import validate_sample_weight
+from ._utils._warnings import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from ._widths._guard import _select_isotropic
 from ._widths._projection_learning import MAX_ITER, TOL, learn_projection
 from ._widths._projection_loss import differentiable_kernels

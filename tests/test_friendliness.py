@@ -13,8 +13,8 @@ from sklearn_kernelpool import (
     KernelAttentionRegressor,
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
-    _exceptions,
 )
+from sklearn_kernelpool._utils import _warn
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(80, 2))
@@ -175,7 +175,7 @@ def _n_inside(h=H):
 @pytest.fixture
 def fresh_memory(monkeypatch):
     """Forget which warnings were shown, as a new process would."""
-    monkeypatch.setattr(_exceptions, "_shown", {"filters": None, "keys": set()})
+    monkeypatch.setattr(_warn, "_shown", {"filters": None, "keys": set()})
 
 
 def _shown_under_default(action):

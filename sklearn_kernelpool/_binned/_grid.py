@@ -21,7 +21,8 @@ import numpy as np
 from scipy import fft
 
 from .._engine import _weight_rows as _weights
-from .._exceptions import CoarseGridWarning, describe, warn
+from .._utils._warn import describe, warn
+from .._utils._warnings import CoarseGridWarning
 from .._utils._working_memory import working_memory_bytes
 from ._binning import make_grid
 

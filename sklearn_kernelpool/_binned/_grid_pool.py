@@ -8,7 +8,7 @@ from scipy.spatial import cKDTree
 
 from .._engine._moments import fit_counts, report_fits
 from .._engine._pooling import report_empty, resolve_kernel
-from .._exceptions import describe
+from .._utils._warn import describe
 from . import _engine as _binned
 from ._binning import Grid
 

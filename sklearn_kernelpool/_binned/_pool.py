@@ -26,7 +26,8 @@ import numpy as np
 
 from .._engine._moments import fit_counts, report_fits
 from .._engine._saved_state import check_pool_arguments
-from .._exceptions import CoarseGridWarning, describe
+from .._utils._warn import describe
+from .._utils._warnings import CoarseGridWarning
 from . import _engine as _binned
 from ._grid import warn_coarse_fit
 

@@ -11,7 +11,8 @@ the nearest keys and fills the rows.
 import numpy as np
 from scipy.sparse import csr_array
 
-from .._exceptions import EmptyNeighborhoodWarning, describe, warn
+from .._utils._warn import describe, warn
+from .._utils._warnings import EmptyNeighborhoodWarning
 from . import _weight_rows as _weights
 from ._protocol import fill_empty, policy_weights
 
@@ -20,7 +21,7 @@ def report_empty(on_empty, n_empty, n_queries, kernel, bandwidth, n_neighbors=No
     """Warn of, or for ``on_empty="raise"`` refuse, ``n_empty`` empty queries.
 
     The warning's text names the configuration only; the counts are its
-    attributes (see :mod:`.._exceptions`).
+    attributes (see :mod:`.._utils._warnings`).
     """
     if n_empty == 0:
         return

@@ -14,12 +14,9 @@ import functools
 
 import numpy as np
 
-from .._exceptions import (
-    LocalLinearFallbackWarning,
-    LocalLinearMemoryWarning,
-    warn,
-)
 from .._utils._threads import engine_threads
+from .._utils._warn import warn
+from .._utils._warnings import LocalLinearFallbackWarning, LocalLinearMemoryWarning
 from .._utils._working_memory import working_memory_bytes
 from . import _centred_fit, _local_linear
 from . import _query_chunks as _chunk_plan

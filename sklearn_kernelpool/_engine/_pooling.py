@@ -31,8 +31,8 @@ import functools
 import numpy as np
 from scipy.sparse import csr_array
 
-from .._exceptions import describe
 from .._utils._validation import relative_weights, scale_coordinates, scale_values
+from .._utils._warn import describe
 from ..kernels import KERNELS, Kernel
 from . import _adaptive, _attention, _categorical
 from ._algorithm import choose_algorithm

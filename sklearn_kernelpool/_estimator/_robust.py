@@ -23,8 +23,8 @@ import warnings
 
 import numpy as np
 
-from .._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from .._inference._residuals import training_keys
+from .._utils._warnings import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 
 # The bisquare vanishes at this many scales of the residuals (Cleveland).
 _BISQUARE_SCALES = 6.0

@@ -43,8 +43,8 @@ from numbers import Integral
 import numpy as np
 from sklearn.model_selection import KFold, ShuffleSplit, check_cv
 
-from .._exceptions import EmptyNeighborhoodWarning
 from .._utils._input import validate_queries
+from .._utils._warnings import EmptyNeighborhoodWarning
 from .._utils._working_memory import row_batches
 from ._deleted_fits import exact_engine
 from ._order_statistics import order_ranks

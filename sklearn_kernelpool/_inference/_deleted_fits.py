@@ -17,7 +17,7 @@ import numpy as np
 from scipy.sparse import csr_array
 
 from .._engine import _centred_fit, _local_linear
-from .._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from .._utils._warnings import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from .._utils._working_memory import working_memory_bytes
 from ._case_deletion import CaseDeletion
 from ._sparse_case_deletion import _TINY_REST, SparseLeaveOut

@@ -22,8 +22,8 @@ from sklearn.utils._param_validation import (
 )
 
 from .._engine._array_api import is_array_api_pool
-from .._exceptions import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from .._utils._input import validate_queries
+from .._utils._warnings import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from .._utils._working_memory import row_batches
 from ._residuals import (
     fit_weights,

@@ -10,8 +10,8 @@ from sklearn.model_selection import ParameterGrid
 from sklearn.neighbors import NearestNeighbors
 
 from .._engine._weight_rows import physical_memory
-from .._exceptions import BandwidthEdgeWarning
 from .._utils._validation import coordinate_limit, power_of_two_below, scale_coordinates
+from .._utils._warnings import BandwidthEdgeWarning
 
 # fifth of a table of a few hundred rows, doubling.
 AUTO_NEIGHBORS = (5, 10, 20, 40, 80)

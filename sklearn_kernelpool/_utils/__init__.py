@@ -1,7 +1,8 @@
-"""Utilities of every layer: validation of numbers and widths, working
-memory and row batches, threads, sparse input, user kernels and progress
-bars.
+"""Utilities of every layer: the warnings of the package and how they are
+issued, validation of numbers and widths, working memory and row batches,
+threads, sparse and categorical input, user kernels, the kernels' private
+forms and progress bars.
 
-Layer 0. Its modules import nothing of the package but :mod:`..kernels` and
-:mod:`.._exceptions`.
+Layer 0. Its modules import nothing of the package but :mod:`..kernels`
+(which imports :mod:`._kernel_forms` only).
 """

@@ -37,9 +37,9 @@ from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.model_selection import KFold
 
 from .._engine._pooling import KernelPool
-from .._exceptions import LocalLinearFallbackWarning
 from .._held_out._criteria import SMOOTHER_CRITERIA, in_sample_criteria
 from .._held_out._pool import HeldOut
+from .._utils._warnings import LocalLinearFallbackWarning
 from ._learning import learn_widths
 from ._terms import _EPS, _objective
 
