@@ -30,12 +30,13 @@ Tables:
    ``KernelAttentionProjection(init="identity", max_iter=50).fit`` (its
    start selection included), ours' L-BFGS-B alone from the same start
    (``learn_projection``), the dense reimplementation driven by the same
-   SciPy L-BFGS-B in the same parameters (our map; L-BFGS-B is not
-   invariant to their scale), with the same start, the same loss scale
-   (``y`` in units of its variance, the cost over ``n``) and the same
-   ``max_iter`` and ``gtol``, so that the two follow the same iterates up to
-   rounding, and metric-learn's ``MLKR(init=start, max_iter=50).fit`` (its
-   own cost scale and tolerance).
+   SciPy L-BFGS-B in the same parameters (our map of the standardised
+   features; L-BFGS-B is not invariant to their scale), with the same
+   start, the same loss scale (``y`` in units of its variance, the cost
+   over ``n``) and the same ``max_iter`` and ``gtol``, so that the two
+   follow the same iterates up to rounding, and metric-learn's
+   ``MLKR(init=start, max_iter=50).fit`` (its own cost scale and
+   tolerance).
 3. ``memory``: the peak traced by ``tracemalloc`` of one evaluation of ours
    at 40,000 x 6 (10,000 x 6 with ``--quick``; a full 6 x 6 map, the default
    ``working_memory``), with the bytes one ``n x n`` float64 matrix of the
@@ -103,7 +104,10 @@ from sklearn_kernelpool import (
 )
 from sklearn_kernelpool._projection import start_widths
 from sklearn_kernelpool._widths._guard import _select_isotropic
-from sklearn_kernelpool._widths._projection_learning import learn_projection
+from sklearn_kernelpool._widths._projection_learning import (
+    feature_scale,
+    learn_projection,
+)
 from sklearn_kernelpool._widths._projection_loss import projection_loss
 from sklearn_kernelpool.kernels import KERNELS
 
@@ -156,12 +160,14 @@ def dense_mlkr(A, X, y):
 
 def fit_dense(X, y, start, max_iter, tol):
     """The dense reimplementation under the L-BFGS-B of
-    :func:`learn_projection`: same parameters (our map ``theta``, MLKR's
-    ``theta / sqrt(2)``: L-BFGS-B is not invariant to their scale), same start,
-    same loss scale (``y`` in units of its variance, the cost over ``n``),
-    same options."""
+    :func:`learn_projection`: same parameters (our map of the standardised
+    features ``theta``, MLKR's ``theta / sqrt(2)``: L-BFGS-B is not invariant
+    to their scale), same start, same loss scale (``y`` in units of its
+    variance, the cost over ``n``), same options."""
     y = (y - y.mean()) / y.std()
     n = len(y)
+    scale = feature_scale(X, np.ones(n))
+    X, start = X / scale, start * scale
 
     def fun(theta):
         cost, grad = dense_mlkr(theta.reshape(start.shape) / SQRT2, X, y)

@@ -177,7 +177,7 @@ for data_name, (X, y) in data.items():
 # wins most (the noise caps :math:`R^2` near 0.93). On diabetes it loses
 # badly: a map of 100 entries fitted to the leave-one-out error of 350 noisy
 # rows follows their noise. On all 442 rows its leave-one-out :math:`R^2` is
-# 0.67 against 0.45 for the isotropic width; out of fold it falls to 0.04.
+# 0.67 against 0.45 for the isotropic width; out of fold it falls to 0.03.
 # ``KernelAttentionRegressorCV(projection="auto")`` keeps a map only where
 # the procedure that learns it wins out of fold, for this reason.
 fig, ax = plt.subplots(figsize=(9, 4))

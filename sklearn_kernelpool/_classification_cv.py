@@ -178,13 +178,17 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
 
     best_score_ : float
         ``mean_test_score`` of the selected candidate, or with learned
-        per-feature widths the score of their leave-one-out probabilities.
+        per-feature widths the score of their leave-one-out probabilities;
+        with a kept map, ``mean_test_score`` of its entry.
 
     best_index_ : int
-        Index of the selected isotropic candidate in ``cv_results_``.
+        Index of the selected isotropic candidate in ``cv_results_``; with a
+        kept map (``projection_``), that of the map's entry, the last.
 
     best_params_ : dict
-        ``{"kernel": ..., "bandwidth": ...}`` of that candidate.
+        ``{"kernel": ..., "bandwidth": ...}`` of that candidate, with
+        ``"n_neighbors"`` when it is adaptive; of a kept map
+        ``{"bandwidth": 1.0, "kernel": ..., "projection": rank}``.
 
     cv_results_ : dict of ndarrays
         One entry per candidate, in the order of
@@ -194,7 +198,10 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         ``param_bandwidth``, ``params``, ``rank_test_score``; under K-fold
         ``split{k}_test_score`` and ``std_test_score``), except that under
         leave-one-out ``loo_log_loss``, the sample-weighted leave-one-out
-        log-loss, takes the place of ``loo_mse``.
+        log-loss, takes the place of ``loo_mse``. A kept map is the last
+        entry, scored by the same passes on the mapped keys (under K-fold, by
+        each split's map), with ``param_projection``, its rank, masked for
+        the others.
 
     best_estimator_ : KernelAttentionClassifier
         The selected model refitted on all the data.

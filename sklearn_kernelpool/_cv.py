@@ -2,14 +2,13 @@
 
 from numbers import Integral
 
-import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.metrics import get_scorer_names
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._cv_delegation import BestEstimatorMethods
-from ._cv_fit import candidate_search, refit_on_mapped_keys, refit_selected
-from ._cv_projection import PROJECTION_CONSTRAINT, ProjectionFit
+from ._cv_fit import candidate_search, fit_projection, refit_selected
+from ._cv_projection import PROJECTION_CONSTRAINT
 from ._engine._categorical import CATEGORICAL_FEATURE_CONSTRAINTS
 from ._engine._pooling import ON_EMPTY
 from ._held_out._criteria import SMOOTHER_CRITERIA
@@ -250,7 +249,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         (``scoring="gcv"`` or ``"aicc"``, from the
         :meth:`~KernelAttentionRegressor.smoother_diagnostics` of the
         refitted ``best_estimator_``) or the mean split score of the guard's
-        out-of-fold predictions (K-fold ``cv``).
+        out-of-fold predictions (K-fold ``cv``); with a kept map, its entry's
+        ``mean_test_score``.
 
     n_neighbors_ : int or None
         The neighbour count of the selected candidate when it is adaptive,
@@ -262,13 +262,15 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         rule of ``degree="auto"`` on a small table keeps a simpler candidate
         (local-constant of a fixed width, or the global line) over a
         better-scored one, or a wider candidate of degree 1 over the best
-        one.
+        one; with a kept map (``projection_``), the map's entry, the last.
 
     best_params_ : dict
         ``{"kernel": ..., "bandwidth": ...}`` of that candidate, with
         ``"degree"`` under ``degree="auto"``, ``"categorical_bandwidth"``
         with categorical features, and ``"n_neighbors"`` when it is adaptive
-        (then ``"bandwidth"`` is the multiplier 1.0).
+        (then ``"bandwidth"`` is the multiplier 1.0); of a kept map
+        ``{"bandwidth": 1.0, "kernel": ..., "projection": rank}``, with
+        ``"degree": 0`` unless ``degree=0``.
 
     cv_results_ : dict of ndarrays
         One entry per candidate, in the order of
@@ -290,7 +292,9 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         :class:`~sklearn_kernelpool.LocalLinearFallbackWarning`), 0 for the
         candidates of degree 0. With ``scoring="gcv"`` or ``"aicc"`` also
         ``effective_df``, ``gcv`` and ``aicc`` of every candidate fitted on
-        all the data.
+        all the data. A kept map is the last entry, scored by the same passes
+        on the mapped keys (under K-fold, by each split's map), with
+        ``param_projection``, its rank, masked for the others.
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
@@ -478,11 +482,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
             # (cv_results_ also when no candidate could be scored)
             self.__dict__.update(search.selected())
         refit_selected(self, search, *refit)
-        if self.projection is None:
-            return self
-        X_refit, y_refit, weight, _ = refit
-        mapped = ProjectionFit(self, search, refit_on_mapped_keys)
-        return mapped.fit(X_refit, y_refit, weight, y_refit.astype(np.float64))
+        return fit_projection(self, search, *refit[:3])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

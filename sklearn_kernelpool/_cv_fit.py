@@ -2,7 +2,10 @@
 candidate search: the data validated for the search, and the refit of the
 selected candidate on all of it."""
 
+import numpy as np
+
 from ._cv_delegation import _quiet_diagnostics
+from ._cv_projection import ProjectionFit
 from ._estimator._input_kinds import validate_fit_input
 from ._partially_linear_cv import linear_candidate_search
 from ._regression import KernelAttentionRegressor
@@ -116,3 +119,14 @@ def refit_on_mapped_keys(estimator, kernel, Z, y, sample_weight):
         algorithm=algorithm,
         n_jobs=estimator.n_jobs,
     ).fit(Z, y, sample_weight=sample_weight)
+
+
+def fit_projection(estimator, search, X, y, sample_weight):
+    """Learn, guard and keep (or not) the map of ``projection`` after the
+    search and its refit on ``X``, ``y`` and ``sample_weight``
+    (:mod:`._cv_projection`); nothing without one."""
+    if estimator.projection is None:
+        estimator.projection_ = estimator.projection_scores_ = None
+        return estimator
+    mapped = ProjectionFit(estimator, search, refit_on_mapped_keys)
+    return mapped.fit(X, y, sample_weight, y.astype(np.float64))

@@ -19,9 +19,15 @@ forces a map of that rank, without the guard.
 A kept map replaces the selected candidate: ``best_estimator_`` pools the
 mapped keys ``X @ projection_.components_.T`` at unit width with the map's
 kernel, at degree 0, and every method of the search maps its queries first.
+The map is then an entry of ``cv_results_`` (:mod:`._search._mapped`), the
+last, at which ``best_index_``, ``best_params_`` and ``best_score_`` point.
+
+The guard's fits on the training parts are internal: their warnings, which
+name widths selected on a part, are silenced (:func:`quiet_internal_fits`).
 """
 
 import warnings
+from contextlib import contextmanager
 from numbers import Integral
 
 import numpy as np
@@ -31,15 +37,17 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._projection import KernelAttentionProjection
-from ._search._widths import split_score
+from ._search._mapped import append_entry, map_results
 from ._utils._categorical_input import fitted_categorical_mask
 from ._utils._warnings import (
     BandwidthEdgeWarning,
+    CoarseGridWarning,
     EmptyNeighborhoodWarning,
     LocalLinearFallbackWarning,
+    LocalLinearMemoryWarning,
 )
 from ._widths._guard import GUARD_MARGIN, default_splits, paired_gain, point_losses
-from ._widths._projection_loss import differentiable_kernels, projection_loss
+from ._widths._projection_loss import differentiable_kernels
 from .kernels import KERNELS
 
 #: The rank of the map of ``projection="auto"`` (at most the features).
@@ -53,13 +61,28 @@ PROJECTION_CONSTRAINT = [
 ]
 
 
-# The warnings of the searches fitted on the training parts of the guard.
+# The warnings of the fits on the training parts of the guard, and of their
+# predictions of the test parts: those of the package and the iteration cap.
 QUIET = (
     BandwidthEdgeWarning,
+    CoarseGridWarning,
     ConvergenceWarning,
     EmptyNeighborhoodWarning,
     LocalLinearFallbackWarning,
+    LocalLinearMemoryWarning,
 )
+
+
+@contextmanager
+def quiet_internal_fits():
+    """Silence the warnings of :data:`QUIET` within: the fits internal to the
+    guard, as the package silences its other internal fits (with
+    :func:`warnings.catch_warnings`). Those of the search and of the map on
+    all the data, the models the user gets, are given by their own fits."""
+    with warnings.catch_warnings():
+        for category in QUIET:
+            warnings.simplefilter("ignore", category)
+        yield
 
 
 def map_kernel(estimator):
@@ -134,9 +157,9 @@ class ProjectionFit:
         n_components = estimator.projection
         if n_components == "auto":
             n_components = min(AUTO_RANK, X.shape[1])
-        oof = None
+        maps = None
         if estimator.projection == "auto" or self.data.splits is not None:
-            oof, scores = self._out_of_fold(
+            maps, scores = self._out_of_fold(
                 X, X64, (y, target), sample_weight, n_components
             )
             estimator.projection_scores_ = scores
@@ -150,7 +173,9 @@ class ProjectionFit:
         estimator.best_estimator_ = self.refit(
             self.estimator, self.kernel, Z, y, sample_weight
         )
-        self._selected(projection, X64, oof)
+        if self.data.splits is None:
+            maps = [projection.components_]
+        self._selected(projection, n_components, maps)
         return estimator
 
     def _projection(self, n_components):
@@ -163,41 +188,33 @@ class ProjectionFit:
         )
 
     def _out_of_fold(self, X, X64, targets, sample_weight, n_components):
-        """The out-of-fold predictions of the map's procedure, and the guard's
-        comparison with the search's (``projection_scores_``)."""
+        """The maps learned on the training part of each split, and the
+        guard's comparison of their out-of-fold losses with those of the
+        search without a map (``projection_scores_``). The warnings of these
+        internal fits and of their predictions are silenced."""
         y, target = targets
         splits = self.data.splits or default_splits(X64.shape[0])
         Y = self.data.Y
-        weights = self.data.weights
-        oof = np.full(Y.shape, np.nan)
-        losses, held_weights = [[], []], []
+        losses, maps = [[], []], []
         without = clone(self.estimator).set_params(projection=None, verbose=0)
-        for train, test in splits:
-            w = None if sample_weight is None else sample_weight[train]
-            fits = []
-            for procedure in (without, None):
-                if procedure is None:
-                    mapped = self._projection(n_components).fit(
-                        X64[train], target[train], w
-                    )
-                    Z = mapped.transform(X64[train])
-                    model = self.refit(self.estimator, self.kernel, Z, y[train], w)
-                    queries = mapped.transform(X64[test])
-                else:
-                    with warnings.catch_warnings():
-                        # The search's own warnings were given by its fit.
-                        for category in QUIET:
-                            warnings.simplefilter("ignore", category)
-                        model = clone(procedure).fit(
-                            X[train], y[train], sample_weight=w
-                        )
-                    queries = X[test]
-                fits.append(self._predict(model, queries, Y.shape[1]))
-            oof[test] = fits[1]
-            for k, fit in enumerate(fits):
-                losses[k].append(point_losses(self.data_objective, Y[test], fit))
-            held_weights.append(weights[test])
-        return oof, self._compare(losses, np.concatenate(held_weights))
+        with quiet_internal_fits():
+            for train, test in splits:
+                w = None if sample_weight is None else sample_weight[train]
+                model = clone(without).fit(X[train], y[train], sample_weight=w)
+                fits = [self._predict(model, X[test], Y.shape[1])]
+                mapped = self._projection(n_components).fit(
+                    X64[train], target[train], w
+                )
+                Z = mapped.transform(X64[train])
+                model = self.refit(self.estimator, self.kernel, Z, y[train], w)
+                fits.append(
+                    self._predict(model, mapped.transform(X64[test]), Y.shape[1])
+                )
+                maps.append(mapped.components_)
+                for k, fit in enumerate(fits):
+                    losses[k].append(point_losses(self.data_objective, Y[test], fit))
+        held_weights = np.concatenate([self.data.weights[test] for _, test in splits])
+        return maps, self._compare(losses, held_weights)
 
     @property
     def data_objective(self):
@@ -234,9 +251,21 @@ class ProjectionFit:
         )
         return scores
 
-    def _selected(self, projection, X64, oof):
-        """Set what the search selected to the map's pooling."""
+    def _selected(self, projection, n_components, maps):
+        """Set what the search selected to the map's pooling, and append the
+        map's entry to ``cv_results_``: ``best_index_``, ``best_params_``
+        and ``best_score_`` are then those of the entry."""
         estimator = self.estimator
+        # In the order of the other candidates' keys (ParameterGrid's).
+        params = {"bandwidth": 1.0}
+        if getattr(estimator, "degree", 0) != 0:
+            params["degree"] = 0
+        params.update(kernel=self.kernel, projection=n_components)
+        results = map_results(self.search, self.kernel, maps)
+        estimator.cv_results_ = append_entry(estimator.cv_results_, params, results)
+        estimator.best_index_ = len(estimator.cv_results_["params"]) - 1
+        estimator.best_params_ = dict(params)
+        estimator.best_score_ = float(results["mean_test_score"][0])
         estimator.kernel_ = self.kernel
         estimator.bandwidth_ = 1.0
         estimator.n_neighbors_ = None
@@ -244,30 +273,7 @@ class ProjectionFit:
         estimator.n_iter_ = projection.n_iter_
         if hasattr(estimator, "degree_"):
             estimator.degree_ = 0
-        estimator.best_score_ = self._score(projection, X64, oof)
-
-    def _score(self, projection, X64, oof):
-        """The map's score in the search's scoring: on the splits of ``cv``
-        from the out-of-fold predictions, else from its exact leave-one-out
-        fits (the map learned on all the data, as learned widths are)."""
-        data, policy = self.data, self.search.policy
-        if data.splits is not None:
-            return split_score(policy, data, oof)
-        _, _, fits = projection_loss(
-            projection.components_,
-            X64,
-            data.Y,
-            data.weights,
-            KERNELS[self.kernel],
-            objective=self.data_objective,
-            gradient=False,
-        )
-        if data.scorer is None:
-            # The negated weighted loss, as the search scores without a scorer.
-            losses = point_losses(self.data_objective, data.Y, fits)
-            return -float(data.weights @ losses / data.weights.sum())
-        return float(
-            policy.learned_loo_score(
-                fits, data.X, data.y, data.weights, data.scorer, data.weighted
-            )
-        )
+            estimator.shrunk_fraction_ = 0.0
+            # Known from the search's in-sample pass, else on first access.
+            df = results.get("effective_df")
+            estimator._effective_df = None if df is None else float(df[0])

@@ -31,22 +31,42 @@ from .kernels import KERNELS
 _START_WIDTHS = np.logspace(-1.5, 1.0, 26)
 
 
-def target_of(y):
+def target_of(y, given=None):
     """``(Y, objective)``: a float ``y`` as columns for the squared error,
-    class labels (of any other dtype) as indicators for the log-loss."""
-    if np.asarray(y).dtype.kind == "f":
+    class labels (of any other dtype) as indicators for the log-loss.
+
+    ``y`` is the validated target, ``given`` the target as passed to ``fit``
+    (``y`` itself when None), whose dtype decides: validation turns pandas'
+    nullable integers and booleans into floats, but they are class labels,
+    as NumPy's integers and booleans are."""
+    given = y if given is None else given
+    if _holds_floats(given):
         Y = np.asarray(y, dtype=np.float64)
         return Y.reshape(Y.shape[0], -1), "squared_error"
-    kind = type_of_target(y, input_name="y", raise_unknown=True)
+    kind = type_of_target(given, input_name="y", raise_unknown=True)
     if kind not in ("binary", "multiclass"):
         raise ValueError(
             "y must hold floats (the squared error, one or several outputs) or "
             f"class labels of one output; got a target of type {kind!r}."
         )
     _, encoded = np.unique(y, return_inverse=True)
+    encoded = encoded.ravel()
     Y = np.zeros((len(encoded), encoded.max() + 1))
     Y[np.arange(len(encoded)), encoded] = 1.0
     return Y, "log_loss"
+
+
+def _holds_floats(y):
+    """Whether the dtype of ``y`` (of every column of a data frame) is a
+    float one, NumPy's or an extension's such as pandas' ``Float64``; a
+    pandas ``category`` holds labels whatever its categories."""
+    dtypes = getattr(y, "dtypes", None)
+    if hasattr(y, "dtype") or dtypes is None:
+        dtypes = [getattr(y, "dtype", None)]
+    kinds = {getattr(dtype, "kind", None) for dtype in dtypes}
+    if None in kinds:
+        kinds = {np.asarray(y).dtype.kind}
+    return kinds == {"f"}
 
 
 def start_widths(X, weights):
@@ -144,7 +164,10 @@ class KernelAttentionProjection(
     tol : float, default=1e-5
         L-BFGS stops when no entry of the gradient of the loss (in units of
         the variance of ``y`` for the squared error) exceeds it, or when an
-        iteration lowers the loss by less than SciPy's ``ftol``.
+        iteration lowers the loss by less than SciPy's ``ftol``. The
+        gradient is taken in the map of the standardised features
+        (``components_`` times the features' standard deviations), on which
+        L-BFGS works: the learning does not depend on the units of ``X``.
 
     random_state : int, RandomState instance or None, default=None
         Seeds the principal axes of ``init="pca"``.
@@ -188,9 +211,17 @@ class KernelAttentionProjection(
     within ``working_memory``: its memory grows with ``n``, not ``n**2``,
     and each evaluation costs ``O(n**2 (n_features + n_outputs))``. A
     ``y`` of floats is fitted on the squared error (one or several
-    outputs); a ``y`` of any other dtype (strings, booleans, integers) as
-    class labels, on the log-loss of the pooled class indicators: convert an
-    integer count to float to fit it on the squared error.
+    outputs); a ``y`` of any other dtype (strings, booleans, integers,
+    pandas' nullable ``Int64`` and ``boolean``, categories) as class labels,
+    on the log-loss of the pooled class indicators: convert an integer count
+    to float to fit it on the squared error.
+
+    L-BFGS works on the map of the standardised features, ``components_ *
+    s`` with ``s`` the weighted standard deviations of the features, over
+    the standardised keys: the distances are the same, and so is the problem
+    it solves whatever the units of ``X``: keys ``X * c`` give the map
+    ``components_ / c`` and the same ``loss_``, as L-BFGS takes the same
+    steps up to rounding.
 
     A map of ``n_components x n_features`` entries fitted on the same
     leave-one-out error it is judged by can overfit a small noisy table;
@@ -260,7 +291,8 @@ class KernelAttentionProjection(
 
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Float values (the squared error, one or several outputs), or
-            class labels of any other dtype (the log-loss).
+            class labels of any other dtype (the log-loss), pandas' nullable
+            integers and booleans included.
 
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights, not all zero: they weigh the keys in the
@@ -271,6 +303,7 @@ class KernelAttentionProjection(
         self : object
             The fitted transformer.
         """
+        given = y
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=False)
         X = X.astype(np.float64, copy=False)
         weights = validate_sample_weight(sample_weight, X)
@@ -281,7 +314,7 @@ class KernelAttentionProjection(
                 "KernelAttentionProjection needs at least 3 samples of positive "
                 f"weight for its leave-one-out error; got n_samples={n_positive}."
             )
-        Y, self.objective_ = target_of(y)
+        Y, self.objective_ = target_of(y, given)
         n_components = self._n_components(X.shape[1])
         kernel = KERNELS[self.kernel]
         h = _select_isotropic(

@@ -339,3 +339,54 @@ def test_loss_is_the_loss_of_the_components_returned(scale):
             P.components_, X, Y, np.ones(50), KERNELS[kernel], gradient=False
         )[0]
         assert_allclose(P.loss_, loss, rtol=1e-12)
+
+
+@pytest.mark.parametrize("s", [1e-8, 1e-4, 1e2, 1e8])
+def test_the_learned_map_does_not_depend_on_the_units_of_X(s):
+    # A map A on X is the map A / s on X * s: the same distances, the same
+    # loss. L-BFGS must see the same problem at every s.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 4))
+    y = np.sin(X[:, 0] + X[:, 1])
+    reference = KernelAttentionProjection(n_components=2).fit(X, y)
+    scaled = KernelAttentionProjection(n_components=2).fit(X * s, y)
+    assert_allclose(scaled.loss_, reference.loss_, rtol=1e-6)
+    assert scaled.n_iter_ == reference.n_iter_
+    assert_allclose(scaled.components_ * s, reference.components_, rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_raw_and_standardised_diabetes_reach_the_same_loss():
+    # Its features are centred and scaled alike: the raw table is the
+    # standardised one times 0.0476, and the map the same up to that factor.
+    from sklearn.datasets import load_diabetes
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_diabetes(return_X_y=True)
+    standardised = StandardScaler().fit_transform(X)
+    raw = KernelAttentionProjection(2, max_iter=1000).fit(X, y)
+    scaled = KernelAttentionProjection(2, max_iter=1000).fit(standardised, y)
+    assert raw.n_iter_ < 1000 and scaled.n_iter_ < 1000  # both converged
+    assert_allclose(raw.loss_, scaled.loss_, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "dtype, given",
+    [("Int64", int), ("boolean", bool), ("category", float)],
+)
+def test_pandas_labels_are_class_labels(dtype, given):
+    # As NumPy's integers: pandas' nullable integers and booleans, and
+    # categories (even of floats), whose validation gives floats.
+    pd = pytest.importorskip("pandas")
+    X, y, direction = _index_model(n=80)
+    labels = (X @ direction > 0).astype(int)
+    expected = KernelAttentionProjection(n_components=1, max_iter=20).fit(X, labels)
+    fitted = KernelAttentionProjection(n_components=1, max_iter=20)
+    fitted.fit(X, pd.Series(labels.astype(given), dtype=dtype))
+    assert expected.objective_ == fitted.objective_ == "log_loss"
+    assert_allclose(fitted.loss_, expected.loss_, rtol=1e-12)
+    assert_allclose(fitted.components_, expected.components_, rtol=1e-12)
+    # Pandas' nullable floats stay values of the squared error.
+    values = pd.Series(labels, dtype="Float64")
+    floats = KernelAttentionProjection(n_components=1, max_iter=20).fit(X, values)
+    assert floats.objective_ == "squared_error"

@@ -1,9 +1,14 @@
 """A linear map of the keys learned on the leave-one-out loss of attention
 pooling (:mod:`._projection_loss`).
 
-The map is learned by L-BFGS on its entries with the analytic gradient, the
-loss in units of the values' variance (``1 - R^2`` for the squared error),
-from a given start. The searches guard it out of fold
+The map is learned by L-BFGS with the analytic gradient, the loss in units of
+the values' variance (``1 - R^2`` for the squared error), from a given start.
+L-BFGS works on the map of the standardised features, ``B = A S`` with ``S``
+the diagonal of the features' weighted standard deviations, on the keys ``X
+S^{-1}``: the distances ``||A (x_i - x_j)||`` are the same, and the problem
+L-BFGS sees, its steps and its tolerances do not depend on the units of
+``X`` (a map learned on ``X * s`` from a start divided by ``s`` is the map
+of ``X`` divided by ``s``). The searches guard it out of fold
 (:mod:`.._cv_projection`).
 """
 
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.preprocessing import StandardScaler
 
 from .._utils._threads import single_threaded_blas
 from ._learning import _in_variance_units
@@ -77,7 +83,7 @@ def learn_projection(
     max_iter : int, default=200
     tol : float, default=1e-5
         L-BFGS stops when no entry of the gradient of the loss (in units of
-        the variance) exceeds it.
+        the variance) in the map of the standardised features exceeds it.
     verbose : int, default=0
         Above 0, each evaluation of the loss is printed.
     warn : bool, default=True
@@ -90,13 +96,15 @@ def learn_projection(
     """
     Y = _in_variance_units(Y, weights, objective)
     shape = np.shape(start)
+    scale = feature_scale(X, weights)
+    standardised = X / scale
 
     evaluations = 0
 
     def fun(theta):
         nonlocal evaluations
         loss, grad, _ = projection_loss(
-            theta.reshape(shape), X, Y, weights, kernel, objective=objective
+            theta.reshape(shape), standardised, Y, weights, kernel, objective=objective
         )
         evaluations += 1
         if verbose > 0:
@@ -111,7 +119,7 @@ def learn_projection(
     with single_threaded_blas():
         result = minimize(
             fun,
-            np.asarray(start, dtype=np.float64).ravel(),
+            (np.asarray(start, dtype=np.float64) * scale).ravel(),
             jac=True,
             method="L-BFGS-B",
             options={"maxiter": max_iter, "gtol": tol},
@@ -127,8 +135,15 @@ def learn_projection(
         )
     # The loss at the map returned: where a line search fails, L-BFGS-B
     # returns the last good map with the loss of the failed trial.
-    components = result.x.reshape(shape)
+    components = result.x.reshape(shape) / scale
     loss = projection_loss(
         components, X, Y, weights, kernel, objective=objective, gradient=False
     )[0]
     return LearnedProjection(components, n_iter, float(loss), converged)
+
+
+def feature_scale(X, weights):
+    """The weighted standard deviation of each feature, 1 for a constant one
+    (:class:`~sklearn.preprocessing.StandardScaler`'s ``scale_``): the units
+    in which :func:`learn_projection` learns the map."""
+    return StandardScaler().fit(X, sample_weight=weights).scale_
