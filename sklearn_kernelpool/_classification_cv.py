@@ -17,12 +17,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
-from ._cv_projection import PROJECTION_CONSTRAINT, ProjectionFit
 from ._estimator._input_kinds import validate_fit_input, validate_query_input
 from ._estimator._persistence import restore_added_parameters
+from ._projection import KernelAttentionProjection
 from ._search._candidates import SELECTED, CandidateSearch
 from ._search._params import SEARCH_CONSTRAINTS, relative_sample_weight
 from ._search._proba import ProbabilityScoring
+from ._selection._learned_map import PROJECTION_CONSTRAINT, ProjectionFit
 from ._utils._sparse import dense_keys, takes_sparse
 from ._utils._validation import check_squares
 
@@ -467,6 +468,10 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         queries = self._queries(X, "predict")  # NotFittedError first
         return self.best_estimator_.predict(queries)
 
+    def _get_projection(self):
+        """An unfitted map of the kind the search learns."""
+        return KernelAttentionProjection()
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # SciPy sparse X, on the brute-force path.
@@ -476,7 +481,7 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
 
 def _refit_on_mapped_keys(estimator, kernel, Z, y, sample_weight):
     """The ``best_estimator_`` of a kept map: pooling of the class indicators
-    of the mapped keys ``Z`` at unit width (:mod:`._cv_projection`)."""
+    of the mapped keys ``Z`` at unit width (:mod:`._selection._learned_map`)."""
     algorithm = "auto" if estimator.algorithm == "binned" else estimator.algorithm
     return KernelAttentionClassifier(
         kernel=kernel,

@@ -6,14 +6,15 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.metrics import get_scorer_names
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._cv_delegation import BestEstimatorMethods
-from ._cv_fit import candidate_search, fit_projection, refit_selected
-from ._cv_projection import PROJECTION_CONSTRAINT
 from ._engine._categorical import CATEGORICAL_FEATURE_CONSTRAINTS
 from ._engine._pooling import ON_EMPTY
 from ._held_out._criteria import SMOOTHER_CRITERIA
-from ._partially_linear_cv import fit_auto
+from ._projection import KernelAttentionProjection
+from ._regression import KernelAttentionRegressor
 from ._search._params import SEARCH_CONSTRAINTS
+from ._selection._delegation import BestEstimatorMethods
+from ._selection._fit import fit_search
+from ._selection._learned_map import PROJECTION_CONSTRAINT
 from ._utils._sparse import takes_sparse
 
 
@@ -470,19 +471,15 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         self : object
             The fitted estimator.
         """
-        self.projection_ = self.projection_scores_ = None
-        if isinstance(self.linear_features, str) and self.linear_features == "auto":
-            return fit_auto(self, X, y, sample_weight)
-        self.linear_scores_ = None
-        search, scored, refit = candidate_search(self, X, y, sample_weight)
-        try:
-            # (here, so that its warnings point at the caller of fit)
-            search.fit(*scored)
-        finally:
-            # (cv_results_ also when no candidate could be scored)
-            self.__dict__.update(search.selected())
-        refit_selected(self, search, *refit)
-        return fit_projection(self, search, *refit[:3])
+        return fit_search(self, X, y, sample_weight)
+
+    def _get_estimator(self):
+        """An unfitted estimator of the kind the search selects."""
+        return KernelAttentionRegressor()
+
+    def _get_projection(self):
+        """An unfitted map of the kind the search learns."""
+        return KernelAttentionProjection()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -372,7 +372,7 @@ def no_smoother_rows(monkeypatch):
         raise AssertionError("one more pass over the pairs of points")
 
     monkeypatch.setattr(
-        "sklearn_kernelpool._cv_delegation.smoother_diagnostics", refuse
+        "sklearn_kernelpool._selection._delegation.smoother_diagnostics", refuse
     )
 
 

@@ -18,12 +18,10 @@ PACKAGE = Path(sklearn_kernelpool.__file__).parent
 NAME = "sklearn_kernelpool"
 
 #: The layers, from the bottom. A top-level module not named here is of the
-#: top layer (the estimators, the plots, the command line).
+#: top layer (the estimators, the command line).
 LAYERS = {
     "_utils": 0,
-    "_exceptions": 0,
     "kernels": 0,
-    "_kernel_forms": 0,
     "_engine": 1,
     "_binned": 1,
     "_held_out": 2,
@@ -31,11 +29,23 @@ LAYERS = {
     "_search": 4,
     "_inference": 5,
     "_estimator": 6,
-    "_plotting": 7,
+    "_selection": 7,
+    "_plotting": 8,
 }
-TOP = 7
+TOP = 9
 #: Old module paths kept for the pickles of earlier releases: one import.
-SHIMS = {"_pooling", "_binned_pool", "_grid_pool"}
+SHIMS = {
+    "_pooling",
+    "_binned_pool",
+    "_grid_pool",
+    "_kernel_forms",
+    "_significance_result",
+}
+#: The package's entry points at the top: its public names, the command
+#: line and the types skops may trust.
+ENTRY_POINTS = {"__init__", "__main__", "_main", "_skops"}
+#: The most modules the top level holds.
+MAX_TOP_MODULES = 18
 
 MAX_LINES = 500
 MAX_CODE_LINES = 450
@@ -124,6 +134,26 @@ def _code_lines(path):
 def test_modules_are_small(path):
     assert len(path.read_text().splitlines()) <= MAX_LINES
     assert _code_lines(path) <= MAX_CODE_LINES
+
+
+def _public_estimator_modules():
+    from sklearn.base import BaseEstimator
+
+    modules = set()
+    for name in sklearn_kernelpool.__all__:
+        value = getattr(sklearn_kernelpool, name)
+        if isinstance(value, type) and issubclass(value, BaseEstimator):
+            module = value.__module__
+            assert module.count(".") == 1, f"{name} is not defined at the top"
+            modules.add(module.rpartition(".")[2])
+    return modules
+
+
+def test_the_top_level_holds_the_estimators_kernels_shims_and_entry_points():
+    top = {path.stem for path in PACKAGE.glob("*.py")}
+    allowed = _public_estimator_modules() | {"kernels"} | SHIMS | ENTRY_POINTS
+    assert top <= allowed, f"modules to move into a layer: {sorted(top - allowed)}"
+    assert len(top) <= MAX_TOP_MODULES
 
 
 def test_the_old_paths_of_pickled_classes_are_silent_shims():

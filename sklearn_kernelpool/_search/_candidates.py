@@ -113,7 +113,7 @@ class CandidateSearch(SearchParameters):
         counts = self.neighbor_counts(categorical=codes is not None)
         self.check_options(codes, counts)
         data = search_data(self, X, y, sample_weight)
-        # Kept for what follows the search (a learned map, :mod:`.._cv_projection`).
+        # Kept for what follows the search (a learned map).
         self.data = data
         grid = self.bandwidth_grid(data.keys)
         automatic = isinstance(self.bandwidths, Integral)

@@ -1,8 +1,6 @@
 """The candidate grid of the bandwidth search: the automatic bandwidths,
 their order, their checks and their extension past the edge of the best."""
 
-import warnings
-
 import numpy as np
 from joblib import effective_n_jobs
 from scipy.stats import rankdata
@@ -11,6 +9,7 @@ from sklearn.neighbors import NearestNeighbors
 
 from .._engine._weight_rows import physical_memory
 from .._utils._validation import coordinate_limit, power_of_two_below, scale_coordinates
+from .._utils._warn import warn
 from .._utils._warnings import BandwidthEdgeWarning
 
 # fifth of a table of a few hundred rows, doubling.
@@ -254,10 +253,10 @@ def warn_edge(bandwidth, grid, automatic):
     else:
         fix = f"Add bandwidths {where} it."
         origin = "given bandwidths"
-    warnings.warn(
-        f"The selected bandwidth is the {which} of the {origin} "
-        f"({grid[0]:.6g} to {grid[-1]:.6g}): the best bandwidth may lie "
-        f"{where} the grid. {fix}",
-        BandwidthEdgeWarning,
-        stacklevel=5,
+    warn(
+        BandwidthEdgeWarning(
+            f"The selected bandwidth is the {which} of the {origin} "
+            f"({grid[0]:.6g} to {grid[-1]:.6g}): the best bandwidth may lie "
+            f"{where} the grid. {fix}"
+        )
     )

@@ -43,13 +43,39 @@ _shown = {"filters": None, "keys": set()}
 _shown_lock = threading.Lock()
 
 
+def _wrappers():
+    """The decorators of scikit-learn that stand between a user's call and
+    the package, as ``(file, function name)``: ``fit``'s ``_fit_context``,
+    ``validate_params`` and ``set_output``'s wrapper of ``transform``."""
+    from sklearn import base
+    from sklearn.utils import _param_validation, _set_output
+
+    return {
+        (os.path.abspath(module.__file__), name)
+        for module, name in (
+            (base, "wrapper"),
+            (_param_validation, "wrapper"),
+            (_set_output, "wrapped"),
+        )
+    }
+
+
+def _is_inner(frame, wrappers):
+    """Whether ``frame`` is of the package or of a decorator around it."""
+    filename = os.path.abspath(frame.f_code.co_filename)
+    return (
+        filename.startswith(_PACKAGE + os.sep)
+        or (filename, frame.f_code.co_name) in wrappers
+    )
+
+
 def _caller():
-    """The first frame outside the package, and its ``stacklevel`` seen from
-    :func:`warn`."""
+    """The first frame outside the package and the decorators of
+    scikit-learn around its methods (:func:`_wrappers`), and its
+    ``stacklevel`` seen from :func:`warn`."""
     frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and os.path.abspath(
-        frame.f_code.co_filename
-    ).startswith(_PACKAGE + os.sep):
+    wrappers = _wrappers()
+    while frame.f_back is not None and _is_inner(frame, wrappers):
         frame, level = frame.f_back, level + 1
     return frame, level
 

@@ -9,7 +9,7 @@ S^{-1}``: the distances ``||A (x_i - x_j)||`` are the same, and the problem
 L-BFGS sees, its steps and its tolerances do not depend on the units of
 ``X`` (a map learned on ``X * s`` from a start divided by ``s`` is the map
 of ``X`` divided by ``s``). The searches guard it out of fold
-(:mod:`.._cv_projection`).
+(:mod:`.._selection._learned_map`).
 """
 
 import warnings

@@ -3,7 +3,7 @@
 With linear columns ``Z``, every candidate of the search is scored by exact
 leave-one-out with its own Robinson estimate ``coef(h)`` held: the search
 pools ``[y, Z]`` as the values (one pass over the pairs of points for all
-the columns), :func:`._estimator._partially_linear.double_residual` estimates
+the columns), :func:`.._estimator._partially_linear.double_residual` estimates
 ``coef(h)`` from the leave-one-out residuals of each candidate, and the
 held-out prediction of row ``i`` is::
 
@@ -21,19 +21,19 @@ criterion and keeps the better (:func:`fit_auto`).
 import numpy as np
 from sklearn.base import clone
 
-from ._estimator._input_kinds import validate_fit_input
-from ._estimator._linear_columns import categorical_columns
-from ._estimator._partially_linear import (
+from .._estimator._input_kinds import validate_fit_input
+from .._estimator._linear_columns import categorical_columns
+from .._estimator._partially_linear import (
     double_residual,
     kernel_ordered,
     split_linear_columns,
 )
-from ._search._grid import _rank
-from ._search._params import relative_sample_weight, split_categorical
-from ._search._scores import RegressionScoring
-from ._utils._categorical_input import category_levels
-from ._utils._input import validate_fit_data
-from ._utils._validation import check_squares
+from .._search._grid import _rank
+from .._search._params import relative_sample_weight, split_categorical
+from .._search._scores import RegressionScoring
+from .._utils._categorical_input import category_levels
+from .._utils._input import validate_fit_data
+from .._utils._validation import check_squares
 
 
 class _Values:
@@ -102,11 +102,9 @@ def _refuse_options(estimator, search):
 
 
 def linear_candidate_search(estimator, X, y, sample_weight, make_search):
-    """:func:`._cv_fit.candidate_search` with ``linear_features``:
+    """:func:`._fit.candidate_search` with ``linear_features``:
     ``(search, scored, refit)``, the search pooling ``[y, Z]`` over the
     kernel columns; ``make_search(policy, algorithm)`` builds it."""
-    from ._regression import KernelAttentionRegressor
-
     data = validate_fit_input(estimator, X, y, sample_weight, kinds=("linear",))
     split = split_linear_columns(estimator, data)
     Z, given_weight = split.Z, split.sample_weight
@@ -115,7 +113,7 @@ def linear_candidate_search(estimator, X, y, sample_weight, make_search):
     kernel_categorical = None if categorical is None else categorical[~mask]
     if kernel_categorical is not None and not kernel_categorical.any():
         kernel_categorical = None
-    kernel = KernelAttentionRegressor(
+    kernel = estimator._get_estimator().set_params(
         categorical_features=kernel_categorical,
         ordered_features=kernel_ordered(split.columns),
         algorithm=estimator.algorithm,
@@ -149,7 +147,7 @@ def linear_candidate_search(estimator, X, y, sample_weight, make_search):
 # -- linear_features="auto" ----------------------------------------------------
 def _scorable(estimator):
     """Why the linear alternative of ``"auto"`` cannot be scored, or ""."""
-    from ._held_out._criteria import SMOOTHER_CRITERIA
+    from .._held_out._criteria import SMOOTHER_CRITERIA
 
     if estimator.cv is not None:
         return f"cv={estimator.cv!r}"

@@ -7,22 +7,25 @@ import warnings
 
 from sklearn.utils.validation import check_is_fitted
 
-from ._estimator._base import check_flag
-from ._estimator._input_kinds import validate_query_input
-from ._estimator._linear_columns import validate_linear_input
-from ._estimator._partially_linear_methods import (
+from .._estimator._base import check_flag
+from .._estimator._input_kinds import validate_query_input
+from .._estimator._linear_columns import validate_linear_input
+from .._estimator._partially_linear_methods import (
     is_partially_linear,
     refuse_smoother_diagnostics,
 )
-from ._estimator._persistence import restore_added_parameters
-from ._inference import _gradient
-from ._inference._diagnostics import smoother_diagnostics
-from ._regression import KernelAttentionRegressor
-from ._utils._warnings import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from .._estimator._persistence import restore_added_parameters
+from .._estimator._pool_estimator import PoolEstimatorMixin
+from .._estimator._regression_inspection import InspectionMethods
+from .._estimator._regression_intervals import IntervalMethods
+from .._estimator._regression_paths import PredictionMethods
+from .._inference import _gradient
+from .._inference._diagnostics import smoother_diagnostics
+from .._utils._warnings import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 
 
 def _quiet_diagnostics(estimator):
-    """:func:`._inference._diagnostics.smoother_diagnostics` without the fallback
+    """:func:`.._inference._diagnostics.smoother_diagnostics` without the fallback
     warnings of the in-sample fits: as while scoring by leave-one-out, the
     fallbacks of narrow candidates are no news (``predict`` still warns)."""
     with warnings.catch_warnings():
@@ -31,13 +34,15 @@ def _quiet_diagnostics(estimator):
         return smoother_diagnostics(estimator)
 
 
-def _delegate(name, doc, through_map=None):
-    """The method ``name`` of the search, documented by ``doc``: that of
-    ``best_estimator_`` on the queries validated by the search, with the
-    signature of :class:`KernelAttentionRegressor`'s ``name``.
+def _delegate(function, doc, through_map=None):
+    """The method of the search named as ``function`` (a method of
+    :class:`KernelAttentionRegressor`, defined in :mod:`.._estimator`),
+    documented by ``doc``: that of ``best_estimator_`` on the queries
+    validated by the search, with the signature of ``function``.
     ``through_map(search, Z, **arguments)`` answers instead where the search
     kept a map (``projection_``), ``Z`` the mapped queries."""
-    signature = inspect.signature(getattr(KernelAttentionRegressor, name))
+    name = function.__name__
+    signature = inspect.signature(function)
 
     def method(self, /, *args, **kwargs):
         try:
@@ -59,7 +64,7 @@ def _delegate(name, doc, through_map=None):
 
 def _gradient_through_map(search, Z, return_se=False):
     """The gradient (and standard errors) of the search's fit on the mapped
-    queries ``Z``, in the original features (:mod:`._inference._gradient`)."""
+    queries ``Z``, in the original features (:mod:`.._inference._gradient`)."""
     check_flag("return_se", return_se)
     best = search.best_estimator_
     components = search.projection_.components_
@@ -112,7 +117,7 @@ class BestEstimatorMethods:
         return X if queries.kind == "categorical" else queries.X
 
     predict = _delegate(
-        "predict",
+        PredictionMethods.predict,
         """Predict with ``best_estimator_``.
 
         Parameters
@@ -141,7 +146,7 @@ class BestEstimatorMethods:
     )
 
     confidence_interval = _delegate(
-        "confidence_interval",
+        IntervalMethods.confidence_interval,
         """Confidence intervals of the mean function, by ``best_estimator_``.
 
         See :meth:`KernelAttentionRegressor.confidence_interval` for the
@@ -152,7 +157,7 @@ class BestEstimatorMethods:
     )
 
     prediction_interval = _delegate(
-        "prediction_interval",
+        IntervalMethods.prediction_interval,
         """Prediction intervals of new observations, by ``best_estimator_``.
 
         See :meth:`KernelAttentionRegressor.prediction_interval` for the
@@ -164,7 +169,7 @@ class BestEstimatorMethods:
     )
 
     predict_gradient = _delegate(
-        "predict_gradient",
+        InspectionMethods.predict_gradient,
         """The gradient of the fit at each query, by ``best_estimator_``.
 
         See :meth:`KernelAttentionRegressor.predict_gradient` for the
@@ -176,7 +181,7 @@ class BestEstimatorMethods:
     )
 
     attention_weights = _delegate(
-        "attention_weights",
+        PoolEstimatorMixin.attention_weights,
         """The attention weights of ``best_estimator_`` over its training rows.
 
         See :meth:`KernelAttentionRegressor.attention_weights` for the

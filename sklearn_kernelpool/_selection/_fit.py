@@ -4,21 +4,20 @@ selected candidate on all of it."""
 
 import numpy as np
 
-from ._cv_delegation import _quiet_diagnostics
-from ._cv_projection import ProjectionFit
-from ._estimator._input_kinds import validate_fit_input
-from ._partially_linear_cv import linear_candidate_search
-from ._regression import KernelAttentionRegressor
-from ._search._candidates import CandidateSearch
-from ._search._params import (
+from .._estimator._input_kinds import validate_fit_input
+from .._search._candidates import CandidateSearch
+from .._search._params import (
     SEARCH_PARAMETERS,
     relative_sample_weight,
     split_categorical,
 )
-from ._search._scores import RegressionScoring
-from ._utils._categorical_input import category_levels
-from ._utils._sparse import dense_keys
-from ._utils._validation import check_squares
+from .._search._scores import RegressionScoring
+from .._utils._categorical_input import category_levels
+from .._utils._sparse import dense_keys
+from .._utils._validation import check_squares
+from ._delegation import _quiet_diagnostics
+from ._learned_map import ProjectionFit
+from ._partially_linear import fit_auto, linear_candidate_search
 
 
 def candidate_search(estimator, X, y, sample_weight):
@@ -27,7 +26,7 @@ def candidate_search(estimator, X, y, sample_weight):
     those of :func:`refit_selected` after ``estimator`` and ``search``.
 
     With ``linear_features``, the search of the partially linear model
-    (:func:`._partially_linear_cv.linear_candidate_search`)."""
+    (:func:`._partially_linear.linear_candidate_search`)."""
 
     def make_search(policy, algorithm):
         parameters = {key: getattr(estimator, key) for key in SEARCH_PARAMETERS}
@@ -71,16 +70,20 @@ def refit_selected(estimator, search, X, y, sample_weight, categorical):
         extra["ordered_features"] = estimator.ordered_features
         extra["linear_features"] = estimator.linear_features
     search.say(f"Refitting the selected candidate on all {y.shape[0]} samples")
-    estimator.best_estimator_ = KernelAttentionRegressor(
-        kernel=estimator.kernel_,
-        bandwidth=estimator.bandwidth_,
-        degree=estimator.degree_,
-        on_empty=estimator.on_empty,
-        algorithm="binned" if search.binned else estimator.algorithm,
-        n_jobs=estimator.n_jobs,
-        n_neighbors=estimator.n_neighbors_,
-        **extra,
-    ).fit(X, y, sample_weight=sample_weight)  # the given weights: it rescales them
+    estimator.best_estimator_ = (
+        estimator._get_estimator()
+        .set_params(
+            kernel=estimator.kernel_,
+            bandwidth=estimator.bandwidth_,
+            degree=estimator.degree_,
+            on_empty=estimator.on_empty,
+            algorithm="binned" if search.binned else estimator.algorithm,
+            n_jobs=estimator.n_jobs,
+            n_neighbors=estimator.n_neighbors_,
+            **extra,
+        )
+        .fit(X, y, sample_weight=sample_weight)
+    )  # the given weights: it rescales them
     # The share of shrunk held-out slopes of the selected candidate.
     shrunk = estimator.cv_results_.get("shrunk_fraction")
     estimator.shrunk_fraction_ = (
@@ -109,24 +112,47 @@ def refit_selected(estimator, search, X, y, sample_weight, categorical):
 
 def refit_on_mapped_keys(estimator, kernel, Z, y, sample_weight):
     """The ``best_estimator_`` of a kept map: pooling of the mapped keys
-    ``Z`` at unit width and degree 0 (:mod:`._cv_projection`)."""
+    ``Z`` at unit width and degree 0 (:mod:`._learned_map`)."""
     algorithm = "auto" if estimator.algorithm == "binned" else estimator.algorithm
-    return KernelAttentionRegressor(
-        kernel=kernel,
-        bandwidth=1.0,
-        degree=0,
-        on_empty=estimator.on_empty,
-        algorithm=algorithm,
-        n_jobs=estimator.n_jobs,
-    ).fit(Z, y, sample_weight=sample_weight)
+    return (
+        estimator._get_estimator()
+        .set_params(
+            kernel=kernel,
+            bandwidth=1.0,
+            degree=0,
+            on_empty=estimator.on_empty,
+            algorithm=algorithm,
+            n_jobs=estimator.n_jobs,
+        )
+        .fit(Z, y, sample_weight=sample_weight)
+    )
 
 
 def fit_projection(estimator, search, X, y, sample_weight):
     """Learn, guard and keep (or not) the map of ``projection`` after the
     search and its refit on ``X``, ``y`` and ``sample_weight``
-    (:mod:`._cv_projection`); nothing without one."""
+    (:mod:`._learned_map`); nothing without one."""
     if estimator.projection is None:
         estimator.projection_ = estimator.projection_scores_ = None
         return estimator
     mapped = ProjectionFit(estimator, search, refit_on_mapped_keys)
     return mapped.fit(X, y, sample_weight, y.astype(np.float64))
+
+
+def fit_search(estimator, X, y, sample_weight):
+    """``KernelAttentionRegressorCV.fit``: score every candidate, select the
+    best, refit it on all the data and learn the map of ``projection``
+    (``linear_features="auto"``: :func:`._partially_linear.fit_auto`)."""
+    estimator.projection_ = estimator.projection_scores_ = None
+    linear = estimator.linear_features
+    if isinstance(linear, str) and linear == "auto":
+        return fit_auto(estimator, X, y, sample_weight)
+    estimator.linear_scores_ = None
+    search, scored, refit = candidate_search(estimator, X, y, sample_weight)
+    try:
+        search.fit(*scored)
+    finally:
+        # (cv_results_ also when no candidate could be scored)
+        estimator.__dict__.update(search.selected())
+    refit_selected(estimator, search, *refit)
+    return fit_projection(estimator, search, *refit[:3])

@@ -36,19 +36,18 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._projection import KernelAttentionProjection
-from ._search._mapped import append_entry, map_results
-from ._utils._categorical_input import fitted_categorical_mask
-from ._utils._warnings import (
+from .._search._mapped import append_entry, map_results
+from .._utils._categorical_input import fitted_categorical_mask
+from .._utils._warnings import (
     BandwidthEdgeWarning,
     CoarseGridWarning,
     EmptyNeighborhoodWarning,
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
 )
-from ._widths._guard import GUARD_MARGIN, default_splits, paired_gain, point_losses
-from ._widths._projection_loss import differentiable_kernels
-from .kernels import KERNELS
+from .._widths._guard import GUARD_MARGIN, default_splits, paired_gain, point_losses
+from .._widths._projection_loss import differentiable_kernels
+from ..kernels import KERNELS
 
 #: The rank of the map of ``projection="auto"`` (at most the features).
 AUTO_RANK = 2
@@ -180,8 +179,8 @@ class ProjectionFit:
 
     def _projection(self, n_components):
         """The unfitted map of the search's settings."""
-        return KernelAttentionProjection(
-            n_components,
+        return self.estimator._get_projection().set_params(
+            n_components=n_components,
             kernel=self.kernel,
             max_iter=self.estimator.max_iter,
             random_state=0,
