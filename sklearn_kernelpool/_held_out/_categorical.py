@@ -72,7 +72,7 @@ class CategoricalHeldOut(HeldOut):
 
     Attributes
     ----------
-    parts : PartCodings
+    parts : :class:`._levels.PartCodings`
         Set by :meth:`sums_excluding_groups` and :meth:`sums_split`: the
         codes of the fit of each held-out row, which the refits of
         :meth:`predictions` read.
@@ -86,9 +86,9 @@ class CategoricalHeldOut(HeldOut):
         self.factor = CategoricalFactor(self.codes, lambdas, levels)
         self.positions = HeldOutLevels(self.codes, levels, sorted_levels)
         self.parts = PartCodings([self.positions.full])
-        # The leave-one-out sums of the rows whose held-out codes are not
-        # those of all the points, in the latter (:meth:`in_sample`).
-        self._in_sample_rows = None
+        # The leave-one-out sums and shifts of the rows whose held-out codes
+        # are not those of all the points, in the latter (:meth:`in_sample`).
+        self._recoded_in_sample = None
 
     def _log_base(self, rows, keys, allowed, parts=None):
         """``log w_i + sum_j D_j log lambda_j`` of the pairs, ``-inf`` where
@@ -168,7 +168,7 @@ class CategoricalHeldOut(HeldOut):
                 return groups[batch][:, None] != groups[None, :]
 
         self.parts = self.positions.parts(groups)
-        self._in_sample_rows = None
+        self._recoded_in_sample = None
         self.log_scale = np.zeros((*self._shape, n))
         return self._sums(points, points, allowed, self.log_scale, self.parts)
 
@@ -179,16 +179,16 @@ class CategoricalHeldOut(HeldOut):
         rows = self.positions.recoded_rows()
         if not len(rows):
             return super().in_sample(sums, degree)
-        if self._in_sample_rows is None:
+        if self._recoded_in_sample is None:
             points = np.arange(len(self.X))
             shifts = np.zeros((*self._shape, len(rows)))
 
             def others(batch):
                 return rows[batch][:, None] != points[None, :]
 
-            self._in_sample_rows = self._sums(rows, points, others, shifts), shifts
+            self._recoded_in_sample = self._sums(rows, points, others, shifts), shifts
         held = sums[:, :, rows], self.log_scale[:, :, rows]
-        sums[:, :, rows], self.log_scale[:, :, rows] = self._in_sample_rows
+        sums[:, :, rows], self.log_scale[:, :, rows] = self._recoded_in_sample
         try:
             return super().in_sample(sums, degree)
         finally:
