@@ -442,6 +442,204 @@ def test_kfold_equals_refitting_each_fold():
             )
 
 
+LEVEL_KINDS = ["int", "object", "pandas", "unordered"]
+# lambda 0 and a narrow width leave some held-out rows no key (on_empty), or
+# few keys for a slope (the safeguard).
+QUIET = pytest.mark.filterwarnings(
+    "ignore::sklearn_kernelpool.EmptyNeighborhoodWarning",
+    "ignore::sklearn_kernelpool.LocalLinearFallbackWarning",
+)
+
+
+def rare_levels(kind, n=40, seed=7):
+    """``x`` and a five-level ``g`` of ``kind``: its third level held by one
+    row, its fourth by rows 10 and 11 only (one fold of an unshuffled
+    5-fold), so that refits miss levels; ``kind`` "unordered" is the int
+    column unordered."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-2, 2, n)
+    level = rng.choice([0, 1, 4], n)
+    level[25] = 2
+    level[[10, 11]] = 3
+    y = np.sin(x) + 0.6 * level + rng.normal(scale=0.2, size=n)
+    if kind in ("int", "unordered"):
+        g = np.array([1, 2, 4, 8, 16])[level]
+    elif kind == "object":
+        g = np.array(["a", "b", "c", "d", "e"], dtype=object)[level]
+    else:
+        g = pd.Categorical.from_codes(level, list("abcde"), ordered=True)
+    ordered = None if kind == "unordered" else ["g"]
+    return pd.DataFrame({"x": x, "g": g}), y, ordered
+
+
+def _refits(X, y, sw, params, ordered, degree, splits):
+    """The held-out predictions of KernelAttentionRegressor refitted on each
+    training part with ``params``, by a plain loop."""
+    pred = np.full(len(y), np.nan)
+    for train, test in splits:
+        reg = KernelAttentionRegressor(
+            params["kernel"],
+            params["bandwidth"],
+            degree=degree,
+            categorical_features=["g"],
+            categorical_bandwidth=params["categorical_bandwidth"],
+            ordered_features=ordered,
+        )
+        reg.fit(X.iloc[train], y[train], None if sw is None else sw[train])
+        pred[test] = reg.predict(X.iloc[test])
+    return pred
+
+
+def _rare_level_search(kind, cv, degree=0, sw=None):
+    from sklearn.model_selection import LeaveOneOut
+
+    X, y, ordered = rare_levels(kind)
+    search = KernelAttentionRegressorCV(
+        bandwidths=[0.4, 1.2],
+        degree=degree,
+        n_neighbors=None,
+        cv=cv,
+        categorical_features=["g"],
+        ordered_features=ordered,
+        categorical_bandwidths=[0.0, 0.5],
+    ).fit(X, y, sample_weight=sw)
+    splits = list(LeaveOneOut().split(X)) if cv is None else list(cv.split(X))
+    return X, y, ordered, search, splits
+
+
+@QUIET
+@pytest.mark.parametrize(
+    "kind, degree",
+    [
+        pytest.param(kind, degree, marks=pytest.mark.slow)
+        if degree and kind in ("pandas", "unordered")
+        else (kind, degree)
+        for kind in LEVEL_KINDS
+        for degree in (0, 1)
+    ],
+)
+def test_leave_one_out_of_a_level_held_by_one_row_equals_refits(kind, degree):
+    # A refit without the only row of a level numbers the others 0..L-2:
+    # that row is an unknown level, as the search's held-out fit reads it.
+    X, y, ordered, search, splits = _rare_level_search(kind, None, degree)
+    results = search.cv_results_
+    for c, params in enumerate(results["params"]):
+        pred = _refits(X, y, None, params, ordered, degree, splits)
+        assert_allclose(results["loo_mse"][c], np.mean((pred - y) ** 2), rtol=1e-10)
+
+
+@QUIET
+@pytest.mark.parametrize("kind", LEVEL_KINDS)
+@pytest.mark.parametrize("cv", ["kfold", "shuffle"])
+def test_kfold_with_levels_missing_from_a_training_part_equals_refits(kind, cv):
+    # "kfold" partitions the rows (one pass for all folds); "shuffle" does not
+    # (one pass per split). Weights of zero still bring their levels.
+    from sklearn.metrics import r2_score
+    from sklearn.model_selection import KFold, ShuffleSplit
+
+    sw = np.random.default_rng(3).uniform(0.5, 2.0, 40)
+    sw[[0, 11]] = 0.0
+    cv = KFold(5) if cv == "kfold" else ShuffleSplit(4, test_size=8, random_state=5)
+    X, y, ordered, search, splits = _rare_level_search(kind, cv, sw=sw)
+    results = search.cv_results_
+    for c, params in enumerate(results["params"]):
+        for s, (train, test) in enumerate(splits):
+            pred = _refits(X, y, sw, params, ordered, 0, [(train, test)])
+            expected = r2_score(y[test], pred[test], sample_weight=sw[test])
+            assert_allclose(
+                results[f"split{s}_test_score"][c], expected, rtol=1e-10, atol=1e-12
+            )
+
+
+@pytest.mark.parametrize("cv", [None, "kfold"])
+def test_held_out_weights_of_the_refits_are_those_of_refitted_estimators(cv):
+    # The weights from which local-linear held-out fits are solved again
+    # where their moments cancel.
+    from sklearn_kernelpool._held_out._categorical import CategoricalHeldOut
+    from sklearn_kernelpool._held_out._fits import allowed_keys
+    from sklearn_kernelpool.kernels import KERNELS
+
+    X, y, _ = rare_levels("object")
+    n = len(y)
+    options = {
+        "categorical_features": ["g"],
+        "categorical_bandwidth": 0.5,
+        "ordered_features": ["g"],
+    }
+    codes = KernelAttentionRegressor(**options).fit(X, y).keys_[:, 1:]
+    held_out = CategoricalHeldOut(
+        X[["x"]].to_numpy(),
+        codes,
+        [0.5],
+        y[:, None],
+        np.ones(n),
+        [KERNELS["gaussian"]],
+        [0.8],
+        degree=1,
+        levels=[5],
+        sorted_levels=[True],
+    )
+    groups = None if cv is None else np.arange(n) // 8  # KFold(5)
+    held_out.sums_excluding_groups(groups)
+    points = np.arange(n)
+    scores = held_out._refit_scores((0, 0), points, allowed_keys(points, n, groups))
+    for i in points:
+        train = points != i if cv is None else groups != groups[i]
+        reg = KernelAttentionRegressor("gaussian", 0.8, **options)
+        expected = reg.fit(X[train], y[train]).attention_weights(X.iloc[[i]])[0]
+        weights = scores[i, train] / scores[i].sum()
+        assert_allclose(weights, expected, rtol=1e-10, atol=1e-15)
+
+
+@QUIET
+def test_learned_lambdas_with_a_level_held_by_one_row_score_as_refits():
+    X, y, _ = rare_levels("int", n=60)
+    cv = KernelAttentionRegressorCV(
+        bandwidths=[0.4, 1.2],
+        n_neighbors=None,
+        categorical_features=["g"],
+        ordered_features=["g"],
+        categorical_bandwidths=[0.3, 0.7],
+        per_feature=True,
+    ).fit(X, y)
+    assert cv.per_feature_
+    params = cv.best_estimator_.get_params()
+    pred = np.empty(len(y))
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        reg = KernelAttentionRegressor(**params).fit(X[keep], y[keep])
+        pred[i] = reg.predict(X.iloc[[i]])[0]
+    assert_allclose(cv.best_score_, -np.mean((pred - y) ** 2), rtol=1e-8)
+
+
+@QUIET
+@pytest.mark.parametrize("degree", [0, 1])
+def test_in_sample_criteria_with_a_level_held_by_one_row_are_the_full_fits(degree):
+    # GCV is the criterion of the fit of all the rows, which knows the level.
+    X, y, ordered = rare_levels("int")
+    cv = KernelAttentionRegressorCV(
+        bandwidths=[0.4, 1.2],
+        degree=degree,
+        n_neighbors=None,
+        scoring="gcv",
+        categorical_features=["g"],
+        ordered_features=ordered,
+        categorical_bandwidths=[0.3, 0.7],
+    ).fit(X, y)
+    for c, params in enumerate(cv.cv_results_["params"]):
+        reg = KernelAttentionRegressor(
+            params["kernel"],
+            params["bandwidth"],
+            degree=degree,
+            categorical_features=["g"],
+            categorical_bandwidth=params["categorical_bandwidth"],
+            ordered_features=ordered,
+        ).fit(X, y)
+        summary = reg.smoother_diagnostics()
+        assert_allclose(cv.cv_results_["gcv"][c], summary.gcv, rtol=1e-9)
+        assert_allclose(cv.cv_results_["effective_df"][c], summary.effective_df)
+
+
 @pytest.mark.parametrize("kernel", ["gaussian", "cauchy"])
 @pytest.mark.parametrize("degree", [0, 1])
 def test_lambda_gradient_matches_central_differences(kernel, degree):

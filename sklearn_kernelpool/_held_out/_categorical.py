@@ -16,6 +16,11 @@ for every block and candidate anyway. The predictions, fallbacks and
 local-linear solves are those of :class:`._pool.HeldOut`, and so are the
 in-sample fits of :meth:`._pool.HeldOut.in_sample` (the shift of each row is
 kept in ``log_scale``; a point's own category has the factor 1).
+
+The held-out fits read the codes of their training part
+(:mod:`._levels`): an ordered feature whose levels are the sorted values
+seen in ``fit`` is numbered among the levels of the part, as a refit on it
+numbers them; the in-sample fits read those of all the points.
 """
 
 import numpy as np
@@ -23,6 +28,7 @@ import numpy as np
 from .._engine._categorical import CategoricalFactor
 from .._engine._exact import pairwise_squared
 from .._utils._working_memory import row_batches
+from ._levels import HeldOutLevels, PartCodings
 from ._pool import HeldOut
 
 # Bytes per (row, key) pair of a batch: distances, logits or scores, the
@@ -58,22 +64,47 @@ class CategoricalHeldOut(HeldOut):
     levels : ndarray of int of shape (n_categorical,) or None, default=None
         The number of levels of each ordered feature, 0 for an unordered
         one; None: every feature unordered.
+    sorted_levels : ndarray of bool of shape (n_categorical,) or None, \
+            default=None
+        The ordered features whose levels are the sorted values seen in
+        ``fit``, numbered among those of each training part
+        (:class:`._levels.HeldOutLevels`); None: none.
+
+    Attributes
+    ----------
+    parts : :class:`._levels.PartCodings`
+        Set by :meth:`sums_excluding_groups` and :meth:`sums_split`: the
+        codes of the fit of each held-out row, which the refits of
+        :meth:`predictions` read.
     """
 
-    def __init__(self, X, codes, lambdas, *args, levels=None, **kwargs):
+    def __init__(
+        self, X, codes, lambdas, *args, levels=None, sorted_levels=None, **kwargs
+    ):
         super().__init__(X, *args, **kwargs)
         self.codes = np.asarray(codes, dtype=np.intp)
         self.factor = CategoricalFactor(self.codes, lambdas, levels)
+        self.positions = HeldOutLevels(self.codes, levels, sorted_levels)
+        self.parts = PartCodings([self.positions.full])
+        # The leave-one-out sums and shifts of the rows whose held-out codes
+        # are not those of all the points, in the latter (:meth:`in_sample`).
+        self._recoded_in_sample = None
 
-    def _log_base(self, rows, keys, allowed):
-        """``log w_i + sum_j [q_j != k_j] log lambda_j`` of the pairs, ``-inf``
-        where the key is not allowed (or weighs nothing)."""
-        factor = CategoricalFactor(
-            self.codes[keys], self.factor.lambdas, self.factor.levels
-        )
+    def _log_base(self, rows, keys, allowed, parts=None):
+        """``log w_i + sum_j D_j log lambda_j`` of the pairs, ``-inf`` where
+        the key is not allowed (or weighs nothing), with the codes of each
+        row's fit in ``parts`` (those of all the points where None)."""
         with np.errstate(divide="ignore"):
             base = np.broadcast_to(np.log(self.weights[keys]), allowed.shape).copy()
-        factor.for_queries(self.codes[rows]).add_log(base)
+        if parts is None:
+            parts = PartCodings([self.positions.full])
+        for where, coding in parts.split(rows):
+            factor = CategoricalFactor(
+                coding.keys[keys], self.factor.lambdas, coding.levels
+            )
+            part = base[where]
+            factor.for_queries(coding.queries[rows[where]]).add_log(part)
+            base[where] = part
         base[~allowed] = -np.inf
         return base
 
@@ -98,9 +129,10 @@ class CategoricalHeldOut(HeldOut):
             shifts[...] = top[:, 0]
         return np.exp(out, out=out)
 
-    def _sums(self, rows, keys, allowed_rows, shifts=None):
+    def _sums(self, rows, keys, allowed_rows, shifts=None, parts=None):
         """Sums of ``rows`` over ``keys`` for every candidate;
-        ``allowed_rows(batch)`` the keys each row of a batch may pool. The
+        ``allowed_rows(batch)`` the keys each row of a batch may pool, and
+        ``parts`` the codes of each row's fit (:meth:`_log_base`). The
         shift of each row's sums goes into ``shifts`` if given, shape
         (n_kernels, n_bandwidths, len(rows))."""
         sums = np.zeros((*self._shape, len(rows), self.unit_moments.shape[1]))
@@ -111,7 +143,7 @@ class CategoricalHeldOut(HeldOut):
         for batch in _cached_batches(len(rows), len(keys)):
             at = rows[batch]
             d2 = pairwise_squared(self.X[at], self.X[keys], None)
-            base = self._log_base(at, keys, allowed_rows(batch))
+            base = self._log_base(at, keys, allowed_rows(batch), parts)
             factor = np.exp(base) if flat else None
             out = np.empty_like(d2)
             for k, kernel in enumerate(self.kernels):
@@ -135,8 +167,32 @@ class CategoricalHeldOut(HeldOut):
             def allowed(batch):
                 return groups[batch][:, None] != groups[None, :]
 
+        self.parts = self.positions.parts(groups)
+        self._recoded_in_sample = None
         self.log_scale = np.zeros((*self._shape, n))
-        return self._sums(points, points, allowed, self.log_scale)
+        return self._sums(points, points, allowed, self.log_scale, self.parts)
+
+    def in_sample(self, sums, degree=None):
+        """:meth:`._pool.HeldOut.in_sample` in the codes of all the points:
+        the leave-one-out sums of the rows whose held-out fit reads other
+        codes (a level the row holds alone) are pooled in them first."""
+        rows = self.positions.recoded_rows()
+        if not len(rows):
+            return super().in_sample(sums, degree)
+        if self._recoded_in_sample is None:
+            points = np.arange(len(self.X))
+            shifts = np.zeros((*self._shape, len(rows)))
+
+            def others(batch):
+                return rows[batch][:, None] != points[None, :]
+
+            self._recoded_in_sample = self._sums(rows, points, others, shifts), shifts
+        held = sums[:, :, rows], self.log_scale[:, :, rows]
+        sums[:, :, rows], self.log_scale[:, :, rows] = self._recoded_in_sample
+        try:
+            return super().in_sample(sums, degree)
+        finally:
+            sums[:, :, rows], self.log_scale[:, :, rows] = held
 
     def _full_weights(self, candidate, points):
         """:meth:`._pool.HeldOut._full_weights` with the categorical factor."""
@@ -149,6 +205,8 @@ class CategoricalHeldOut(HeldOut):
         return scores / scores.sum(axis=1, keepdims=True)
 
     def sums_split(self, test, train):
+        # The codes of the fit of every training point, of any weight.
+        self.parts = self.positions.parts(train=train)
         train = train[self.weights[train] > 0]
         if len(train) == 0:
             raise ValueError(
@@ -158,15 +216,16 @@ class CategoricalHeldOut(HeldOut):
         def allowed(batch):
             return np.ones((batch.stop - batch.start, len(train)), dtype=bool)
 
-        return self._sums(np.asarray(test), train, allowed)
+        return self._sums(np.asarray(test), train, allowed, parts=self.parts)
 
     def _refit_batches(self, n_rows, n_outputs):
         n, d = self.X.shape
         return row_batches(n_rows, 8 * n * (d * d + d + 8))
 
     def _refit_scores(self, candidate, points, allowed):
-        """:meth:`._pool.HeldOut._refit_scores` with the categorical factor."""
+        """:meth:`._pool.HeldOut._refit_scores` with the categorical factor,
+        in the codes of the held-out fits of the last sums (:attr:`parts`)."""
         kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
         d2 = pairwise_squared(self.X[points], self.X, None)
-        base = self._log_base(points, np.arange(len(self.X)), allowed)
+        base = self._log_base(points, np.arange(len(self.X)), allowed, self.parts)
         return self._scores(kernel, h, base, d2, np.empty_like(d2))

@@ -93,6 +93,7 @@ class CandidateSearch(SearchParameters):
         lambdas=(None,),
         placeholder=(),
         levels=None,
+        sorted_levels=None,
     ):
         """Score the candidates on ``X`` (the continuous features, dense) and
         ``y``, and select the best one.
@@ -104,11 +105,15 @@ class CandidateSearch(SearchParameters):
         ``placeholder`` ``(0,)`` when ``X`` is a constant column standing
         in for no continuous feature, and ``levels`` the number of levels of
         each ordered categorical feature, 0 for an unordered one (None: none
-        is ordered; :mod:`.._engine._categorical`).
+        is ordered; :mod:`.._engine._categorical`); ``sorted_levels`` marks
+        the ordered features whose levels are the sorted values seen in
+        ``fit``, which the held-out fits number among the values of their
+        training rows, as refits do (:mod:`.._held_out._levels`).
         """
         self.placeholder = placeholder
         self._categorical = codes, list(lambdas)
         self.levels = levels
+        self.sorted_levels = sorted_levels
         names = self.kernel_names()
         counts = self.neighbor_counts(categorical=codes is not None)
         self.check_options(codes, counts)
@@ -331,6 +336,7 @@ class CandidateSearch(SearchParameters):
                     self.n_jobs,
                     degree=max(degrees),
                     levels=self.levels,
+                    sorted_levels=self.sorted_levels,
                 )
             every.append(self._run(held_out, data, grid_params, degrees))
             if lam is None:

@@ -149,7 +149,11 @@ def learn_categorical_widths(search, data, codes):
     X64, Y, weights = data.X64, data.Y, data.weights
     kernel = KERNELS[search.kernel_]
     lambdas = np.full(codes.shape[1], search.categorical_bandwidth_)
-    options = {"degree": search.degree_, "levels": search.levels}
+    options = {
+        "degree": search.degree_,
+        "levels": search.levels,
+        "sorted_levels": search.sorted_levels,
+    }
     widths, learned, n_iter, loo_mse = _categorical_widths.learn(
         X64,
         codes,

@@ -12,7 +12,7 @@ from .._search._params import (
     split_categorical,
 )
 from .._search._scores import RegressionScoring
-from .._utils._categorical_input import category_levels
+from .._utils._categorical_input import category_levels, sorted_levels
 from .._utils._sparse import dense_keys
 from .._utils._validation import check_squares
 from ._delegation import _quiet_diagnostics
@@ -48,7 +48,11 @@ def candidate_search(estimator, X, y, sample_weight):
     check_squares(y.reshape(keys.shape[0], -1), "y", "squared errors")
     search = make_search(RegressionScoring(estimator), estimator.algorithm)
     weights = relative_sample_weight(given_weight)
-    scored = (keys, y, weights, codes, lambdas, placeholder, category_levels(estimator))
+    levels = category_levels(estimator)
+    scored = (keys, y, weights, codes, lambdas, placeholder, levels)
+    # The held-out fits number the sorted levels among their own rows, as
+    # refits do.
+    scored += (sorted_levels(estimator, X),)
     # The refit reads the categories from X as given.
     categorical = data.kind == "categorical"
     refit = (X if categorical else data.X, y, given_weight, categorical)

@@ -323,6 +323,23 @@ def category_levels(estimator):
     )
 
 
+def sorted_levels(estimator, X):
+    """Which categorical features of ``estimator``, fitted on ``X``, are
+    ordered by their sorted values (:func:`learn_levels` without declared
+    categories), which a fit on other rows numbers among its own values;
+    None where none is. Those of a pandas categorical column keep the
+    positions of its categories in every fit."""
+    categorical = getattr(estimator, "is_categorical_", None)
+    ordered = getattr(estimator, "is_ordered_", None)
+    if categorical is None or ordered is None:
+        return None
+    where = np.flatnonzero(categorical)
+    mask = np.array(
+        [ordered[j] and _declared_order(X, j) is None for j in where], dtype=bool
+    )
+    return mask if mask.any() else None
+
+
 def encode(column, categories, j):
     """Integer codes of the values of a column; -1 for unknown categories."""
     _check_column(column, j)

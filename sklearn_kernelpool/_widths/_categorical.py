@@ -39,6 +39,7 @@ from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
 from .._engine._categorical import distances
+from .._held_out._levels import HeldOutLevels
 from .._utils._working_memory import row_batches
 from ._loss_linear import key_sensitivities, shrunk_fits
 
@@ -48,18 +49,24 @@ MAX_ITER = 200
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def _softmax_rows(theta, X, codes, weights, kernel, rows, levels=None):
+def _loo_coding(codes, levels, sorted_levels):
+    """The codes of the fits without each point
+    (:meth:`.._held_out._levels.HeldOutLevels.leave_one_out`)."""
+    return HeldOutLevels(codes, levels, sorted_levels).leave_one_out().codings[0]
+
+
+def _softmax_rows(theta, X, coding, weights, kernel, rows):
     """Leave-one-out weights of ``rows`` over every point, normalised, and
     the pieces of their gradient: squared scaled differences, squared
-    distances and the category distances ``D_j`` (``levels`` says which
-    features are ordered)."""
+    distances and the category distances ``D_j`` in the codes of each
+    row's fit (``coding``, a :class:`.._held_out._levels.LevelCoding`)."""
     d = X.shape[1]
     h2 = np.exp(2.0 * theta[:d])
     with np.errstate(divide="ignore"):
         log_w = np.log(weights)
     D2 = (X[rows, None, :] - X[None, :, :]) ** 2 / h2
     u2 = D2.sum(axis=2)
-    M = distances(codes[rows], codes, levels)
+    M = distances(coding.queries[rows], coding.keys, coding.levels)
     logits = kernel.squared_log_function(u2.copy()) + log_w + M @ theta[d:]
     logits[np.arange(len(rows)), rows] = -np.inf
     logits -= logits.max(axis=1, keepdims=True)
@@ -112,34 +119,50 @@ def _scaled(X, widths, weights):
 
 
 def loo_predictions(
-    X, codes, Y, weights, kernel, widths, lambdas, degree=0, levels=None
+    X,
+    codes,
+    Y,
+    weights,
+    kernel,
+    widths,
+    lambdas,
+    degree=0,
+    levels=None,
+    sorted_levels=None,
 ):
     """Leave-one-out predictions of local-constant (``degree=0``) or
     local-linear (``degree=1``) held-out fits; ``levels`` as for
-    :class:`.._engine._categorical.CategoricalFactor`."""
+    :class:`.._engine._categorical.CategoricalFactor`, ``sorted_levels`` as
+    for :class:`.._held_out._levels.HeldOutLevels`."""
     theta = np.concatenate([np.log(widths), np.log(lambdas)])
+    coding = _loo_coding(codes, levels, sorted_levels)
     Z = _scaled(X, widths, weights)
     points = np.arange(X.shape[0])
     out = np.empty_like(Y)
     for batch in row_batches(len(points), _row_bytes(X, codes)):
         rows = points[batch]
-        p = _softmax_rows(theta, X, codes, weights, kernel, rows, levels)[0]
+        p = _softmax_rows(theta, X, coding, weights, kernel, rows)[0]
         out[batch] = _held_out_fits(p, Z, Y, rows, _n_keys(weights, rows), degree)[0]
     return out
 
 
-def loo_objective(theta, X, codes, Y, weights, kernel, degree=0, levels=None):
+def loo_objective(
+    theta, X, codes, Y, weights, kernel, degree=0, levels=None, sorted_levels=None
+):
     """Weighted leave-one-out mean squared error of the held-out fits of
     ``degree`` and its gradient in ``theta = [log h_1..h_d, log
-    lambda_1..lambda_c]``; ``levels`` says which features are ordered."""
+    lambda_1..lambda_c]``; ``levels`` says which features are ordered and
+    ``sorted_levels`` which of them each held-out fit numbers among its own
+    rows (:class:`.._held_out._levels.HeldOutLevels`)."""
     n, d = X.shape
     total = weights.sum()
     value, grad = 0.0, np.zeros_like(theta)
     Z = _scaled(X, np.exp(theta[:d]), weights)
+    coding = _loo_coding(codes, levels, sorted_levels)
     points = np.arange(n)
     for batch in row_batches(n, _row_bytes(X, codes)):
         rows = points[batch]
-        p, D2, u2, M = _softmax_rows(theta, X, codes, weights, kernel, rows, levels)
+        p, D2, u2, M = _softmax_rows(theta, X, coding, weights, kernel, rows)
         fitted, local = _held_out_fits(p, Z, Y, rows, _n_keys(weights, rows), degree)
         error = fitted - Y[rows]
         value += float(weights[rows] @ np.sum(error * error, axis=1))
@@ -167,12 +190,14 @@ def learn(
     degree=0,
     max_iter=MAX_ITER,
     levels=None,
+    sorted_levels=None,
 ):
     """Widths and lambdas minimising the leave-one-out error of the held-out
     fits of ``degree``, from the isotropic ``bandwidth`` and the shared
     ``lambdas``, with at most ``max_iter`` iterations of L-BFGS-B (a
     :class:`~sklearn.exceptions.ConvergenceWarning` when it stops there);
-    ``levels`` says which categorical features are ordered.
+    ``levels`` says which categorical features are ordered, ``sorted_levels``
+    which of them the fits without each point number among their own rows.
 
     Returns the widths, the lambdas, the number of iterations and the
     leave-one-out mean squared error (averaged over the outputs).
@@ -191,7 +216,7 @@ def learn(
     )
     bounds = list(zip(low, high, strict=True))
     bounds += [tuple(np.log(LAMBDA_BOUNDS))] * codes.shape[1]
-    args = (X, codes, Y, weights, kernel, degree, levels)
+    args = (X, codes, Y, weights, kernel, degree, levels, sorted_levels)
     result = minimize(
         loo_objective,
         start,
