@@ -258,10 +258,10 @@ class KernelAttentionRegressor(
         0. The last fit, ``robustness_weights_`` held, gives every method. With
         ``kernel="tricube"``, ``degree=1`` and ``n_neighbors=int(frac * n +
         1e-10)`` it is statsmodels' ``lowess(y, x, frac=frac,
-        it=robust_iterations, delta=0)``. Several outputs share one weight
-        per row. Dask arrays, other array API namespaces and
-        ``linear_features`` raise a ``ValueError``, and so do prediction
-        intervals of a robust fit. See :ref:`robust-fits`.
+        it=robust_iterations, delta=0)`` but for :ref:`robust-lowess` (the
+        fit warns of shrunk slopes). Several outputs share one weight per
+        row. Dask arrays, other array API namespaces and ``linear_features``
+        raise a ``ValueError``, as do prediction intervals. See :ref:`robust-fits`.
 
     Attributes
     ----------

@@ -12,7 +12,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
 from sklearn.utils._param_validation import InvalidParameterError
 
-from sklearn_kernelpool import KernelAttentionRegressor
+from sklearn_kernelpool import KernelAttentionRegressor, LocalLinearFallbackWarning
 from sklearn_kernelpool._estimator._robust import robustness_weights, weighted_median
 
 lowess_module = pytest.importorskip("statsmodels.nonparametric.smoothers_lowess")
@@ -133,6 +133,10 @@ def _plain_robust_fit(X, y, Q, kernel, bandwidth, degree, sample_weight, iterati
     return local_fit(X, y, Q, alpha, bandwidth, w * delta, degree=degree)[0], delta
 
 
+# With degree 1 the first iteration leaves the rows beside the outlier at the
+# boundary (x = 0.004) keys on one side: the fit warns of their shrunk slopes
+# (tests/test_robust_lowess.py), which the loop shrinks alike.
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.LocalLinearFallbackWarning")
 @pytest.mark.parametrize(
     "kernel, bandwidth, degree",
     [("gaussian", 0.3, 0), ("epanechnikov", 0.6, 0), ("biweight", 0.8, 1)],
@@ -167,7 +171,12 @@ def test_an_outlier_no_longer_pulls_the_fit():
     y[20] += 10.0
     params = dict(kernel="epanechnikov", bandwidth=0.15, degree=1)
     plain = KernelAttentionRegressor(**params).fit(X, y)
-    robust = KernelAttentionRegressor(**params, robust_iterations=2).fit(X, y)
+    # The plain fit leans towards the outlier, so the first iteration gives
+    # its neighbours weight 0 too, and the rows at the edges of that run
+    # are fitted from keys on one side: their slopes are shrunk, and warned
+    # of (tests/test_robust_lowess.py).
+    with pytest.warns(LocalLinearFallbackWarning, match="robust_iterations=2"):
+        robust = KernelAttentionRegressor(**params, robust_iterations=2).fit(X, y)
     assert abs(plain.predict([[0.5]])[0] - 2.0) > 1.0
     # Within the noise of the line, outlier's place included.
     assert np.max(np.abs(robust.predict(X) - line)) < 0.1

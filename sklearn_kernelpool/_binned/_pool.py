@@ -218,24 +218,27 @@ class BinnedKernelPool:
         """The :class:`Kernel`, held by the binned engine."""
         return self.binned.kernel
 
-    def pool(self, X, n_jobs=None, return_std=False):
+    def pool(self, X, n_jobs=None, return_std=False, counts=None):
         """Pooled values (n_queries, n_outputs), with ``return_std`` a pair
         ``(mean, std)``, as :meth:`.._engine._pooling.KernelPool.pool`.
 
         Undecided queries (see :mod:`._pool`) are pooled by the exact
         engine, which applies the ``on_empty`` policy to the empty ones. The
         local-linear fits of both are reported together
-        (:func:`.._engine._moments.report_fits`).
+        (:func:`.._engine._moments.report_fits`), or their
+        :func:`.._engine._moments.fit_counts` appended to ``counts`` when it
+        is a list, for the caller to report.
         """
         Q = np.asarray(X, dtype=np.float64)
         engine = self.binned_std if return_std else self.binned
         mean, std, doubtful, s = engine.predict(Q, return_std, return_shrinkage=True)
-        counts = None
+        report = counts is None
         if self.degree == 1:
             d = Q.shape[1]
+            counts = [] if report else counts
             # The binned designs decided here have full rank (their smallest
             # eigenvalue is above the binned engine's min_variance).
-            counts = [fit_counts(np.full(len(Q), d), s, d, ~doubtful)]
+            counts.append(fit_counts(np.full(len(Q), d), s, d, ~doubtful))
         if np.any(doubtful):
             exact = self.exact_pool.pool(
                 X[doubtful], n_jobs=n_jobs, return_std=return_std, counts=counts
@@ -244,7 +247,7 @@ class BinnedKernelPool:
                 mean[doubtful], std[doubtful] = exact
             else:
                 mean[doubtful] = exact
-        if counts is not None:
+        if self.degree == 1 and report:
             configuration = describe(self.kernel, self._arguments["bandwidth"])
             report_fits(counts, len(Q), configuration)
         mean = mean.astype(self.dtype, copy=False)

@@ -17,6 +17,11 @@ down-weighted as much as its worst output says, and rescaling an output
 changes nothing. Where ``s_k = 0`` (at least half the weight fitted
 exactly), ``|r_ik| / (6 s_k)`` is taken as its limit: 0 for an exact fit,
 infinite otherwise, as statsmodels' ``lowess`` does.
+
+With ``degree=1`` the fit counts the training rows whose slope the
+local-linear safeguard shrank in each in-sample fit, the final one included
+(one more pass over the training rows), and warns of them: LOWESS
+extrapolates the local line there (:func:`report_shrunk_slopes`).
 """
 
 import warnings
@@ -24,6 +29,7 @@ import warnings
 import numpy as np
 
 from .._inference._residuals import training_keys
+from .._utils._warn import describe, warn
 from .._utils._warnings import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 
 # The bisquare vanishes at this many scales of the residuals (Cleveland).
@@ -107,7 +113,8 @@ def refuse_robust(estimator, path):
 def fit_robust(estimator):
     """Refit ``estimator._pool`` ``robust_iterations`` times with Cleveland's
     robustness weights; sets ``robustness_weights_`` (None without
-    iterations) and ``algorithm_``."""
+    iterations) and ``algorithm_``, and warns of the shrunk slopes of the
+    in-sample fits (:func:`report_shrunk_slopes`)."""
     estimator.robustness_weights_ = None
     pool = estimator._pool
     sample_weight = pool._arguments["sample_weight"]
@@ -117,34 +124,106 @@ def fit_robust(estimator):
     keys = training_keys(estimator)[rows]
     # The rounding of a fit of values of this size (per output).
     tolerance = _ROUNDING * np.max(np.abs(values[rows]), axis=0, initial=0.0)
+    counts = []  # the fit_counts of each in-sample fit (degree 1)
     for _ in range(estimator.robust_iterations):
+        counts.append([])
         residuals = np.full_like(values, np.nan)
-        residuals[rows] = values[rows] - _in_sample_fit(estimator, keys)
+        fitted = _in_sample_fit(estimator, keys, counts[-1])
+        residuals[rows] = values[rows] - fitted
         delta = robustness_weights(residuals, sample_weight, tolerance)
         delta = delta.astype(sample_weight.dtype, copy=False)
         estimator._pool = type(pool)(**{**pool._arguments, "robustness_weight": delta})
         # A copy: loading checks that the two agree.
         estimator.robustness_weights_ = delta.copy()
     estimator.algorithm_ = estimator._pool.algorithm
+    if counts and estimator._pool.degree == 1:
+        counts.append(_final_fit_counts(estimator, keys))
+        report_shrunk_slopes(estimator, counts, len(rows))
 
 
-def _in_sample_fit(estimator, keys):
+def report_shrunk_slopes(estimator, counts, n_queries):
+    """Warn of the training rows whose slope the local-linear safeguard
+    shrank in the in-sample fits of a robust fit.
+
+    ``counts`` holds, per in-sample fit (the plain fit's first, the final
+    fit's last), the :func:`.._engine._moments.fit_counts` of its chunks.
+    Any shrinkage (``s < 1``) is warned of, mild or not: LOWESS extrapolates
+    the local line where the safeguard shrinks it, so the robust fit departs
+    from LOWESS at those rows, and at the rows whose weights they set.
+    """
+    totals = [np.sum(np.reshape(fit, (-1, 6)), axis=0) for fit in counts]
+    per_fit = tuple(int(total[2]) for total in totals)
+    if not any(per_fit):
+        return
+    n_singular, n_deficient, n_shrunk, _, shrinkage, n_fitted = totals[-1]
+    arguments = estimator._pool._arguments
+    configuration = describe(
+        arguments["kernel"], arguments["bandwidth"], arguments.get("n_neighbors")
+    )
+    warn(
+        LocalLinearFallbackWarning(
+            f"Under {configuration} with robust_iterations="
+            f"{estimator.robust_iterations}, training rows lay far from the "
+            "keys that weigh on them in an in-sample fit, in units of the "
+            "local spread of those keys (as where the robustness weights "
+            "leave a row's keys on one side of it), and the local-linear "
+            "safeguard shrank their slopes towards the local mean, where "
+            "LOWESS extrapolates the local line: the robust fit departs from "
+            "LOWESS at those rows and at the rows whose robustness weights "
+            "they set. A larger bandwidth or n_neighbors avoids this. The "
+            "warning's n_shrunk_per_fit attribute counts them in each "
+            "in-sample fit, the plain fit's first and the final fit's last; "
+            "n_shrunk, n_singular, n_rank_deficient, mean_shrinkage and "
+            "n_queries are those of the final fit at the training rows.",
+            n_singular=int(n_singular),
+            n_queries=int(n_queries),
+            n_rank_deficient=int(n_deficient),
+            n_shrunk=int(n_shrunk),
+            mean_shrinkage=float(shrinkage / n_fitted) if n_fitted else 0.0,
+            n_shrunk_per_fit=per_fit,
+        )
+    )
+
+
+def _final_fit_counts(estimator, keys):
+    """The ``fit_counts`` of the final fit at the training ``keys``."""
+    counts = []
+    try:
+        _pool_rows(estimator._pool, keys, estimator.n_jobs, counts)
+    except ValueError:
+        if estimator._pool.on_empty != "raise":
+            raise
+        # A row the final weights leave without keys, which predicting it
+        # refuses (on_empty="raise"); the chunks counted every other row
+        # before the refusal.
+    return counts
+
+
+def _in_sample_fit(estimator, keys, counts):
     """The fit at the training ``keys``, float64, without the fallback
-    warnings (each iteration's own business); NaN where ``on_empty="nan"``
+    warnings (each iteration's own business), its local-linear
+    ``fit_counts`` appended to ``counts``; NaN where ``on_empty="nan"``
     leaves a row without a fit."""
     pool = estimator._pool
+    try:
+        fitted = _pool_rows(pool, keys, estimator.n_jobs, counts)
+    except ValueError as exc:
+        if pool.on_empty != "raise":
+            raise
+        raise ValueError(
+            "robust_iterations: a training row lost every key of its "
+            "neighbourhood to the robustness weights, so it has no fit, "
+            "which on_empty='raise' refuses; use a wider bandwidth or "
+            "another on_empty policy."
+        ) from exc
+    return np.asarray(fitted, dtype=np.float64)
+
+
+def _pool_rows(pool, keys, n_jobs, counts):
+    """``pool.pool(keys)`` without the fallback warnings, the ``fit_counts``
+    of its local-linear fits appended to ``counts`` (which the pool then
+    leaves to the caller to report)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         warnings.simplefilter("ignore", LocalLinearFallbackWarning)
-        try:
-            fitted = pool.pool(keys, n_jobs=estimator.n_jobs)
-        except ValueError as exc:
-            if pool.on_empty != "raise":
-                raise
-            raise ValueError(
-                "robust_iterations: a training row lost every key of its "
-                "neighbourhood to the robustness weights, so it has no fit, "
-                "which on_empty='raise' refuses; use a wider bandwidth or "
-                "another on_empty policy."
-            ) from exc
-    return np.asarray(fitted, dtype=np.float64)
+        return pool.pool(keys, n_jobs=n_jobs, counts=counts)

@@ -104,6 +104,15 @@ class LocalLinearFallbackWarning(UserWarning):
     ``cv_results_["rank_deficient_fraction"]``, and that of the shrunk
     slopes as ``cv_results_["shrunk_fraction"]``.
 
+    A robust fit (``robust_iterations`` with ``degree=1``) issues it from
+    ``fit`` where the slope of a training row was shrunk at all (``s < 1``)
+    in one of its in-sample fits: the plain fit and each iteration's, whose
+    residuals set the robustness weights, and the final fit. Where the
+    robustness weights leave a row's keys on one side of it, LOWESS
+    extrapolates the local line and the robust fit does not
+    (:ref:`robust-lowess`). ``n_shrunk_per_fit`` counts those rows in each
+    fit; the other counts are those of the final fit at the training rows.
+
     One call issues at most one such warning. Its text names the kernel, the
     bandwidth and what happened only (see :class:`EmptyNeighborhoodWarning`);
     the counts of the call are its attributes.
@@ -133,6 +142,10 @@ class LocalLinearFallbackWarning(UserWarning):
         The mean of ``1 - s`` over the queries of the call with a
         neighbourhood.
 
+    n_shrunk_per_fit : tuple of int, default=None
+        For a robust fit, the number of training rows whose slope was shrunk
+        in each in-sample fit.
+
     Attributes
     ----------
     n_singular : int
@@ -153,6 +166,12 @@ class LocalLinearFallbackWarning(UserWarning):
         The mean of ``1 - s`` over the queries of the call with a
         neighbourhood (those that did not fall back to ``on_empty``): 0 when
         no slope was shrunk, 1 when every one was shrunk to nothing.
+
+    n_shrunk_per_fit : tuple of int or None
+        The warning of a robust fit: the number of training rows whose slope
+        was shrunk (``s < 1``) in each of its ``robust_iterations + 1``
+        in-sample fits, the plain fit's first and the final fit's last. None
+        for the warning of a prediction.
 
     Examples
     --------
@@ -199,6 +218,7 @@ class LocalLinearFallbackWarning(UserWarning):
         n_rank_deficient=None,
         n_shrunk=None,
         mean_shrinkage=None,
+        n_shrunk_per_fit=None,
     ):
         super().__init__(message)
         self.n_singular = n_singular
@@ -206,6 +226,7 @@ class LocalLinearFallbackWarning(UserWarning):
         self.n_rank_deficient = n_rank_deficient
         self.n_shrunk = n_shrunk
         self.mean_shrinkage = mean_shrinkage
+        self.n_shrunk_per_fit = n_shrunk_per_fit
 
 
 class LocalLinearMemoryWarning(UserWarning):
