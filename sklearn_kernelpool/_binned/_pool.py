@@ -24,11 +24,12 @@ import warnings
 
 import numpy as np
 
-from .._engine._moments import fit_counts, report_fits
+from .._engine._moments import report_fits
 from .._engine._saved_state import check_pool_arguments
 from .._exceptions import CoarseGridWarning, describe
 from . import _engine as _binned
 from ._grid import warn_coarse_fit
+from ._queries import predict_queries
 
 ACCEPTED = (
     "algorithm='binned' works on one or two continuous features with a "
@@ -224,18 +225,16 @@ class BinnedKernelPool:
         Undecided queries (see :mod:`._pool`) are pooled by the exact
         engine, which applies the ``on_empty`` policy to the empty ones. The
         local-linear fits of both are reported together
-        (:func:`.._engine._moments.report_fits`).
+        (:func:`.._engine._moments.report_fits`). The queries are read a
+        chunk at a time (:func:`._queries.predict_queries`): the call holds
+        its output, one chunk within ``working_memory``, and what the exact
+        engine needs for the undecided queries.
         """
-        Q = np.asarray(X, dtype=np.float64)
         engine = self.binned_std if return_std else self.binned
-        mean, std, doubtful, s = engine.predict(Q, return_std, return_shrinkage=True)
-        counts = None
-        if self.degree == 1:
-            d = Q.shape[1]
-            # The binned designs decided here have full rank (their smallest
-            # eigenvalue is above the binned engine's min_variance).
-            counts = [fit_counts(np.full(len(Q), d), s, d, ~doubtful)]
-        if np.any(doubtful):
+        pooled = predict_queries(engine, X, self.dtype, return_std)
+        mean, std, doubtful = pooled.mean, pooled.std, pooled.doubtful
+        counts = pooled.counts if self.degree == 1 else None
+        if len(doubtful):
             exact = self.exact_pool.pool(
                 X[doubtful], n_jobs=n_jobs, return_std=return_std, counts=counts
             )
@@ -245,10 +244,9 @@ class BinnedKernelPool:
                 mean[doubtful] = exact
         if counts is not None:
             configuration = describe(self.kernel, self._arguments["bandwidth"])
-            report_fits(counts, len(Q), configuration)
-        mean = mean.astype(self.dtype, copy=False)
+            report_fits(counts, X.shape[0], configuration)
         if return_std:
-            return mean, std.astype(self.dtype, copy=False)
+            return mean, std
         return mean
 
 
