@@ -9,6 +9,7 @@ Usage::
 Runs each path of ``tests/_memory.py`` (``MEMORY_PATHS``: ``predict`` on
 every algorithm, kernel family and dimension, ``return_std``, ``degree=1``,
 dense and sparse attention weights, each ``on_empty`` policy, the
+binned path's ``predict`` (held to its output and one chunk), the
 classifier, the CV's leave-one-out, K-fold, per-feature, underflow and
 fallback routes, and the trees on zero-inflated data and on queries sorted
 so that the dense region comes in one chunk) under

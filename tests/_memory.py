@@ -4,10 +4,13 @@
 public path (``fit``; each algorithm, kernel family and dimension of
 ``predict``, ``return_std``, ``degree=1``, dense and sparse attention
 weights, the conditional quantiles and distribution, each ``on_empty``
-policy, the classifier's ``fit``, ``predict_proba`` and ``predict``, the
-CV's leave-one-out, K-fold, per-feature, underflow and fallback routes, and
-the fit of a learned map, with the trees on data whose neighbourhoods defeat
-an estimate made at fit time), built at a size ``n``;
+policy, the binned path's ``predict`` (one and two features, ``return_std``
+with ``degree=1``, float32, several outputs, a fit on dask arrays), held to
+its output and one chunk with no copy of the queries, the classifier's
+``fit``, ``predict_proba`` and ``predict``, the CV's leave-one-out, K-fold,
+per-feature, underflow and fallback routes, and the fit of a learned map,
+with the trees on data whose neighbourhoods defeat an estimate made at fit
+time), built at a size ``n``;
 :func:`memory_budget` is the bound each must keep. ``tests/test_memory.py``
 and ``benchmarks/bench_memory.py`` share them.
 """
@@ -104,12 +107,13 @@ def cv_columns(degree, n_features, n_outputs=1):
 def memory_budget(path, working_memory, output):
     """The peak bytes ``path`` may trace under ``working_memory`` MiB.
 
-    ``working_memory * 2**20 + output + FIXED_SLACK + INPUT_COPIES * inputs``,
+    ``working_memory * 2**20 + output + FIXED_SLACK + INPUT_COPIES * inputs``
+    (no copy of the inputs on the binned paths),
     plus, for the CV, ``CV_COPIES * 8 * n * n_candidates * n_columns``. A
     sparse output counts twice: its chunks are held until they are joined.
     """
     budget = working_memory * 2**20 + output * (2 if path.sparse_output else 1)
-    budget += FIXED_SLACK + INPUT_COPIES * path.inputs
+    budget += FIXED_SLACK + path.input_copies * path.inputs
     budget += CV_COPIES * 8 * path.n * path.n_candidates * path.n_columns
     return budget
 
@@ -125,6 +129,7 @@ class MemoryPath:
     n_candidates: int = 0  # CV candidates
     n_columns: int = 0  # CV moments per point and candidate
     sparse_output: bool = False
+    input_copies: int = INPUT_COPIES  # copies of the inputs the path may hold
 
 
 def quietly(call):
@@ -183,6 +188,34 @@ def _regressor_path(method, d, algorithm, kernel, **options):
             _nbytes(Q),
             sparse_output=method == "weights_sparse",
         )
+
+    return build
+
+
+def _binned_path(d, method="predict", dask=False, dtype=np.float64, **options):
+    """``predict`` of ``algorithm="binned"`` at a width of 1/25 of the
+    range: the output and one chunk, no copy of the queries. The engine of
+    ``return_std`` is built by a first call, so that the peak is the
+    queries'; ``dask``: fitted on dask arrays (the grid sums only)."""
+
+    def build(n, m):
+        X, y, Q = _data(n, m, d)
+        if options.get("n_outputs"):
+            y = np.column_stack([y, y**2, -y])
+        X, Q = X.astype(dtype), Q.astype(dtype)
+        params = {k: v for k, v in options.items() if k != "n_outputs"}
+        reg = KernelAttentionRegressor(
+            "epanechikov", 1 / 25, algorithm="binned", **params
+        )
+        if dask:
+            import dask.array as da
+
+            X, y = da.from_array(X, chunks=50_000), da.from_array(y, chunks=50_000)
+        quietly(lambda: reg.fit(X, y))
+        std = method == "predict_std"
+        quietly(lambda: reg.predict(Q[:1], return_std=std))
+        call = partial(reg.predict, Q, return_std=std)
+        return MemoryPath(call, n, _nbytes(Q), input_copies=0)
 
     return build
 
@@ -344,6 +377,14 @@ def _paths():
             paths[f"predict-{algorithm}-epanechikov-{d}d"] = _regressor_path(
                 "predict", d, algorithm, "epanechikov"
             )
+    for d in (1, 2):
+        paths[f"predict-binned-{d}d"] = _binned_path(d)
+        paths[f"predict-std-degree1-binned-{d}d"] = _binned_path(
+            d, "predict_std", degree=1
+        )
+    paths["predict-binned-float32"] = _binned_path(2, dtype=np.float32)
+    paths["predict-binned-outputs"] = _binned_path(2, "predict_std", n_outputs=3)
+    paths["predict-binned-dask-fit"] = _binned_path(2, "predict_std", dask=True)
     for algorithm, kernel in (("brute", "gaussian"), ("kd_tree", "epanechikov")):
         paths[f"predict-std-{algorithm}-{kernel}"] = _regressor_path(
             "predict_std", 2, algorithm, kernel

@@ -3,15 +3,19 @@ smooth functions, the error falling with the grid, binning's additivity and
 invariances, refusals and persistence."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
 from scipy import sparse
+from sklearn import config_context
 
 from sklearn_kernelpool import (
     CoarseGridWarning,
+    EmptyNeighborhoodWarning,
     KernelAttentionClassifier,
     KernelAttentionRegressor,
+    LocalLinearFallbackWarning,
 )
 from sklearn_kernelpool._binned._binning import linear_bin, make_grid
 from sklearn_kernelpool._binned._engine import fit_engine, truncation_radius
@@ -225,6 +229,48 @@ def test_refuses_sparse_and_bad_n_bins():
         )
     with pytest.raises(ValueError, match="n_bins"):
         KernelAttentionRegressor(algorithm="binned", n_bins=[10, 1]).fit(X, X[:, 0])
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_sparse_queries_predict_as_dense(degree):
+    # Sparse queries are made dense a chunk at a time; those outside the
+    # grid go to the exact engine as sparse rows.
+    X, y, Q = smooth_data(2000, 2)
+    Q = np.vstack([Q, [[5.0, 5.0], [-3.0, 0.5]]])
+    params = dict(algorithm="binned", bandwidth=0.1, degree=degree)
+    est = KernelAttentionRegressor(**params).fit(X, y)
+    labels = np.digitize(y, [0.5, 1.0])
+    clf = KernelAttentionClassifier(algorithm="binned", bandwidth=0.1)
+    clf.fit(X, labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        expected = est.predict(Q, return_std=True)
+        proba = clf.predict_proba(Q)
+        for to_sparse in (sparse.csr_array, sparse.csc_matrix):
+            got = est.predict(to_sparse(Q), return_std=True)
+            np.testing.assert_array_equal(got, expected)
+            np.testing.assert_array_equal(clf.predict_proba(to_sparse(Q)), proba)
+    assert np.all(np.isfinite(expected))
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_predictions_do_not_depend_on_the_chunks(degree):
+    # Chunks of a few queries (working_memory of 10 KiB) and one chunk of
+    # all of them give the same bits, the exact engine's queries included.
+    X, y, _ = smooth_data(3000, 2, n_outputs=2)
+    Q = np.random.default_rng(1).uniform(-0.3, 1.3, (3000, 2))
+    est = KernelAttentionRegressor(algorithm="binned", bandwidth=0.08, degree=degree)
+    est.fit(X.astype(np.float32), y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        with config_context(working_memory=0.01):
+            small = est.predict(Q, return_std=True)
+        with config_context(working_memory=float("inf")):
+            whole = est.predict(Q, return_std=True)
+    assert small[0].dtype == np.float32
+    np.testing.assert_array_equal(small, whole)
 
 
 def test_pickle_round_trip():

@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from _dask import local_client
 from numpy.testing import assert_allclose, assert_array_equal
 
@@ -204,6 +205,22 @@ def test_empty_queries_on_the_grid():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fit(on_empty="raise", degree=1).predict(np.array([[0.5], [3.5]]))
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_sparse_queries_of_a_fit_on_dask_arrays(degree):
+    # Read dense a chunk at a time; the far ones get the nearest node's
+    # values, as dense queries do.
+    X, y = smooth(20_000, d=2)
+    reg = KernelAttentionRegressor(algorithm="binned", bandwidth=0.05, degree=degree)
+    reg.fit(da.from_array(X, chunks=(5000, 2)), da.from_array(y, chunks=5000))
+    Q = np.vstack([X[:50], [[5.0, 5.0], [-2.0, 0.5]]])
+    with pytest.warns(EmptyNeighborhoodWarning):
+        expected = reg.predict(Q, return_std=True)
+    with pytest.warns(EmptyNeighborhoodWarning):
+        got = reg.predict(sp.csr_array(Q), return_std=True)
+    assert_array_equal(got, expected)
+    assert np.all(np.isfinite(expected))
 
 
 def test_bad_input():

@@ -107,6 +107,23 @@ def test_the_dtype_of_the_keys_is_kept_alike(kind, dtype):
     assert model.n_features_in_ == X.shape[1] + (kind == "categorical")
 
 
+@pytest.mark.parametrize("algorithm", ["binned", "brute"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_the_way_in_reads_float_queries_in_place(algorithm, dtype, order):
+    # A float32 or float64 array of queries is validated without a copy:
+    # the engine receives the caller's array itself, in either order.
+    from sklearn_kernelpool._estimator._input_kinds import validate_query_input
+
+    X, y = _data(dtype)
+    model = KernelAttentionRegressor(algorithm=algorithm, bandwidth=0.5).fit(X, y)
+    queries = np.asarray(np.random.default_rng(0).uniform(size=(50, 2)), order=order)
+    queries = queries.astype(dtype, order="K")
+    taken = validate_query_input(model, queries)
+    assert taken.kind == "dense"
+    assert taken.X is queries
+
+
 def test_array_api_input_is_refused_in_the_same_words():
     xp = strict_namespace()  # where scikit-learn can dispatch to it
     X, y = _data()

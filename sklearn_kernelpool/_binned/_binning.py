@@ -167,35 +167,47 @@ class Cells:
             out[:, c] = total
         return out.reshape(self.grid.shape + (columns.shape[1],))
 
-    def gather(self, arrays):
+    def gather(self, arrays, columns=None):
         """Linear (bilinear) interpolation of grid arrays (grid.shape + (c,))
-        at the rows, as an array of shape (c, n): one gather per corner and
-        column from contiguous columns."""
-        flat_arrays = arrays.reshape(-1, arrays.shape[-1])
+        at the rows, as an array of shape (c, n), or (len(columns), n) for
+        the columns ``columns`` only.
+
+        One gather per corner and column, read in place from the flat grid
+        (no column of the grid is copied): the memory is the output and two
+        rows of scratch, whatever the size of the grid.
+        """
+        values = np.ascontiguousarray(arrays)
+        width = values.shape[-1]
+        values = values.reshape(-1)  # node i, column c at i * width + c
+        columns = range(width) if columns is None else columns
         n = len(self)
-        out = np.empty((flat_arrays.shape[1], n))
+        out = np.empty((len(columns), n))
         scratch = np.empty(n)
-        one_d = len(self.grid.shape) == 1
-        corners = None if one_d else self.corners
-        for c in range(flat_arrays.shape[1]):
-            column = np.ascontiguousarray(flat_arrays[:, c])
-            if one_d:
-                # 1-D: a[i] + f (a[i + 1] - a[i]), the slope gathered.
-                lower, fraction = self.index[:, 0], self.fraction[:, 0]
-                slope = np.empty_like(column)
-                np.subtract(column[1:], column[:-1], out=slope[:-1])
-                slope[-1] = 0.0
-                np.take(slope, lower, out=out[c], mode="clip")
-                out[c] *= fraction
-                out[c] += np.take(column, lower, out=scratch, mode="clip")
-                continue
-            flat, share = corners[0]
-            np.take(column, flat, out=out[c], mode="clip")
-            out[c] *= share
-            for flat, share in corners[1:]:
-                np.take(column, flat, out=scratch, mode="clip")
-                scratch *= share
-                out[c] += scratch
+        at = np.empty(n, dtype=np.intp)
+
+        def take(nodes, c, offset, into):
+            np.multiply(nodes, width, out=at)
+            np.add(at, c + offset * width, out=at)
+            np.take(values, at, out=into, mode="clip")
+
+        if len(self.grid.shape) == 1:
+            # 1-D: a[i] + f (a[i + 1] - a[i]), the slope times f.
+            node, fraction = self.index[:, 0], self.fraction[:, 0]
+            for row, c in zip(out, columns, strict=True):
+                take(node, c, 1, row)
+                take(node, c, 0, scratch)
+                row -= scratch
+                row *= fraction
+                row += scratch
+            return out
+        for row, c in zip(out, columns, strict=True):
+            for k, (node, share) in enumerate(self.corners):
+                take(node, c, 0, scratch if k else row)
+                if k:
+                    scratch *= share
+                    row += scratch
+                else:
+                    row *= share
         return out
 
     def pair_shares(self):

@@ -20,9 +20,11 @@ import numpy as np
 from scipy import fft
 
 from .._engine._local_linear import MomentLayout
+from .._utils._sparse import dense_rows
 from ._binning import Cells, linear_bin
 from ._estimates import estimates
 from ._grid import plan_grid
+from ._queries import QueryChunk, chunk_rows
 
 # Unbounded kernels are sampled up to the scaled distance where they fall
 # below this fraction of their peak: 7.43 bandwidths for the gaussian, 27.6
@@ -50,8 +52,6 @@ MIN_VARIANCE = 1e-3
 # half-boxcar 3) and reaches hundreds at keys isolated in a sparse tail
 # (Engel's largest incomes).
 MAX_EXTRAPOLATION = 4.0
-# Queries are interpolated and solved in chunks of this many rows.
-CHUNK_ROWS = 2**16
 # Default grid: nodes per bandwidth, nodes over the extent of the keys, and
 # the largest grid per dimension. The binned estimate is about the exact one
 # with the kernel widened by the binning and the interpolation: the error of
@@ -193,15 +193,16 @@ def convolve(binned, stencil_array, pairs):
     return out
 
 
-def interpolate(grid, arrays, Q):
+def interpolate(grid, arrays, Q, columns=None):
     """Linear (bilinear) interpolation of grid arrays to the queries ``Q``.
 
-    Returns ``(values, inside)``: values of shape (n_queries, c) (those of
-    the nearest cell, extrapolated, for queries outside the grid) and a
-    boolean mask of the queries inside it.
+    Returns ``(values, inside)``: values of shape (n_queries, c), or
+    (n_queries, len(columns)) for the columns ``columns`` only (those of the
+    nearest cell, extrapolated, for queries outside the grid) and a boolean
+    mask of the queries inside it.
     """
     cells = Cells(grid, Q)
-    return cells.gather(arrays).T, cells.inside
+    return cells.gather(arrays, columns).T, cells.inside
 
 
 def sum_pairs(n_features, n_outputs, degree, squares):
@@ -263,7 +264,7 @@ class BinnedEngine:
         # Without return_std, the sums but those of the squares.
         self.plain = np.arange(len(pairs))
         if self.has_squares:
-            self.plain = np.r_[self.plain[: -1 - p], -1]
+            self.plain = np.r_[self.plain[: -1 - p], len(pairs) - 1]
         ratio = (self.grid.step / self.bandwidth) ** 2
         self.min_variance = MIN_VARIANCE + 4 * float(ratio.max())
 
@@ -284,48 +285,71 @@ class BinnedEngine:
         """
         if return_std and not self.has_squares:
             raise ValueError("This binned engine was built without the squares.")
-        sums, inside = interpolate(self.grid, self.convolved, Q)
-        if self.has_squares and not return_std:
-            sums = sums[:, self.plain]
-        return sums, inside
+        columns = self.plain if self.has_squares and not return_std else None
+        return interpolate(self.grid, self.convolved, Q, columns)
+
+    def predict_chunks(self, Q, return_std=False):
+        """The estimates of the queries ``Q`` (n, d), dense or sparse, a
+        :class:`._queries.QueryChunk` at a time, each chunk within
+        scikit-learn's ``working_memory`` (:func:`._queries.chunk_rows`).
+
+        A chunk's ``doubtful`` queries are those outside the grid, with an
+        interpolated weight sum at most ``MIN_WEIGHT`` of the total, or
+        (degree 1) with a nearly singular local covariance: their estimates
+        are NaN, for the caller to compute exactly or to apply the
+        empty-neighbourhood policy to.
+        """
+        n_sums = len(self.plain) + (self.n_outputs if return_std else 0)
+        n = Q.shape[0]
+        rows = chunk_rows(self.n_features, n_sums, self.degree)
+        for start in range(0, n, rows):
+            batch = slice(start, min(n, start + rows))
+            # Nothing of a chunk stays here while the next one is computed.
+            yield self._estimate_chunk(Q, batch, return_std)
+
+    def _estimate_chunk(self, Q, batch, return_std):
+        """The :class:`._queries.QueryChunk` of the queries ``Q[batch]``."""
+        sums, inside = self.kernel_sums(dense_rows(Q, batch), return_std)
+        bad = ~inside | ~(sums[:, -1] > MIN_WEIGHT * self.total)
+        m, s, bad, shrinkage = estimates(
+            sums,
+            bad,
+            self.layout,
+            self.degree,
+            self.min_variance,
+            return_std,
+            return_shrinkage=True,
+        )
+        mean = m + self.center
+        mean[bad] = np.nan
+        if return_std:
+            s[bad] = np.nan
+        return QueryChunk(batch, mean, s, bad, shrinkage)
 
     def predict(self, Q, return_std=False, return_shrinkage=False):
         """Estimates at the queries, and the mask of those left undecided.
 
         Returns ``(mean, std, doubtful)``: ``std`` None unless asked;
-        ``doubtful`` marks the queries outside the grid, with an
-        interpolated weight sum at most ``MIN_WEIGHT`` of the total, or
-        (degree 1) a nearly singular local covariance: their estimates are
-        NaN, for the caller to compute exactly or to apply the
-        empty-neighbourhood policy to. With ``return_shrinkage`` also the
-        safeguard's factors ``s`` of the local-linear slopes (ones for
-        degree 0 and on the doubtful queries).
+        ``doubtful`` marks the queries left undecided (see
+        :meth:`predict_chunks`), whose estimates are NaN. With
+        ``return_shrinkage`` also the safeguard's factors ``s`` of the
+        local-linear slopes (ones for degree 0 and on the doubtful queries).
+        The estimators predict through :func:`._queries.predict_queries`,
+        which keeps no array of a row per query beside the output.
         """
-        n = len(Q)
+        n = Q.shape[0]
         p = self.n_outputs
         mean = np.empty((n, p))
         std = np.empty((n, p)) if return_std else None
         doubtful = np.empty(n, dtype=bool)
         shrinkage = np.ones(n)
-        for start in range(0, n, CHUNK_ROWS):
-            rows = slice(start, min(n, start + CHUNK_ROWS))
-            sums, inside = self.kernel_sums(Q[rows], return_std)
-            bad = ~inside | ~(sums[:, -1] > MIN_WEIGHT * self.total)
-            m, s, bad, shrinkage[rows] = estimates(
-                sums,
-                bad,
-                self.layout,
-                self.degree,
-                self.min_variance,
-                return_std,
-                return_shrinkage=True,
-            )
-            mean[rows] = m + self.center
-            mean[rows][bad] = np.nan
+        for chunk in self.predict_chunks(Q, return_std):
+            rows = chunk.rows
+            mean[rows], doubtful[rows] = chunk.mean, chunk.doubtful
+            shrinkage[rows] = chunk.shrinkage
             if return_std:
-                std[rows] = s
-                std[rows][bad] = np.nan
-            doubtful[rows] = bad
+                std[rows] = chunk.std
+            del chunk  # not held while the next one is computed
         if return_shrinkage:
             return mean, std, doubtful, shrinkage
         return mean, std, doubtful

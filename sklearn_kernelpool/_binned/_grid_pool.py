@@ -4,13 +4,15 @@
 import functools
 
 import numpy as np
+from scipy.sparse import issparse
 from scipy.spatial import cKDTree
 
-from .._engine._moments import fit_counts, report_fits
+from .._engine._moments import report_fits
 from .._engine._pooling import report_empty, resolve_kernel
 from .._utils._warn import describe
 from . import _engine as _binned
 from ._binning import Grid
+from ._queries import predict_queries
 
 NO_ROWS = (
     "{method} needs the training rows, and this model was fitted on a dask "
@@ -91,42 +93,44 @@ class GridPool:
     def pool(self, X, n_jobs=None, return_std=False):
         """Pooled values of the queries, as
         :meth:`.._engine._pooling.KernelPool.pool`."""
-        Q = np.asarray(X, dtype=np.float64)
-        mean, std, doubtful, s = self.binned.predict(
-            Q, return_std, return_shrinkage=True
-        )
+        pooled = predict_queries(self.binned, X, self.dtype, return_std)
+        mean, std, rows = pooled.mean, pooled.std, pooled.doubtful
         if self.degree == 1:
             # The designs decided on the grid have full rank; those it leaves
             # nearly singular get the local-constant estimate below.
-            d = Q.shape[1]
-            counts = [fit_counts(np.full(len(Q), d), s, d, ~doubtful)]
-            report_fits(counts, len(Q), describe(self.kernel, self.bandwidth))
-        if np.any(doubtful):
-            rows = np.flatnonzero(doubtful)
-            if self.degree == 1:
-                m, s, still = self.local_constant.predict(Q[rows], return_std)
-                mean[rows] = m
-                if return_std:
-                    std[rows] = s
-                rows = rows[still]
-            report_empty(self.on_empty, len(rows), len(Q), self.kernel, self.bandwidth)
-            if len(rows):
-                if self.on_empty == "mean":
-                    m, s = self._global()
-                elif self.on_empty == "nan":
-                    m, s = np.nan, np.nan
-                else:
-                    tree, node_mean, node_spread = self.nodes
-                    scale = np.broadcast_to(self.bandwidth, (Q.shape[1],))
-                    _, nearest = tree.query(Q[rows] / scale)
-                    m, s = node_mean[nearest], node_spread[nearest]
-                mean[rows] = m
-                if return_std:
-                    std[rows] = s
-        mean = mean.astype(self.dtype, copy=False)
+            configuration = describe(self.kernel, self.bandwidth)
+            report_fits(pooled.counts, X.shape[0], configuration)
+        if len(rows) and self.degree == 1:
+            local = predict_queries(
+                self.local_constant, X[rows], self.dtype, return_std
+            )
+            mean[rows] = local.mean
+            if return_std:
+                std[rows] = local.std
+            rows = rows[local.doubtful]
+        report_empty(self.on_empty, len(rows), X.shape[0], self.kernel, self.bandwidth)
+        if len(rows):
+            self._fall_back(X[rows], rows, mean, std)
         if return_std:
-            return mean, std.astype(self.dtype, copy=False)
+            return mean, std
         return mean
+
+    def _fall_back(self, Q, rows, mean, std):
+        """The ``on_empty`` policy, on the grid, at the queries ``Q`` (the
+        rows ``rows`` of the output)."""
+        if self.on_empty == "mean":
+            m, s = self._global()
+        elif self.on_empty == "nan":
+            m, s = np.nan, np.nan
+        else:
+            tree, node_mean, node_spread = self.nodes
+            scale = np.broadcast_to(self.bandwidth, (Q.shape[1],))
+            Q = Q.toarray() if issparse(Q) else Q
+            _, nearest = tree.query(np.asarray(Q, dtype=np.float64) / scale)
+            m, s = node_mean[nearest], node_spread[nearest]
+        mean[rows] = m
+        if std is not None:
+            std[rows] = s
 
     def __getstate__(self):
         state = {

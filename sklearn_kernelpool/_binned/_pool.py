@@ -24,12 +24,13 @@ import warnings
 
 import numpy as np
 
-from .._engine._moments import fit_counts, report_fits
+from .._engine._moments import report_fits
 from .._engine._saved_state import check_pool_arguments
 from .._utils._warn import describe
 from .._utils._warnings import CoarseGridWarning
 from . import _engine as _binned
 from ._grid import warn_coarse_fit
+from ._queries import predict_queries
 
 ACCEPTED = (
     "algorithm='binned' works on one or two continuous features with a "
@@ -227,19 +228,19 @@ class BinnedKernelPool:
         local-linear fits of both are reported together
         (:func:`.._engine._moments.report_fits`), or their
         :func:`.._engine._moments.fit_counts` appended to ``counts`` when it
-        is a list, for the caller to report.
+        is a list, for the caller to report. The queries are read a chunk at
+        a time (:func:`._queries.predict_queries`): the call holds its
+        output, one chunk within ``working_memory``, and what the exact
+        engine needs for the undecided queries.
         """
-        Q = np.asarray(X, dtype=np.float64)
         engine = self.binned_std if return_std else self.binned
-        mean, std, doubtful, s = engine.predict(Q, return_std, return_shrinkage=True)
+        pooled = predict_queries(engine, X, self.dtype, return_std)
+        mean, std, doubtful = pooled.mean, pooled.std, pooled.doubtful
         report = counts is None
         if self.degree == 1:
-            d = Q.shape[1]
             counts = [] if report else counts
-            # The binned designs decided here have full rank (their smallest
-            # eigenvalue is above the binned engine's min_variance).
-            counts.append(fit_counts(np.full(len(Q), d), s, d, ~doubtful))
-        if np.any(doubtful):
+            counts.extend(pooled.counts)
+        if len(doubtful):
             exact = self.exact_pool.pool(
                 X[doubtful], n_jobs=n_jobs, return_std=return_std, counts=counts
             )
@@ -249,10 +250,9 @@ class BinnedKernelPool:
                 mean[doubtful] = exact
         if self.degree == 1 and report:
             configuration = describe(self.kernel, self._arguments["bandwidth"])
-            report_fits(counts, len(Q), configuration)
-        mean = mean.astype(self.dtype, copy=False)
+            report_fits(counts, X.shape[0], configuration)
         if return_std:
-            return mean, std.astype(self.dtype, copy=False)
+            return mean, std
         return mean
 
 
