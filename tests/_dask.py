@@ -17,7 +17,9 @@ def local_client():
         processes=False,
         protocol="tcp://",
         host="127.0.0.1",
-        dashboard_address=None,
+        # (a free port on loopback: the clusters of parallel test workers
+        # never meet)
+        dashboard_address="127.0.0.1:0",
     ) as cluster:
         with distributed.Client(cluster) as client:
             yield client

@@ -18,6 +18,7 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
 )
 from sklearn_kernelpool._binned import _engine as _binned
+from sklearn_kernelpool._binned import _grid
 from sklearn_kernelpool._engine import _weight_rows as _weights
 from sklearn_kernelpool.kernels import KERNELS
 
@@ -149,7 +150,7 @@ def test_outlier_stretching_the_default_grid_warns_naming_n_bins():
     with pytest.warns(CoarseGridWarning, match=r"n_bins=None.*larger n_bins") as info:
         binned.fit(X, y)
     (record,) = [w for w in info if w.category is CoarseGridWarning]
-    assert record.message.n_bins == (_binned.MAX_BINS[1],)
+    assert record.message.n_bins == (_grid.MAX_BINS[1],)
     assert record.message.nodes_per_width < 0.01
     # What it warns of: the binned predictions are far from the exact ones.
     exact = KernelAttentionRegressor(bandwidth=0.05, algorithm="brute").fit(X, y)
@@ -203,7 +204,7 @@ def test_outlier_stretching_the_binned_search_grid_warns_naming_n_bins(search):
     message = str(record.message)
     assert "n_bins is capped at 131072" in message
     assert "[0.01, 0.0182056, 0.0331445, 0.0603418, 0.109856, 0.2]" in message
-    assert record.message.n_bins == (_binned.MAX_BINS[1],)
+    assert record.message.n_bins == (_grid.MAX_BINS[1],)
 
 
 # The kernels of the documented binning error of the default grid: every

@@ -23,7 +23,7 @@ LAYERS = {
     "_utils": 0,
     "kernels": 0,
     "_engine": 1,
-    "_binned": 1,
+    "_binned": 1.5,  # layer 1, above the engines: it imports them, never they it
     "_held_out": 2,
     "_widths": 3,
     "_search": 4,
@@ -154,6 +154,59 @@ def test_the_top_level_holds_the_estimators_kernels_shims_and_entry_points():
     allowed = _public_estimator_modules() | {"kernels"} | SHIMS | ENTRY_POINTS
     assert top <= allowed, f"modules to move into a layer: {sorted(top - allowed)}"
     assert len(top) <= MAX_TOP_MODULES
+
+
+def _import_graph():
+    """Every module of the package and the modules of the package it
+    imports, at the top of the module or inside functions."""
+    graph = {}
+    for path in _modules():
+        dotted = _dotted(path)
+        graph[dotted] = {module for module in _imports(path) if module != dotted}
+    return graph
+
+
+def _cycles(graph):
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for child in sorted(graph.get(node, ())):
+            if child not in graph:
+                continue
+            if child not in index:
+                visit(child)
+                low[node] = min(low[node], low[child])
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles():
+    assert not _cycles(_import_graph())
+
+
+def test_the_cycle_finder_finds_cycles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert not _cycles({"a": {"b"}, "b": set()})
 
 
 def test_the_old_paths_of_pickled_classes_are_silent_shims():

@@ -23,7 +23,6 @@ multi-output values, by the same map-reduce.
 
 import numpy as np
 
-from .._engine._algorithm import prefers_binned
 from .._engine._pooling import resolve_kernel
 from .._utils._dask_input import is_dask_array as is_dask_array
 from .._utils._validation import float_dtype, raise_not_finite
@@ -32,7 +31,7 @@ from . import _engine as _binned
 from ._binning import linear_bin
 from ._grid import plan_grid, warn_coarse_fit
 from ._grid_pool import NO_ROWS, GridPool
-from ._pool import check_binned_options, check_n_bins
+from ._pool import check_binned_options, check_n_bins, prefers_binned
 
 
 def check_holds_rows(estimator, method):

@@ -52,22 +52,6 @@ MIN_VARIANCE = 1e-3
 # half-boxcar 3) and reaches hundreds at keys isolated in a sparse tail
 # (Engel's largest incomes).
 MAX_EXTRAPOLATION = 4.0
-# Default grid: nodes per bandwidth, nodes over the extent of the keys, and
-# the largest grid per dimension. The binned estimate is about the exact one
-# with the kernel widened by the binning and the interpolation: the error of
-# the kernel's shape falls as (step / h)**2, that of the curvature of y as
-# step**2 whatever the width. 40 nodes per width alone let the error grow
-# with the width (1-D, 2e5 smooth keys, degree 1, compact kernels: 1.1e-3 of
-# std(y) at width 1/10 of the range, 2.7e-3 at 1/4, 7.8e-3 at the range); a
-# spacing of at most 1/1000 of the keys' extent (40 nodes per width at 1/25
-# of the range, the narrowest width of the promise) kept every kernel at
-# degree 0 and 1 below 2.6e-4 at every width from 1/25 up. In 2-D, 400 (the
-# grid is capped at 1024): 2.7e-3 at width 1/4 fell to 6.4e-4, and the grids
-# of widths up to 1/10 of the range, the binned searches' cost, are as before.
-BINS_PER_WIDTH = {1: 40, 2: 40}
-BINS_PER_RANGE = {1: 1000, 2: 400}
-MAX_BINS = {1: 2**17, 2: 1024}
-MIN_BINS = 64
 
 
 def truncation_radius(kernel):
@@ -100,18 +84,6 @@ def _tail_radius(kernel):
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if kernel.function(mid) > TAIL else (lo, mid)
     return hi
-
-
-def default_bins(span, bandwidth, n_features, key_span):
-    """Nodes per axis over ``span``: a spacing of at most 1/``BINS_PER_WIDTH``
-    of the bandwidth and 1/``BINS_PER_RANGE`` of the extent ``key_span`` of
-    the keys (where positive), within ``[MIN_BINS, MAX_BINS]``."""
-    step = np.asarray(bandwidth, dtype=np.float64) / BINS_PER_WIDTH[n_features]
-    key_span = np.asarray(key_span, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fine = np.where(key_span > 0, key_span / BINS_PER_RANGE[n_features], np.inf)
-        bins = np.ceil(np.asarray(span) / np.minimum(step, fine)) + 1
-    return np.clip(bins, MIN_BINS, MAX_BINS[n_features]).astype(np.int64)
 
 
 def powers(n_features, degree):
@@ -385,7 +357,7 @@ def fit_engine(
 
     ``keys`` (n, d) unscaled, ``values`` (n, p), ``weights`` (n,) positive;
     ``bandwidth`` a float or one per feature; ``n_bins`` None (automatic,
-    :func:`default_bins`), an int or one per feature. The grid spans the
+    :func:`._grid.default_bins`), an int or one per feature. The grid spans the
     keys plus the truncation radius (:func:`truncation_radius`; for the
     cauchy kernel ``CAUCHY_MARGIN`` bandwidths); a grid whose arrays exceed
     the memory limit is refused before they are allocated

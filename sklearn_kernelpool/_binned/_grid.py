@@ -3,14 +3,14 @@
 Every binned fit builds its grid with :func:`plan_grid`: the estimators'
 engine (:func:`._engine.fit_engine`), the map-reduce on dask arrays
 (:mod:`._dask`) and the binned bandwidth search (:mod:`.._held_out._binned`).
-It takes the default grid (:func:`._engine.default_bins`, whose caps
+It takes the default grid (:func:`default_bins`, whose caps
 bound its size) or ``n_bins`` as given: then it counts the bytes of the
 arrays the engine allocates for the grid (:func:`grid_bytes`: the binned
 sums, the stencils, the FFT spectra and the convolved sums) and refuses,
 before any of them is allocated, a grid larger than :func:`memory_limit`.
 :func:`nodes_per_width` says how finely a grid resolves a width: below
 ``MIN_NODES_PER_WIDTH`` nodes, ``algorithm="auto"`` takes an exact path
-(:func:`.._engine._algorithm.prefers_binned`); below ``COARSE_NODES_PER_WIDTH``, a
+(:func:`._pool.prefers_binned`); below ``COARSE_NODES_PER_WIDTH``, a
 grid is warned of (:func:`warn_coarse_fit`,
 :func:`warn_coarse_search`).
 """
@@ -27,7 +27,7 @@ from .._utils._working_memory import working_memory_bytes
 from ._binning import make_grid
 
 # The fewest grid nodes per width with which the binned path resolves it:
-# the rule of algorithm="auto" (:func:`.._engine._algorithm.prefers_binned`).
+# the rule of algorithm="auto" (:func:`._pool.prefers_binned`).
 MIN_NODES_PER_WIDTH = 16
 # Fewer nodes per width than this on a default grid are warned of
 # (CoarseGridWarning). Half the rule of "auto": at 8 nodes the error of
@@ -43,13 +43,40 @@ COARSE_NODES_PER_WIDTH = 8
 # that is larger.
 PHYSICAL_FRACTION = 0.25
 
+# Default grid: nodes per bandwidth, nodes over the extent of the keys, and
+# the largest grid per dimension. The binned estimate is about the exact one
+# with the kernel widened by the binning and the interpolation: the error of
+# the kernel's shape falls as (step / h)**2, that of the curvature of y as
+# step**2 whatever the width. 40 nodes per width alone let the error grow
+# with the width (1-D, 2e5 smooth keys, degree 1, compact kernels: 1.1e-3 of
+# std(y) at width 1/10 of the range, 2.7e-3 at 1/4, 7.8e-3 at the range); a
+# spacing of at most 1/1000 of the keys' extent (40 nodes per width at 1/25
+# of the range, the narrowest width of the promise) kept every kernel at
+# degree 0 and 1 below 2.6e-4 at every width from 1/25 up. In 2-D, 400 (the
+# grid is capped at 1024): 2.7e-3 at width 1/4 fell to 6.4e-4, and the grids
+# of widths up to 1/10 of the range, the binned searches' cost, are as before.
+BINS_PER_WIDTH = {1: 40, 2: 40}
+BINS_PER_RANGE = {1: 1000, 2: 400}
+MAX_BINS = {1: 2**17, 2: 1024}
+MIN_BINS = 64
+
+
+def default_bins(span, bandwidth, n_features, key_span):
+    """Nodes per axis over ``span``: a spacing of at most 1/``BINS_PER_WIDTH``
+    of the bandwidth and 1/``BINS_PER_RANGE`` of the extent ``key_span`` of
+    the keys (where positive), within ``[MIN_BINS, MAX_BINS]``."""
+    step = np.asarray(bandwidth, dtype=np.float64) / BINS_PER_WIDTH[n_features]
+    key_span = np.asarray(key_span, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fine = np.where(key_span > 0, key_span / BINS_PER_RANGE[n_features], np.inf)
+        bins = np.ceil(np.asarray(span) / np.minimum(step, fine)) + 1
+    return np.clip(bins, MIN_BINS, MAX_BINS[n_features]).astype(np.int64)
+
 
 def grid_nodes(span, bandwidth, key_span, n_bins):
     """Nodes per axis: ``n_bins`` as given (an int array of shape (d,)),
-    or, when None, :func:`._engine.default_bins` of the ``span`` of the
+    or, when None, :func:`default_bins` of the ``span`` of the
     grid, the ``bandwidth`` it resolves and the extent of the keys."""
-    from ._engine import default_bins
-
     span = np.asarray(span, dtype=np.float64)
     if n_bins is None:
         return default_bins(span, bandwidth, len(span), key_span)
@@ -134,8 +161,6 @@ def warn_coarse_search(grid, bandwidths):
 
 
 def _cap(grid):
-    from ._engine import MAX_BINS
-
     return MAX_BINS[len(grid.shape)]
 
 
@@ -209,7 +234,7 @@ def plan_grid(lower, upper, bandwidth, key_span, n_bins, *, reach, sizes):
         search).
     key_span : ndarray of shape (d,)
         The extent of the keys, which the default grid divides finely too
-        (:func:`._engine.default_bins`).
+        (:func:`default_bins`).
     n_bins : ndarray of int, shape (d,), or None
         The nodes per axis as given (validated by
         :func:`._pool.check_n_bins`), or None for the default grid.

@@ -25,11 +25,12 @@ import warnings
 import numpy as np
 
 from .._engine._moments import report_fits
+from .._engine._pooling import ON_EMPTY, SAVED_ARGUMENTS, KernelPool, saved_arguments
 from .._engine._saved_state import check_pool_arguments
 from .._utils._warn import describe
 from .._utils._warnings import CoarseGridWarning
 from . import _engine as _binned
-from ._grid import warn_coarse_fit
+from ._grid import MIN_NODES_PER_WIDTH, grid_nodes, nodes_per_width, warn_coarse_fit
 from ._queries import predict_queries
 
 ACCEPTED = (
@@ -56,6 +57,46 @@ def check_binned_options(n_features, user_kernel, categorical, n_neighbors):
         )
     if problems:
         raise ValueError(f"{ACCEPTED}; it cannot take " + "; ".join(problems) + ".")
+
+
+# The rule of "auto" for the binned path (:mod:`._engine`), read off
+# ``benchmarks/bench_binned.py --crossover`` (uniform keys, as many queries
+# as keys, width 1/25 of the range, 2 shared cores; fit + predict, the exact
+# path timed on 5000 queries and scaled): binned over the fastest exact path
+# was 28x (1-D gaussian, brute), 81x (1-D epanechnikov, k-d tree) and 1.6x
+# (2-D epanechnikov, k-d tree) at n = 1e4, and 15x to 6000x at n = 1e5. The
+# binned time barely depends on n or on the width, while the exact paths
+# grow with the keys times the neighbours, so narrower widths move the
+# crossover up. It is picked for one or two continuous features, a built-in
+# kernel but the constant one, a fixed width, at least _BINNED_MIN_KEYS keys
+# (well above the crossover, which also keeps every choice on smaller data
+# as it was), and only where the grid it would use (the default grid, or
+# the given n_bins) resolves the width with at least MIN_NODES_PER_WIDTH
+# nodes: the default grid is capped, and narrower widths, which it would
+# bin coarsely, get the exact paths.
+_BINNED_MIN_KEYS = 100_000
+
+
+def prefers_binned(n_keys, n_features, bandwidth, span, kernel, n_bins=None):
+    """Whether ``algorithm="auto"`` picks the binned path.
+
+    ``bandwidth`` and ``span`` (the extent of the keys) per feature;
+    ``n_bins`` the estimator's parameter, the grid the binned path would
+    use (None for the default grid). The callers have excluded user
+    kernels, categorical features, adaptive widths and sparse keys.
+    """
+    if n_features > 2 or n_keys < _BINNED_MIN_KEYS or kernel.name == "constant":
+        return False
+    n_bins = check_n_bins(n_bins, n_features)
+    radius = _binned.truncation_radius(kernel)
+    margin = 8.0 if not np.isfinite(radius) else radius
+    width = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (n_features,))
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.asarray(span, dtype=np.float64) + 2 * margin * width
+    if not np.all(np.isfinite(total)):
+        return False  # keys or widths beyond the float range: exact paths
+    bins = grid_nodes(total, width, span, n_bins)
+    return nodes_per_width(total, bins, width) >= MIN_NODES_PER_WIDTH
 
 
 def check_n_bins(n_bins, n_features):
@@ -103,14 +144,12 @@ class BinnedKernelPool:
     The parameters are those of :class:`.._engine._pooling.KernelPool` (positional
     as there, the options by keyword), with ``algorithm="binned"``, plus
     ``n_bins`` (None, an int or one per feature; see
-    :func:`._engine.default_bins`).
+    :func:`._grid.default_bins`).
     """
 
     algorithm = "binned"
 
     def __init__(self, *arguments, n_bins=None, **options):
-        from .._engine._pooling import SAVED_ARGUMENTS, saved_arguments
-
         named = {k: options.pop(k) for k in SAVED_ARGUMENTS if k in options}
         self._arguments = saved_arguments(*arguments, **named)
         if set(options) - {
@@ -189,8 +228,6 @@ class BinnedKernelPool:
             raise ValueError("The saved binned engine lacks its arguments.")
         arguments = dict(arguments)
         n_bins = arguments.pop("n_bins", None)
-        from .._engine._pooling import ON_EMPTY
-
         checked = check_pool_arguments({**arguments, "algorithm": "auto"}, ON_EMPTY)
         checked = {**checked, "algorithm": "binned", "n_bins": n_bins}
         # The fit warned of a coarse grid already; loading it is no news.
@@ -201,8 +238,6 @@ class BinnedKernelPool:
     @functools.cached_property
     def exact_pool(self):
         """The exact engine of the same rows (``algorithm="auto"``)."""
-        from .._engine._pooling import KernelPool
-
         arguments = {k: v for k, v in self._arguments.items() if k not in ("n_bins",)}
         return KernelPool(**{**arguments, "algorithm": "auto"})
 

@@ -2,7 +2,6 @@
 
 import numpy as np
 
-from .._binned._grid import MIN_NODES_PER_WIDTH, grid_nodes, nodes_per_width
 from .._utils._working_memory import row_batches
 from ._adaptive import expected_neighbors as adaptive_neighbors
 
@@ -24,53 +23,11 @@ _N_PROBE_KEYS = 8192
 _TREE_MAX_FRACTION = {1: 0.15, 2: 0.05, 4: 0.02, 8: 0.0}
 _TREE_MIN_KEYS = 2000
 
-# The rule of "auto" for the binned path (:mod:`.._binned._engine`), read off
-# ``benchmarks/bench_binned.py --crossover`` (uniform keys, as many queries
-# as keys, width 1/25 of the range, 2 shared cores; fit + predict, the exact
-# path timed on 5000 queries and scaled): binned over the fastest exact path
-# was 28x (1-D gaussian, brute), 81x (1-D epanechnikov, k-d tree) and 1.6x
-# (2-D epanechnikov, k-d tree) at n = 1e4, and 15x to 6000x at n = 1e5. The
-# binned time barely depends on n or on the width, while the exact paths
-# grow with the keys times the neighbours, so narrower widths move the
-# crossover up. It is picked for one or two continuous features, a built-in
-# kernel but the constant one, a fixed width, at least _BINNED_MIN_KEYS keys
-# (well above the crossover, which also keeps every choice on smaller data
-# as it was), and only where the grid it would use (the default grid, or
-# the given n_bins) resolves the width with at least MIN_NODES_PER_WIDTH
-# nodes: the default grid is capped, and narrower widths, which it would
-# bin coarsely, get the exact paths.
-_BINNED_MIN_KEYS = 100_000
-
 
 def key_span(X):
     """The extent of the keys per feature; ``inf`` where it overflows."""
     with np.errstate(over="ignore", invalid="ignore"):
         return np.ptp(X, axis=0).astype(np.float64)
-
-
-def prefers_binned(n_keys, n_features, bandwidth, span, kernel, n_bins=None):
-    """Whether ``algorithm="auto"`` picks the binned path.
-
-    ``bandwidth`` and ``span`` (the extent of the keys) per feature;
-    ``n_bins`` the estimator's parameter, the grid the binned path would
-    use (None for the default grid). The callers have excluded user
-    kernels, categorical features, adaptive widths and sparse keys.
-    """
-    from .._binned._engine import truncation_radius
-    from .._binned._pool import check_n_bins
-
-    if n_features > 2 or n_keys < _BINNED_MIN_KEYS or kernel.name == "constant":
-        return False
-    n_bins = check_n_bins(n_bins, n_features)
-    radius = truncation_radius(kernel)
-    margin = 8.0 if not np.isfinite(radius) else radius
-    width = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), (n_features,))
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = np.asarray(span, dtype=np.float64) + 2 * margin * width
-    if not np.all(np.isfinite(total)):
-        return False  # keys or widths beyond the float range: exact paths
-    bins = grid_nodes(total, width, span, n_bins)
-    return nodes_per_width(total, bins, width) >= MIN_NODES_PER_WIDTH
 
 
 def _max_fraction(n_features):
@@ -107,7 +64,7 @@ def choose_algorithm(algorithm, kernel, keys, n_neighbors=None, bandwidth=1.0):
     ----------
     algorithm : {"auto", "brute", "kd_tree", "ball_tree"}
         The ``algorithm`` parameter ("binned" is decided before, by
-        :func:`prefers_binned`).
+        :func:`.._binned._pool.prefers_binned`).
     kernel : Kernel
         The kernel.
     keys : ndarray of shape (n_keys, n_features)

@@ -5,9 +5,9 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._binned._pool import BinnedKernelPool
+from .._binned._pool import BinnedKernelPool, prefers_binned
 from .._engine import _categorical
-from .._engine._algorithm import ALGORITHMS, key_span, prefers_binned
+from .._engine._algorithm import ALGORITHMS, key_span
 from .._engine._pooling import KernelPool, resolve_kernel
 from .._utils._categorical_input import category_levels
 from .._utils._input import N_JOBS_CONSTRAINT

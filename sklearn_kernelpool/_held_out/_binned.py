@@ -3,7 +3,7 @@
 :class:`BinnedHeldOut` answers what ``KernelAttentionRegressorCV`` asks of
 :class:`._pool.HeldOut` for one or two continuous features: the rows are
 binned once onto a grid spanning the keys (:mod:`.._binned._binning`), resolved for
-the smallest candidate width (:func:`.._binned._engine.default_bins`; its memory
+the smallest candidate width (:func:`.._binned._grid.default_bins`; its memory
 checked by :func:`.._binned._grid.plan_grid`), and each
 candidate (kernel, width) costs one FFT convolution of those grid sums with
 its stencils (:func:`.._binned._engine.convolve`), interpolated to the held-out keys.

@@ -6,7 +6,8 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._engine._algorithm import ALGORITHMS, key_span, prefers_binned
+from .._binned._pool import prefers_binned
+from .._engine._algorithm import ALGORITHMS, key_span
 from .._held_out._criteria import SMOOTHER_CRITERIA
 from .._utils._input import N_JOBS_CONSTRAINT
 from .._utils._validation import relative_weights
@@ -263,7 +264,7 @@ class SearchParameters:
 
         ``algorithm="binned"`` asks for it and refuses, naming them, the
         options it cannot score; ``"auto"`` picks it where the refit would
-        (:func:`.._engine._algorithm.prefers_binned`, at the smallest candidate width
+        (:func:`.._binned._pool.prefers_binned`, at the smallest candidate width
         of every kernel) and nothing else forbids it. ``X`` holds the keys
         of positive weight.
         """
