@@ -300,7 +300,8 @@ def test_the_classifier_search_selects_the_entry_of_its_map():
         model.fit(np.delete(Z, i, 0), np.delete(labels, i))
         proba = model.predict_proba(Z[i : i + 1])[0]
         losses.append(-np.log(proba[list(model.classes_).index(labels[i])]))
-    assert_allclose(search.best_score_, -np.mean(losses), rtol=1e-10)
+    # (the log of probabilities near 0 amplifies the rounding of the sums)
+    assert_allclose(search.best_score_, -np.mean(losses), rtol=1e-8)
 
 
 def test_no_warning_of_the_guard_reaches_the_user():
