@@ -57,16 +57,17 @@ def target_of(y, given=None):
 
 
 def _holds_floats(y):
-    """Whether the dtype of ``y`` (of every column of a data frame) is a
-    float one, NumPy's or an extension's such as pandas' ``Float64``; a
-    pandas ``category`` holds labels whatever its categories."""
+    """Whether the dtype of ``y`` (of any column of a data frame) is a float
+    one, NumPy's or an extension's such as pandas' ``Float64``: values of
+    the squared error; a pandas ``category`` holds labels whatever its
+    categories."""
     dtypes = getattr(y, "dtypes", None)
     if hasattr(y, "dtype") or dtypes is None:
         dtypes = [getattr(y, "dtype", None)]
     kinds = {getattr(dtype, "kind", None) for dtype in dtypes}
     if None in kinds:
         kinds = {np.asarray(y).dtype.kind}
-    return kinds == {"f"}
+    return "f" in kinds
 
 
 def start_widths(X, weights):
@@ -167,7 +168,10 @@ class KernelAttentionProjection(
         iteration lowers the loss by less than SciPy's ``ftol``. The
         gradient is taken in the map of the standardised features
         (``components_`` times the features' standard deviations), on which
-        L-BFGS works: the learning does not depend on the units of ``X``.
+        L-BFGS works: keys ``c X`` give ``components_ / c`` and the same
+        ``loss_``, whatever the constant ``c``. The starts (``init``) are
+        computed on ``X`` as given, so features in units of different
+        scales change where the learning starts: standardise them first.
 
     random_state : int, RandomState instance or None, default=None
         Seeds the principal axes of ``init="pca"``.

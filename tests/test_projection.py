@@ -390,3 +390,17 @@ def test_pandas_labels_are_class_labels(dtype, given):
     values = pd.Series(labels, dtype="Float64")
     floats = KernelAttentionProjection(n_components=1, max_iter=20).fit(X, values)
     assert floats.objective_ == "squared_error"
+
+
+def test_a_frame_with_a_float_column_is_values_of_the_squared_error():
+    # One float column among integer ones: several outputs of the squared
+    # error, as the same columns of one float array.
+    pd = pytest.importorskip("pandas")
+    X, y, direction = _index_model(n=80)
+    counts = (X @ direction > 0).astype(int) * 3
+    frame = pd.DataFrame({"a": y, "b": counts})
+    fitted = KernelAttentionProjection(n_components=1, max_iter=300).fit(X, frame)
+    array = np.column_stack([y, counts]).astype(np.float64)
+    expected = KernelAttentionProjection(n_components=1, max_iter=300).fit(X, array)
+    assert fitted.objective_ == "squared_error"
+    assert_allclose(fitted.loss_, expected.loss_, rtol=1e-12)

@@ -53,7 +53,7 @@ The engines:
   be trusted, and what needs each key's weight (attention weights and what
   is built on them), go to the exact engine through the members
   :meth:`.._binned._pool.BinnedKernelPool.attention_weights` and
-  ``_binned_pool.EXACT_MEMBERS``.
+  ``.._binned._pool.EXACT_MEMBERS``.
 
 A new engine of sums implements ``kernel_sums(queries, return_std)``,
 returning the sums of a chunk of queries in these layouts, and which

@@ -11,11 +11,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._engine._saved_state import _refuse
 
-#: The parameters whose default does not keep the meaning of an estimator
-#: saved before them, with the value that does: its categorical features stay
-#: unordered, its kernel part takes every feature, its search has no map.
-#: Every other parameter absent from a file takes its default, which is what
-#: the estimator did before the parameter existed.
+#: The parameters added since the first release, with the value that keeps
+#: the meaning of an estimator saved before them, stated here rather than
+#: read from a default that may change: its categorical features stay
+#: unordered (the default orders pandas' ordered categoricals), its kernel
+#: part takes every feature, its fit is not reweighted, its search has no
+#: map. Every other parameter absent from a file takes its default, which is
+#: what the estimator did before the parameter existed.
 ADDED_PARAMETERS = {
     "ordered_features": None,
     "linear_features": None,

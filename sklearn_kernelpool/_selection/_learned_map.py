@@ -13,13 +13,13 @@ map learned from the training part (then pooled at unit width) predict the
 test part; the map is kept where its out-of-fold loss (squared error, or
 log-loss of the class probabilities) is below that of the search by more
 than one standard error of the paired differences, the one-standard-error
-rule of the per-feature widths' guard (:mod:`._widths._guard`). An int
+rule of the per-feature widths' guard (:mod:`.._widths._guard`). An int
 forces a map of that rank, without the guard.
 
 A kept map replaces the selected candidate: ``best_estimator_`` pools the
 mapped keys ``X @ projection_.components_.T`` at unit width with the map's
 kernel, at degree 0, and every method of the search maps its queries first.
-The map is then an entry of ``cv_results_`` (:mod:`._search._mapped`), the
+The map is then an entry of ``cv_results_`` (:mod:`.._search._mapped`), the
 last, at which ``best_index_``, ``best_params_`` and ``best_score_`` point.
 
 The guard's fits on the training parts are internal: their warnings, which

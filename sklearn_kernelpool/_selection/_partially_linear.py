@@ -131,6 +131,8 @@ def linear_candidate_search(estimator, X, y, sample_weight, make_search):
     # approximation): the refit's coef_ is that of the selected candidate.
     search = make_search(PartiallyLinearScoring(estimator, y, Z), "brute")
     _refuse_options(estimator, search)
+    # The positions of ordered levels are those of all the rows, as in the
+    # fit's leave-one-out fits, so that coef(h) is the refit's coef_.
     scored = (
         keys,
         values,

@@ -1,6 +1,6 @@
 """The private forms of the registered kernels: ``log(alpha)``, ``alpha``
 and ``log(alpha)`` of the squared scaled distance, and those written with
-the array API namespace ``xp`` (:class:`.kernels.Kernel`).
+the array API namespace ``xp`` (:class:`..kernels.Kernel`).
 
 They are kept importable from :mod:`..kernels` and ``.._kernel_forms``,
 where the pickles of earlier releases name them.

@@ -15,7 +15,7 @@ predictions of its dense copy, to the last bit.
 The trees and the grid of the binned path index dense points only:
 ``algorithm="auto"`` picks brute force for sparse keys, and an explicit tree
 or ``"binned"`` is refused; so are categorical features, which are columns of
-category values (:mod:`.._estimator._categorical_input`).
+category values (:mod:`._categorical_input`).
 """
 
 from scipy.sparse import issparse
