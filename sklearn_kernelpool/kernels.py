@@ -432,6 +432,14 @@ class Kernel:
         """Whether the kernel vanishes beyond a finite support radius."""
         return bool(np.isfinite(self.support))
 
+    @property
+    def is_constant(self):
+        """Whether ``alpha`` is the same at every distance (the constant
+        kernel): its local fits are the global weighted fits, and its
+        degree-1 fit the weighted least-squares line."""
+        form = self._registered_form()
+        return not self.is_compact and form is not None and form[0] is _forms.FLAT
+
     def __call__(self, x):
         return self.function(x)
 

@@ -20,16 +20,26 @@ FORMULAS = {
 }
 
 
-#: The documented radius of the local-linear safeguard, per sqrt(rank + 1).
-SLOPE_RADIUS = 2.0
+#: The documented leverage up to which the local-linear safeguard keeps the
+#: slope: the variance of one observation.
+MAX_LEVERAGE = 1.0
 
 
-def slope_factor(distance, rank):
-    """The safeguard's factor ``s`` of the slope at the Mahalanobis distance
-    ``distance`` of a query from its local mean: 1 up to
-    ``tau = 2 sqrt(rank + 1)``, then ``exp(-(distance / tau - 1)**2 / 2)``."""
-    u = distance / (SLOPE_RADIUS * math.sqrt(rank + 1.0))
+def slope_factor(distance_sq, kish):
+    """The safeguard's factor ``s`` of the slope at the squared Mahalanobis
+    distance ``distance_sq`` of a query from its local mean, ``kish`` the
+    sum of its squared normalised weights (``1 / n_eff``): with the leverage
+    ``L = (1 + distance_sq) * kish``, 1 up to ``MAX_LEVERAGE``, then
+    ``exp(-(sqrt(L / MAX_LEVERAGE) - 1)**2 / 2)``. A ``kish`` of 0 (the
+    constant kernel, whose fit is the global line) keeps every slope."""
+    u = math.sqrt((1.0 + distance_sq) * kish / MAX_LEVERAGE)
     return 1.0 if u <= 1.0 else math.exp(-0.5 * (u - 1.0) ** 2)
+
+
+def kish(p, constant=False):
+    """``sum_i p_i**2`` of normalised weights ``p``, 0 for the constant
+    kernel (``constant``)."""
+    return 0.0 if constant else float(np.sum(np.asarray(p) ** 2))
 
 
 def nadaraya_watson(X, y, Q, alpha, bandwidth, sample_weight=None):
@@ -65,22 +75,21 @@ def _scores(X, q, alpha, h, w):
     return scores
 
 
-def _shrunk_hat(p, K, hat):
+def _shrunk_hat(p, K, hat, constant=False):
     """The hat rows ``[intercept; slope]`` of the safeguarded local-linear fit.
 
     ``K`` holds the keys about the query, in bandwidths. The slope rows of
-    the plain fit are multiplied by the safeguard's factor ``s`` of the
-    Mahalanobis distance ``D`` of the query from the local mean ``m`` of the
-    keys, ``s = exp(-(D / tau - 1)**2 / 2)`` beyond ``tau = 2 sqrt(r + 1)``
-    (``r`` the rank of the local covariance), and the intercept row is that
-    of the line of the shrunk slope through ``(m, ybar)``:
+    the plain fit are multiplied by the safeguard's factor ``s``
+    (:func:`slope_factor`) of the leverage ``(1 + D**2) sum_i p_i**2`` of
+    the query, ``D`` its Mahalanobis distance from the local mean ``m`` of
+    the keys (none for the ``constant`` kernel), and the intercept row is
+    that of the line of the shrunk slope through ``(m, ybar)``:
     ``p - m^T (s slope rows)``.
     """
     m = p @ K
     C = (K - m).T @ ((K - m) * p[:, None])
     C_pinv = np.linalg.pinv(C)
-    rank = np.linalg.matrix_rank(C)
-    s = slope_factor(np.sqrt(max(m @ C_pinv @ m, 0.0)), rank)
+    s = slope_factor(max(m @ C_pinv @ m, 0.0), kish(p, constant))
     slope = s * hat[1:]
     return np.vstack([p - m @ slope, slope])
 
@@ -113,7 +122,7 @@ def local_fit(X, y, Q, alpha, bandwidth, sample_weight=None, degree=0):
         # The rows of pinv(sqrt(p) Z) times sqrt(p): the hat row of the intercept.
         hat = np.linalg.pinv(root * design) * root.T
         if degree == 1:
-            hat = _shrunk_hat(p, design[:, 1:], hat)
+            hat = _shrunk_hat(p, design[:, 1:], hat, alpha is FORMULAS["constant"])
         weights[j] = hat[0]
         coef = hat @ Y
         residuals = Y - design @ coef
@@ -124,14 +133,15 @@ def local_fit(X, y, Q, alpha, bandwidth, sample_weight=None, degree=0):
     return mean, std, weights
 
 
-def safeguarded_row(p, Z, Y, z, center):
+def safeguarded_row(p, Z, Y, z, center, constant=False):
     """The safeguarded local-linear fit of one query, from its weights.
 
     ``p`` (n,) the normalised weights of the keys ``Z`` (n, d) of positive
     sample weight, in the coordinates of the query ``z``; ``Y`` (n,
     n_outputs) their values; ``center`` their mean, about which the rank
     threshold takes the trace of the local second moments (see
-    :func:`safeguarded_fit`). Returns a dict of the fit's ``mean``, ``std``,
+    :func:`safeguarded_fit`); ``constant``: the constant kernel, whose slope
+    the safeguard keeps. Returns a dict of the fit's ``mean``, ``std``,
     equivalent-kernel ``weights``, ``shrinkage`` ``s``, ``rank``, ``slope``
     ``s beta`` (d, n_outputs), ``local_mean`` and ``local_std``.
     """
@@ -158,8 +168,8 @@ def safeguarded_row(p, Z, Y, z, center):
         kept = values > threshold
         inverse = (vectors[:, kept] / values[kept]) @ vectors[:, kept].T
     offset = z - m
-    distance = math.sqrt(max(offset @ inverse @ offset, 0.0))
-    s = slope_factor(distance, rank)
+    inverse_count = kish(p, constant)
+    s = slope_factor(max(offset @ inverse @ offset, 0.0), inverse_count)
     beta = inverse @ c  # (d, n_outputs), per unit of z
     residuals = E - s * K @ beta
     return {
@@ -167,6 +177,7 @@ def safeguarded_row(p, Z, Y, z, center):
         "std": np.sqrt(p @ residuals**2),
         "weights": p * (1.0 - K @ (s * inverse @ -offset)),
         "shrinkage": s,
+        "kish": inverse_count,
         "rank": rank,
         "slope": s * beta,
         "local_mean": ybar,
@@ -184,7 +195,8 @@ def safeguarded_fit(X, y, Q, alpha, bandwidth, sample_weight=None, log_alpha=Non
     eigenvalues at most ``10 d sqrt(n) eps`` times the trace of the local
     second moments of the keys about their mean (``n`` keys of positive
     weight), ``r`` its rank, ``D**2 = (q - m)^T C^+ (q - m)``,
-    ``u = D / (2 sqrt(r + 1))`` and ``s = 1`` if ``u <= 1`` else
+    ``u = sqrt((1 + D**2) sum_i p_i**2)`` (the root of the query's leverage;
+    0 for the constant kernel) and ``s = 1`` if ``u <= 1`` else
     ``exp(-(u - 1)**2 / 2)``, the prediction is
     ``ybar + s beta . (q - m)`` with ``beta = C^+ c`` (:func:`safeguarded_row`).
 
@@ -218,7 +230,8 @@ def safeguarded_fit(X, y, Q, alpha, bandwidth, sample_weight=None, log_alpha=Non
             a = np.exp(logits - logits.max())
         attention[j] = p = a / a.sum()
         kept = w > 0
-        rows.append(safeguarded_row(p[kept], Z[kept], Y[kept], q / h, center))
+        constant = alpha is FORMULAS["constant"]
+        rows.append(safeguarded_row(p[kept], Z[kept], Y[kept], q / h, center, constant))
     out = {key: np.array([row[key] for row in rows]) for key in rows[0]}
     weights = np.zeros((len(Q), n))
     weights[:, w > 0] = out["weights"]

@@ -652,12 +652,12 @@ def test_local_linear_fits_without_each_key_equal_weighted_least_squares():
             design = np.c_[np.ones(len(X)), X - q] * np.sqrt(weights)[:, None]
             coef = np.linalg.lstsq(design, Y * np.sqrt(weights)[:, None], rcond=None)
             # The line passes through the local means (m, ybar); its slope
-            # is shrunk by s(D) of the distance of q from m (rank 2).
+            # is shrunk by s of the leverage of q (from its distance to m).
             p = weights / weights.sum()
             m, ybar = p @ X, p @ Y
             C = (X - m).T @ ((X - m) * p[:, None])
-            distance = np.sqrt((q - m) @ np.linalg.solve(C, q - m))
-            s = slope_factor(distance, 2)
+            distance_sq = (q - m) @ np.linalg.solve(C, q - m)
+            s = slope_factor(distance_sq, p @ p)
             shrunk_fits += s < 1.0
             want = ybar + s * (coef[0][0] - ybar)
             assert_allclose(mu[r, i], want, rtol=1e-9, atol=1e-9)

@@ -35,7 +35,7 @@ import warnings
 import numpy as np
 import pytest
 from _array_api import strict_namespace
-from _reference import slope_factor
+from _reference import kish, slope_factor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose
@@ -117,7 +117,8 @@ def slow_fit(X, y, Q, kernel, h, sample_weight=None, degree=0):
             kept = singular_values**2 > tol
             rcond = np.sqrt(tol) / max(singular_values[0], 1e-300)
             beta = np.linalg.lstsq(design, (Y - ybar) * root, rcond=rcond)[0]
-            beta *= shrinkage(local, singular_values[kept], vt[kept])
+            constant = kernel == "constant"
+            beta *= shrinkage(local, singular_values[kept], vt[kept], kish(p, constant))
             fit = ybar + (diff - local) @ beta
             ybar = ybar - local @ beta
         residuals = Y - fit
@@ -128,13 +129,15 @@ def slow_fit(X, y, Q, kernel, h, sample_weight=None, degree=0):
     return mean, std
 
 
-def shrinkage(offset, singular_values, directions):
+def shrinkage(offset, singular_values, directions, inverse_count):
     """The safeguard's factor of the local slope, from its definition: the
-    Mahalanobis distance of the query from the local mean of the keys
-    (``offset``, the mean minus the query) under their local covariance."""
+    leverage of the query, from its squared Mahalanobis distance from the
+    local mean of the keys (``offset``, the mean minus the query) under
+    their local covariance and ``inverse_count``, the sum of its squared
+    normalised weights."""
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        distance = np.sqrt(np.sum((directions @ offset / singular_values) ** 2))
-    return slope_factor(distance, len(singular_values))
+        distance_sq = np.sum((directions @ offset / singular_values) ** 2)
+    return slope_factor(distance_sq, inverse_count)
 
 
 def quietly(func, *args, **kwargs):

@@ -39,7 +39,7 @@ def attention_weights(pool, X, n_jobs=None, sparse=False, counts=None):
         weights, empty = pool._normalized_scores(queries, workspace, sparse)
         if pool.degree == 1:
             weights, rank, s = equivalent_kernel(
-                pool.moments, weights, queries[1], empty, moments
+                pool.moments, weights, queries[1], empty, pool.kernel, moments
             )
             counts.append(fit_counts(rank, s, pool.keys.shape[1], ~empty))
         if sparse:

@@ -8,6 +8,7 @@ rows whose moments about the global centres cancel
 import numpy as np
 
 from ._local_linear import _apply_inverse, _fit, _pseudo_inverse
+from ._safeguard import kish_ratio
 
 
 def fit_bytes(n_keys, n_features, n_outputs=1):
@@ -68,15 +69,19 @@ def _centred_scale(m, cov, centers):
     return np.sqrt((trace + np.einsum("rf,rf->r", offset, offset)) * trace)
 
 
-def centred_kernel(p, keys, queries, layout, centers=None, return_shrinkage=False):
+def centred_kernel(
+    p, keys, queries, layout, centers=None, return_shrinkage=False, *, kernel
+):
     """:func:`equivalent_kernel` of rows of normalised weights, two-pass.
 
     Returns ``(offset, g, rank)`` as :func:`equivalent_kernel`, in the
     frame of ``keys`` and ``queries``, from :func:`centred_geometry`, and
-    the factors ``s`` with ``return_shrinkage``.
+    the factors ``s`` with ``return_shrinkage``; ``kernel``, that of the
+    weights, for the safeguard (:func:`._safeguard.kish_ratio`).
     """
     m, cov, scale = centred_geometry(p, keys, layout, centers)
-    vectors, inverse, rank, s = _pseudo_inverse(cov, scale, layout, m - queries)
+    kish = kish_ratio(np.einsum("rn,rn->r", p, p), 1.0, kernel)
+    vectors, inverse, rank, s = _pseudo_inverse(cov, scale, layout, m - queries, kish)
     g = _apply_inverse(vectors, inverse, (m - queries)[:, :, None])[:, :, 0]
     offset = 1.0 + np.einsum("rf,rf->r", g, m)
     if return_shrinkage:
@@ -85,7 +90,16 @@ def centred_kernel(p, keys, queries, layout, centers=None, return_shrinkage=Fals
 
 
 def centred_fit(
-    p, keys, values, queries, layout, return_std, centers=None, return_shrinkage=False
+    p,
+    keys,
+    values,
+    queries,
+    layout,
+    return_std,
+    centers=None,
+    return_shrinkage=False,
+    *,
+    kernel,
 ):
     """Fits of rows of normalised weights about their own local means.
 
@@ -116,6 +130,9 @@ def centred_fit(
     return_shrinkage : bool, default=False
         Whether to return the safeguard's factors ``s`` as well (ones for
         degree 0).
+    kernel : Kernel
+        The kernel of the weights, for the safeguard
+        (:func:`._safeguard.kish_ratio` of the rows of ``p``).
 
     The rank threshold is that of :func:`solve` with the rounding of
     this computation: the centred keys ``k - m`` round by an ulp of
@@ -148,7 +165,8 @@ def centred_fit(
     for r in range(n_rows):
         m[r], cov[r], ybar[r], cross[r], variance[r] = _centred_row(p[r], keys, values)
     scale = _centred_scale(m, cov, centers)
-    vectors, inverse, rank, s = _pseudo_inverse(cov, scale, layout, m - queries)
+    kish = kish_ratio(np.einsum("rn,rn->r", p, p), 1.0, kernel)
+    vectors, inverse, rank, s = _pseudo_inverse(cov, scale, layout, m - queries, kish)
     variance = variance if return_std else None
     mean, std = _fit(m, vectors, inverse, ybar, cross, variance, queries, s)
     if return_shrinkage:

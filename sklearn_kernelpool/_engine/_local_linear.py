@@ -28,8 +28,8 @@ centred on their weighted mean, so the covariances are differences of
 moments as large as the squared extent of the data (in bandwidths), never
 of its squared offset from the origin.
 
-The slope is shrunk by a safeguard far from the local centre of the keys
-(:mod:`._safeguard`). The two-pass fit from weighted keys is in
+The slope is shrunk by a safeguard where the query's leverage in its local
+fit is high (:mod:`._safeguard`). The two-pass fit from weighted keys is in
 :mod:`._centred_fit`.
 
 The prediction is also a weighted sum of the values,
@@ -125,7 +125,7 @@ def rank_counts(rank, n_features, rows=None):
     return singular, int(np.count_nonzero(rank < n_features)) - singular
 
 
-def _pseudo_inverse(cov, scale, layout, offset):
+def _pseudo_inverse(cov, scale, layout, offset, kish=None):
     """Eigendecomposition and shrunk pseudo-inverse of local covariances.
 
     ``cov`` (n, d, d) is overwritten. The numerical rank of a row is the
@@ -134,9 +134,11 @@ def _pseudo_inverse(cov, scale, layout, offset):
     inverts those and sets the others to zero (the Moore--Penrose inverse of
     the matrix with its rounding-level eigenvalues set to zero). Rows whose
     ``scale`` is not finite (no weight) get the identity, and rank ``d``.
-    ``offset`` (n, d), ``m - q``, sets the safeguard's factor ``s`` of each
-    row, by which the inverse is multiplied (:func:`shrink`); None leaves
-    the inverse unshrunk (a covariance used for no query).
+    ``offset`` (n, d), ``m - q``, and ``kish`` (n,), ``1 / n_eff`` of each
+    row's weights (:func:`._safeguard.kish_ratio`), set the safeguard's
+    factor ``s`` of each row, by which the inverse is multiplied
+    (:func:`._safeguard.shrink`); an ``offset`` of None leaves the inverse
+    unshrunk (a covariance used for no query).
 
     Returns ``(vectors, inverse, rank, s)``: the eigenvectors, the inverted
     eigenvalues times ``s`` (zero off the rank), the rank of each row and
@@ -151,11 +153,13 @@ def _pseudo_inverse(cov, scale, layout, offset):
     rank = np.count_nonzero(kept, axis=1)
     if offset is None:
         return vectors, inverse, rank, np.ones(len(rank))
-    s = shrink(vectors, inverse, rank, offset)
+    s = shrink(vectors, inverse, offset, kish)
     return vectors, inverse, rank, s
 
 
-def _local_geometry(means, queries, layout, centers=None, scale=None, shrunk=True):
+def _local_geometry(
+    means, queries, layout, centers=None, scale=None, shrunk=True, kish=None
+):
     """Local key means, the pseudo-inverse of the covariances, and ranks.
 
     ``means`` holds the normalised moments (the sums divided by the total).
@@ -172,9 +176,10 @@ def _local_geometry(means, queries, layout, centers=None, scale=None, shrunk=Tru
     trace (see :func:`centred_fit`).
 
     Returns ``(m, vectors, inverse, rank, s)``: the pseudo-inverse is shrunk
-    by the safeguard's factor ``s`` of each query (:func:`_pseudo_inverse`),
-    unless ``shrunk`` is False (``s`` then ones), for callers that apply the
-    safeguard themselves (the case-deletion formulas of jackknife+).
+    by the safeguard's factor ``s`` of each query (:func:`_pseudo_inverse`,
+    from ``kish``, ``1 / n_eff`` of each query's weights), unless ``shrunk``
+    is False (``s`` then ones), for callers that apply the safeguard
+    themselves (the case-deletion formulas of jackknife+).
     """
     n = len(queries)
     m = means[:, layout.keys]
@@ -186,7 +191,8 @@ def _local_geometry(means, queries, layout, centers=None, scale=None, shrunk=Tru
             scale = scale - 2.0 * np.einsum("nf,nf->n", centers, m)
             scale += np.einsum("nf,nf->n", centers, centers)
     cov -= m[:, :, None] * m[:, None, :]
-    return (m, *_pseudo_inverse(cov, scale, layout, m - queries if shrunk else None))
+    offset = m - queries if shrunk else None
+    return (m, *_pseudo_inverse(cov, scale, layout, offset, kish))
 
 
 def _apply_inverse(vectors, inverse, rhs):
@@ -213,7 +219,15 @@ def _fit(m, vectors, inverse, ybar, cross, variance, queries, s):
 
 
 def solve(
-    sums, queries, layout, return_std, centers=None, scale=None, return_shrinkage=False
+    sums,
+    queries,
+    layout,
+    return_std,
+    centers=None,
+    scale=None,
+    return_shrinkage=False,
+    *,
+    kish,
 ):
     """Local-linear predictions from a chunk's weighted moments.
 
@@ -248,6 +262,9 @@ def solve(
         the second moments about ``centers`` (see :func:`centred_fit`).
     return_shrinkage : bool, default=False
         Whether to return the safeguard's factors ``s`` as well.
+    kish : ndarray of shape (n_queries,)
+        ``1 / n_eff`` of each query's weights, for the safeguard
+        (:func:`._safeguard.kish_ratio`).
 
     Returns
     -------
@@ -268,7 +285,7 @@ def solve(
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums[:, :-1] / total[:, None]
     m, vectors, inverse, rank, s = _local_geometry(
-        means, queries, layout, centers, scale
+        means, queries, layout, centers, scale, kish=kish
     )
     d, p = layout.n_features, layout.n_outputs
     ybar = means[:, layout.values]
@@ -283,7 +300,9 @@ def solve(
     return mean, std, rank
 
 
-def equivalent_kernel(means, queries, layout, scale=None, return_shrinkage=False):
+def equivalent_kernel(
+    means, queries, layout, scale=None, return_shrinkage=False, *, kish
+):
     """The factors of the equivalent-kernel weights of a chunk.
 
     Parameters
@@ -298,6 +317,8 @@ def equivalent_kernel(means, queries, layout, scale=None, return_shrinkage=False
         The scale of the rank threshold, as in :func:`solve`.
     return_shrinkage : bool, default=False
         Whether to return the safeguard's factors ``s`` as well.
+    kish : ndarray of shape (n_queries,)
+        ``1 / n_eff`` of each query's weights, as in :func:`solve`.
 
     Returns
     -------
@@ -311,7 +332,9 @@ def equivalent_kernel(means, queries, layout, scale=None, return_shrinkage=False
     shrinkage : ndarray of shape (n_queries,)
         The factors ``s`` (only with ``return_shrinkage``).
     """
-    m, vectors, inverse, rank, s = _local_geometry(means, queries, layout, scale=scale)
+    m, vectors, inverse, rank, s = _local_geometry(
+        means, queries, layout, scale=scale, kish=kish
+    )
     g = _apply_inverse(vectors, inverse, (m - queries)[:, :, None])[:, :, 0]
     g[~np.isfinite(g)] = 0.0
     offset = 1.0 + np.einsum("nf,nf->n", g, np.nan_to_num(m))

@@ -21,7 +21,8 @@ from .._utils._working_memory import working_memory_bytes
 from . import _centred_fit, _local_linear
 from . import _query_chunks as _chunk_plan
 from . import _weight_rows as _weights
-from ._protocol import moment_spread, normalise
+from ._protocol import moment_spread, normalise, square_sums
+from ._safeguard import kish_ratio
 
 # Local-linear pooling pools a moment matrix of ``(d + 1)(d + 2) / 2 + (d + 2) p``
 # columns per key when it takes at most a quarter of ``working_memory`` (or
@@ -276,9 +277,17 @@ def local_linear_work(pool, return_std, counts, moments=True):
         queries = pool._queries(X_chunk)
         if moments:
             matrices = (local.moment_matrix,)
-            (sums,) = pool._weighted_sums(queries, workspace, matrices)
+            sums, squares = pool._weighted_sums(
+                queries, workspace, matrices, squares=True
+            )
+            kish = kish_ratio(squares, sums[:, -1], pool.kernel)
             mean, std, rank, s = _local_linear.solve(
-                sums, queries[1], local.layout, return_std, return_shrinkage=True
+                sums,
+                queries[1],
+                local.layout,
+                return_std,
+                return_shrinkage=True,
+                kish=kish,
             )
             empty = ~(sums[:, -1] > 0)
             redo = ~empty & _local_linear.cancelled(sums, local.layout)
@@ -335,6 +344,7 @@ def refit_rows(pool, redo, queries, workspace, mean, std, fits=None):
             local.layout if pool.degree == 1 else None,
             std is not None,
             return_shrinkage=True,
+            kernel=pool.kernel,
         )  # the keys are centred on their mean: centers is the origin
         if pool.degree == 1:
             mean[rows], fits[0][rows], fits[1][rows] = fit[0], fit[2], fit[3]
@@ -342,12 +352,13 @@ def refit_rows(pool, redo, queries, workspace, mean, std, fits=None):
             std[rows] = fit[1]
 
 
-def equivalent_kernel(moments, weights, queries, empty, use_matrix=True):
+def equivalent_kernel(moments, weights, queries, empty, kernel, use_matrix=True):
     """Local-linear equivalent-kernel weights from local-constant ones.
 
     ``moments`` is the pool's :class:`LocalMoments`, ``queries`` the
-    chunk's centred scaled queries. The fallback rows of empty queries keep
-    their weights. ``use_matrix``: as ``moments`` in
+    chunk's centred scaled queries, ``kernel`` that of the weights. The
+    fallback rows of empty queries keep their weights. ``use_matrix``: as
+    ``moments`` in
     :func:`local_linear_work`. Returns the weights, the ranks and the
     safeguard's factors ``s`` of the rows.
     """
@@ -355,8 +366,9 @@ def equivalent_kernel(moments, weights, queries, empty, use_matrix=True):
     n_keys, d = keys.shape
     if use_matrix:
         means = weights @ moments.geometry_matrix
+        kish = kish_ratio(square_sums(weights, len(queries)), means[:, -1], kernel)
         offset, g, rank, s = _local_linear.equivalent_kernel(
-            means[:, :-1], queries, layout, return_shrinkage=True
+            means[:, :-1], queries, layout, return_shrinkage=True, kish=kish
         )
         # Rows whose key moments about the centre cancel: about their own
         # local means, as in refit_rows.
@@ -373,7 +385,7 @@ def equivalent_kernel(moments, weights, queries, empty, use_matrix=True):
         p = weights[rows]
         p = np.asarray(p.toarray() if hasattr(p, "toarray") else p, np.float64)
         offset[rows], g[rows], rank[rows], s[rows] = _centred_fit.centred_kernel(
-            p, keys, queries[rows], layout, return_shrinkage=True
+            p, keys, queries[rows], layout, return_shrinkage=True, kernel=kernel
         )
     offset[empty] = 1.0
     g[empty] = 0.0

@@ -46,7 +46,7 @@ from ._moments import (
     report_fits,
     spread_work,
 )
-from ._protocol import normalise, normalise_rows
+from ._protocol import normalise, normalise_rows, square_sums
 from ._query_chunks import run_chunks
 from ._saved_state import check_pool_arguments
 from ._tree import TreeScorer
@@ -409,25 +409,39 @@ class KernelPool:
         configuration = describe(self.kernel, self.bandwidth, self.n_neighbors)
         report_fits(counts, n_queries, configuration)
 
-    def _weighted_sums(self, queries, workspace, matrices):
+    def _weighted_sums(self, queries, workspace, matrices, squares=False):
         """``scores @ matrix`` of a chunk for each matrix, underflows redone.
 
         The last column of the first matrix is the denominator, whose
         underflowed rows are recomputed with stable scores. Float64 matrices
-        get a float64 product whatever the dtype of the scores.
+        get a float64 product whatever the dtype of the scores. With
+        ``squares``, the sums of the squared weighted scores follow, last
+        (:func:`._protocol.square_sums`).
         """
 
         product = self.scorer.product
         n = len(queries[0])
         scores = self.scorer.chunk_scores(queries, workspace)
         sums = [product(scores, matrix, workspace)[:n] for matrix in matrices]
+        if squares:
+            sums.append(square_sums(scores, n, self._weights_sq))
         redo = self.scorer.underflowed(sums[0][:, -1])
         if redo is not None:
             blocks, rows, at = redo
             stable = self.scorer.chunk_scores(queries, workspace, rows=blocks)
-            for out, matrix in zip(sums, matrices, strict=True):
+            for out, matrix in zip(sums, matrices, strict=False):
                 out[rows] = product(stable, matrix, workspace)[at]
+            if squares:
+                sums[-1][rows] = square_sums(stable, len(stable), self._weights_sq)[at]
         return sums
+
+    @functools.cached_property
+    def _weights_sq(self):
+        """The squared sample weights of :func:`._protocol.square_sums`, or
+        None where the scores carry the weights."""
+        if self.scorer.weights_folded:
+            return None
+        return np.square(self.weights.astype(np.float64))
 
     def _normalized_scores(self, queries, workspace, sparse):
         """A chunk's local-constant weights over the support, and its empty rows."""

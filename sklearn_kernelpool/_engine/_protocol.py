@@ -102,7 +102,9 @@ returned to the thread.
 - ``underflowed(total)``: None, or ``(rows_to_recompute, rows, at)``: the
   rows whose sum of weights ``total`` underflowed, what to pass as ``rows``
   to ``chunk_scores``, and where each row lies in its result;
-- ``product(scores, matrix, workspace)``: ``scores @ matrix``, the sums;
+- ``product(scores, matrix, workspace)``: ``scores @ matrix``, the sums
+  (and :func:`square_sums`, the sums of the squared scores, for the
+  safeguard of ``degree=1``);
 - ``weighted(scores, weights, n, sparse)``: a chunk's ``n`` rows of scores
   with the sample weights, in arrays of their own;
 - ``row_scores(queries, workspace, rows, weights)`` and ``refit_scores(
@@ -147,6 +149,24 @@ def normalise(sums, xp=None):
         with np.errstate(invalid="ignore", divide="ignore"):
             return sums[..., :-1] / total, empty
     return sums[..., :-1] / _safe(total, empty, xp), empty
+
+
+def square_sums(scores, n, weights_sq=None):
+    """``sum_j a_ij**2`` of the first ``n`` rows of a chunk's scores, in
+    float64: the scores squared, times the squared sample weights
+    ``weights_sq`` where the scores do not carry them (None: they do). With
+    the sum of the weights, Kish's effective number of keys of each query
+    (:func:`._safeguard.kish_ratio`)."""
+    if issparse(scores):
+        rows = csr_array(scores)[:n]
+        squared = rows.multiply(rows)
+        if weights_sq is None:
+            return np.asarray(squared.sum(axis=1), dtype=np.float64).ravel()
+        return np.asarray(squared @ weights_sq, dtype=np.float64).ravel()
+    rows = scores[:n]
+    if weights_sq is None:
+        return np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+    return np.einsum("ij,ij,j->i", rows, rows, weights_sq, dtype=np.float64)
 
 
 def normalise_rows(scores, total, xp=None):

@@ -52,6 +52,7 @@ from .._engine._adaptive import safe_radii
 from .._engine._array_api import is_array_api_pool
 from .._engine._centred_fit import _centred_scale
 from .._engine._local_linear import MomentLayout, _pseudo_inverse
+from .._engine._safeguard import kish_ratio
 from .._utils._input import validate_queries
 from .._utils._threads import engine_threads
 from .._utils._working_memory import working_memory_bytes
@@ -121,7 +122,8 @@ def _gradient_factors(pool, p, diff, r2, layout, centers):
     cov = np.matmul(weighted, local.transpose(0, 2, 1))
     scale = _centred_scale(m, cov, centers)
     # The query sits at the origin of the frame: m - q is m.
-    vectors, inverse, _, _ = _pseudo_inverse(cov, scale, layout, m)
+    kish = kish_ratio(np.einsum("qn,qn->q", p, p), 1.0, pool.kernel)
+    vectors, inverse, _, _ = _pseudo_inverse(cov, scale, layout, m, kish)
     projected = np.matmul(vectors.transpose(0, 2, 1), weighted, out=weighted)
     projected *= inverse[:, :, None]
     factors = np.matmul(vectors, projected, out=local)

@@ -185,6 +185,10 @@ def _slope_flat(s):
     return np.zeros_like(np.asarray(s, dtype=np.float64))
 
 
+#: The log slope of the kernels that are flat inside their support.
+FLAT = _slope_flat
+
+
 def _slope_cauchy(s):
     return -1.0 / (1.0 + s)
 
