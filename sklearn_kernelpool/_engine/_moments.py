@@ -97,10 +97,11 @@ def report_fits(counts, n_queries, configuration):
         )
     if n_strong:
         what.append(
-            "queries far from the keys that carry their attention weight, in "
-            "units of the local spread of those keys, get a slope shrunk by "
-            "more than half towards the local mean (the fit would "
-            "extrapolate from few keys)"
+            "queries of high leverage in their local fit (far from the keys "
+            "that carry their attention weight, in units of their local "
+            "spread, and supported by few of them) get a slope shrunk by more "
+            "than half towards the local mean (the fit would extrapolate from "
+            "few keys)"
         )
     text = "; ".join(what)
     warn(

@@ -173,8 +173,8 @@ class InspectionMethods:
               (tr + 2) / n)``; ``+inf`` where ``tr + 2 >= n``.
             - ``shrunk_fraction``: for ``degree=1``, the fraction of the
               ``n`` in-sample fits whose local slope was shrunk towards the
-              local mean (the training key far from the local centre of the
-              keys that weigh on it; see
+              local mean (the training key of high leverage in its local
+              fit; see
               :class:`~sklearn_kernelpool.LocalLinearFallbackWarning`); 0
               for ``degree=0``.
 

@@ -75,23 +75,25 @@ class LocalLinearFallbackWarning(UserWarning):
     (``degree=0``) prediction, as do its attention weights and standard
     deviations; ``n_singular`` counts such queries.
 
-    A query far from the local centre of the keys that weigh on it, in
-    units of their local spread, gets its slope shrunk by a factor ``s`` in
-    ``[0, 1)`` towards the local mean: the fit would otherwise extrapolate a
-    slope resting on few keys, or keys of tiny weight. With ``D`` the
-    Mahalanobis distance of the query from the weighted mean of its keys
-    (under their weighted covariance, of rank ``r``) and
-    ``tau = 2 sqrt(r + 1)``, ``s = 1`` where ``D <= tau`` and
-    ``s = exp(-(D / tau - 1)**2 / 2)`` beyond: the shrinkage ``1 - s``
-    grows continuously with the distance, from 0 to 1 far away, where the
-    fit is the local mean.
+    A query of high leverage in its local fit gets its slope shrunk by a
+    factor ``s`` in ``[0, 1)`` towards the local mean: the fit would
+    otherwise extrapolate a slope resting on few keys, or keys of tiny
+    weight. With ``D`` the Mahalanobis distance of the query from the
+    weighted mean of its keys (under their weighted covariance), ``n_eff``
+    Kish's effective number of keys and the leverage
+    ``L = (1 + D**2) / n_eff`` (the variance of the local line's prediction
+    in units of one observation's), ``s = 1`` where ``L <= 1`` and
+    ``s = exp(-(sqrt(L) - 1)**2 / 2)`` beyond: the shrinkage ``1 - s``
+    grows continuously with the leverage, from 0 to 1 far away, where the
+    fit is the local mean. The constant kernel's fit, the global
+    least-squares line, is never shrunk.
     ``n_shrunk`` counts the queries whose slope was shrunk at all, and
     ``mean_shrinkage`` averages ``1 - s`` over the queries of the call with
     a neighbourhood.
 
     The warning is issued when a query fell back to the local mean, or when
     some query's slope was shrunk by more than half (``s < 0.5``); a mild
-    shrinkage, such as at the boundary of the data, is not warned of. A
+    shrinkage is not warned of. A
     larger bandwidth avoids both, and ``degree=0`` fits the local mean
     everywhere.
 
