@@ -158,11 +158,14 @@ def square_sums(scores, n, weights_sq=None):
     the sum of the weights, Kish's effective number of keys of each query
     (:func:`._safeguard.kish_ratio`)."""
     if issparse(scores):
-        rows = csr_array(scores)[:n]
-        squared = rows.multiply(rows)
-        if weights_sq is None:
-            return np.asarray(squared.sum(axis=1), dtype=np.float64).ravel()
-        return np.asarray(squared @ weights_sq, dtype=np.float64).ravel()
+        # From the entries of the first n rows, without a copy of the rows.
+        scores = scores if scores.format == "csr" else csr_array(scores)
+        end = scores.indptr[n]
+        squared = np.square(scores.data[:end], dtype=np.float64)
+        if weights_sq is not None:
+            squared *= weights_sq[scores.indices[:end]]
+        counts = np.diff(scores.indptr[: n + 1])
+        return np.bincount(np.repeat(np.arange(n), counts), squared, minlength=n)
     rows = scores[:n]
     if weights_sq is None:
         return np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
