@@ -172,9 +172,9 @@ def test_an_outlier_no_longer_pulls_the_fit():
     params = dict(kernel="epanechnikov", bandwidth=0.15, degree=1)
     plain = KernelAttentionRegressor(**params).fit(X, y)
     # The plain fit leans towards the outlier, so the first iteration gives
-    # its neighbours weight 0 too, and the rows at the edges of that run
-    # are fitted from keys on one side: their slopes are shrunk, and warned
-    # of (tests/test_robust_lowess.py).
+    # its neighbours weight 0 too, and rows of that run are fitted from keys
+    # on one side of them: their slopes are shrunk, and warned of
+    # (tests/test_robust_lowess.py).
     with pytest.warns(LocalLinearFallbackWarning, match="robust_iterations=2"):
         robust = KernelAttentionRegressor(**params, robust_iterations=2).fit(X, y)
     assert abs(plain.predict([[0.5]])[0] - 2.0) > 1.0
@@ -191,7 +191,15 @@ def test_weight_two_is_a_duplicated_row(degree):
     y = X[:, 0] - X[:, 1] ** 2 + rng.standard_t(2, size=60)
     w = rng.integers(0, 4, 60)
     Q = rng.uniform(0, 3, (20, 2))
-    params = dict(kernel="biweight", bandwidth=1.2, degree=degree, robust_iterations=3)
+    # Degree 1 at a width where the safeguard keeps every slope: its
+    # effective number of keys, Kish's (sum w k)**2 / sum (w k)**2 of the
+    # weights w times the kernel k, is not that of the rows repeated,
+    # (sum w k)**2 / sum w k**2, so that where it shrinks a slope the two
+    # fits differ.
+    width = 1.2 if degree == 0 else 2.5
+    params = dict(
+        kernel="biweight", bandwidth=width, degree=degree, robust_iterations=3
+    )
     weighted = KernelAttentionRegressor(**params).fit(X, y, sample_weight=w)
     repeated = KernelAttentionRegressor(**params).fit(
         np.repeat(X, w, axis=0), np.repeat(y, w)

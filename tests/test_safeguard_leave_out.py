@@ -14,12 +14,13 @@ import warnings
 
 import numpy as np
 import pytest
-from _reference import FORMULAS
+from _reference import FORMULAS, kish, slope_factor
 from numpy.testing import assert_allclose
 from sklearn import clone
 from sklearn.model_selection import KFold
 
 from sklearn_kernelpool import KernelAttentionRegressor
+from sklearn_kernelpool._inference._case_deletion import leverage_bound
 from sklearn_kernelpool._inference._deleted_fits import _LeaveOut
 
 KERNELS = ["gaussian", "epanechnikov", "tricube"]
@@ -60,13 +61,16 @@ def regular(seed=0):
     return X, Y, Q
 
 
-def refit_fits(reg, X, Y, w, Q):
+def refit_fits(reg, X, Y, w, Q, only=None):
     """``mu[q, i]``: the estimator refitted without row ``i`` (same kernel,
     widths and sample weights) predicting at ``Q[q]``; rows of weight zero
-    are not rows of the model (left out of ``i``)."""
+    are not rows of the model (left out of ``i``). ``only``: the rows ``i``
+    to refit without (NaN for the others)."""
     rows = np.arange(len(X)) if w is None else np.flatnonzero(w > 0)
-    mu = np.empty((len(Q), len(rows), Y.shape[1]))
+    mu = np.full((len(Q), len(rows), Y.shape[1]), np.nan)
     for c, i in enumerate(rows):
+        if only is not None and i not in only:
+            continue
         keep = np.delete(np.arange(len(X)), i)
         model = clone(reg).set_params(bandwidth=reg.bandwidth_)
         model = quietly(model.fit, X[keep], Y[keep], None if w is None else w[keep])
@@ -77,7 +81,8 @@ def refit_fits(reg, X, Y, w, Q):
 def shrinkage(X, w, Q, kernel, h):
     """The safeguard's factor of the local-linear fit at each query, by the
     documented rule (weights, local mean and covariance, its pseudo-inverse
-    over the eigenvalues above 1e-9 of its trace); NaN without weight."""
+    over the eigenvalues above 1e-9 of its trace, the leverage ``(1 +
+    D**2) sum p**2``); NaN without weight."""
     alpha = FORMULAS[kernel]
     out = np.full(len(Q), np.nan)
     for j, q in enumerate(Q):
@@ -90,9 +95,8 @@ def shrinkage(X, w, Q, kernel, h):
         values, vectors = np.linalg.eigh(C)
         kept = values > 1e-9 * np.trace(C)
         projected = vectors.T @ (q - m)
-        distance = math.sqrt(np.sum(projected[kept] ** 2 / values[kept]))
-        u = distance / (2.0 * math.sqrt(np.count_nonzero(kept) + 1.0))
-        out[j] = math.exp(-((u - 1.0) ** 2) / 2.0) if u > 1.0 else 1.0
+        distance_sq = np.sum(projected[kept] ** 2 / values[kept])
+        out[j] = slope_factor(distance_sq, kish(p, kernel == "constant"))
     return out
 
 
@@ -286,3 +290,112 @@ def test_interval_endpoints_on_sparse_neighbourhoods():
     ref_lower, ref_upper = reference_interval(reg, X, Y, w, Q, 0.7, folds)
     assert_allclose(lower, ref_lower, rtol=1e-9, atol=1e-9)
     assert_allclose(upper, ref_upper, rtol=1e-9, atol=1e-9)
+
+
+def dominant(seed=0):
+    """A cluster and a key of sample weight 1e5 beside it, which holds all
+    but about 1e-5 of the weight of the queries near it; queries from that
+    key outwards, whose fits without it extrapolate from the cluster."""
+    rng = np.random.default_rng(seed)
+    X = np.r_[rng.uniform(0, 1, (20, 2)), [[1.15, 0.9]]]
+    Y = np.c_[np.sin(3 * X[:, 0]) + X[:, 1], X[:, 0] * X[:, 1]]
+    Y += rng.normal(0, 0.1, Y.shape)
+    w = np.r_[rng.uniform(0.5, 2.0, 20), 1e5]
+    Q = np.c_[np.linspace(1.15, 1.6, 10), np.linspace(0.9, 1.2, 10)]
+    return X, Y, w, Q
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("moments", [True, False])
+def test_fits_without_a_dominant_key_are_the_refits(kernel, moments):
+    # Without the key, the sum of the squared weights of the others is not
+    # the row's minus the key's (which cancel to rounding): the fits are
+    # those of the refits, shrunk or not.
+    X, Y, w, Q = dominant()
+    h = 0.4 if kernel == "gaussian" else 0.8
+    reg = fitted(kernel, X, Y, w, width=h)
+    state = _LeaveOut(reg)
+    P = state.weights(Q, state.pool.scorer.workspace(len(Q)))[0]
+    assert np.all((1.0 - P[:, -1] > 1e-6) & (1.0 - P[:, -1] < 1e-4))
+    s = deleted_shrinkage(X, w, Q, kernel, h)[:, -1]
+    assert np.sum((s > 0.01) & (s < 0.99)) >= 2
+    want = refit_fits(reg, X, Y, w, Q)
+    mu = dense_fits(reg, Q, moments=moments)
+    assert_allclose(mu, want, rtol=1e-9, atol=1e-9)
+    # One key per row (the residuals of jackknife+): the dominant one.
+    cols = np.full(len(Q), len(X) - 1)
+    own = dense_fits(reg, Q, cols=cols, moments=moments)[:, 0]
+    assert_allclose(own, want[:, -1], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("kernel", ["epanechnikov", "tricube"])
+def test_sparse_fits_without_a_dominant_neighbour_are_the_refits(kernel):
+    X, Y, _ = sparse_data()
+    X = np.r_[X, [[4.0, 2.0]]]
+    Y = np.r_[Y, [[np.sin(4.0) + 2.0, np.cos(2.0)]]]
+    w = np.r_[np.random.default_rng(4).uniform(0.5, 2.0, len(X) - 1), 1e5]
+    Q = np.c_[np.linspace(4.0, 4.4, 8), np.full(8, 2.0)]
+    h = 0.6
+    reg = KernelAttentionRegressor(
+        kernel=kernel, bandwidth=h, degree=1, algorithm="kd_tree"
+    )
+    reg = quietly(reg.fit, X, Y, w)
+    state = _LeaveOut(reg)
+    P, Q_centred, empty = state.weights(Q, None, sparse=True)
+    fast, P_fast, _, _ = state.split(P, empty)
+    assert len(fast) == len(Q)  # every query by its neighbours
+    W, cols = state.neighbours(P_fast)
+    s = deleted_shrinkage(X, w, Q, kernel, h)[:, -1]
+    assert np.sum((s > 0.01) & (s < 0.99)) >= 2
+    want = refit_fits(reg, X, Y, w, Q, only=set(cols[cols < len(X)]))
+    _, mu = quietly(state.sparse_leave_one_out, Q, P_fast, Q_centred, W, cols)
+    rows, slots = np.nonzero(cols < len(X))
+    got = mu[rows, slots] + state.center
+    assert_allclose(got, want[rows, cols[rows, slots]], rtol=1e-9, atol=1e-9)
+    # The slot of the dominant key alone (the residuals of jackknife+).
+    pick = np.argmax(cols == len(X) - 1, axis=1)
+    _, mu = quietly(state.sparse_leave_one_out, Q, P_fast, Q_centred, W, cols, pick)
+    assert_allclose(mu[:, 0] + state.center, want[:, -1], rtol=1e-9, atol=1e-9)
+
+
+def _row_terms(p, K, q):
+    """``D**2``, ``sum p**2`` and ``1 - h`` of each key of a local fit, from
+    their definitions."""
+    m = p @ K
+    A = np.linalg.pinv((K - m).T @ ((K - m) * p[:, None]))
+    v = K - m
+    rest = 1.0 - p * (1.0 + np.einsum("nf,fg,ng->n", v, A, v))
+    return (q - m) @ A @ (q - m), p @ p, rest
+
+
+def test_the_leverage_bound_holds_after_every_deletion():
+    # The leverage (1 + D**2) sum p**2 of the query in the fit without each
+    # key, refitted by definition, never exceeds the bound of the row, so
+    # that the rows within MAX_LEVERAGE need no fit without each key.
+    rng = np.random.default_rng(0)
+    bounds, worst = [], []
+    for _ in range(200):
+        n, d = rng.integers(4, 12), rng.integers(1, 3)
+        K = rng.normal(size=(n, d))
+        q = rng.normal(size=d) * rng.uniform(0, 1.5)
+        h = rng.uniform(0.5, 3.0)
+        a = np.exp(-np.sum((K - q) ** 2, axis=1) / (2 * h**2))
+        p = a * rng.uniform(0.2, 2.0, n)
+        p /= p.sum()
+        distance_sq, kish, rest = _row_terms(p, K, q)
+        bound = leverage_bound(
+            np.array([distance_sq]), np.array([kish]), rest[None], p[None]
+        )[0]
+        deleted = []
+        for k in range(n):
+            pk = np.delete(p, k)
+            dk, kk, _ = _row_terms(pk / pk.sum(), np.delete(K, k, axis=0), q)
+            deleted.append((1.0 + dk) * kk)
+        bounds.append(bound)
+        worst.append(max(deleted))
+    bounds, worst = np.array(bounds), np.array(worst)
+    assert np.all(worst <= bounds * (1.0 + 1e-9))
+    # Not vacuous: rows on both sides of the threshold, and the bound spares
+    # most of the rows whose deletions all keep their slopes.
+    assert np.sum(bounds <= 1.0) > 0.5 * np.sum(worst <= 1.0)
+    assert np.sum(worst > 1.0) > 50

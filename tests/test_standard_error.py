@@ -112,6 +112,10 @@ def _compact_data(n=300, d=2, seed=1):
     return X, y, rng.uniform(0, 4, (40, d))
 
 
+# In three dimensions the safeguard shrinks the slopes of the queries near
+# the corners of the cube by more than half, which predict warns of: their
+# standard errors must agree too.
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.LocalLinearFallbackWarning")
 @pytest.mark.parametrize("d", [1, 3])
 @pytest.mark.parametrize("degree", [0, 1])
 @pytest.mark.parametrize("n_neighbors", [None, 15])
@@ -160,6 +164,9 @@ def test_adaptive_and_categorical_follow_the_defining_formula(n_neighbors):
     assert_allclose(reg.predict(Q, return_se=True)[1], expected, rtol=1e-9)
 
 
+# With eight neighbours, the queries at the ends of the data are fitted from
+# few keys on one side: their slopes shrunk, which predict warns of.
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.LocalLinearFallbackWarning")
 @pytest.mark.parametrize("degree", [0, 1])
 @pytest.mark.parametrize("n_neighbors", [None, 8])
 def test_rows_of_weight_zero_never_change_the_se(degree, n_neighbors):

@@ -163,11 +163,12 @@ def report_shrunk_slopes(estimator, counts, n_queries):
     warn(
         LocalLinearFallbackWarning(
             f"Under {configuration} with robust_iterations="
-            f"{estimator.robust_iterations}, training rows lay far from the "
-            "keys that weigh on them in an in-sample fit, in units of the "
-            "local spread of those keys (as where the robustness weights "
-            "leave a row's keys on one side of it), and the local-linear "
-            "safeguard shrank their slopes towards the local mean, where "
+            f"{estimator.robust_iterations}, training rows had a high "
+            "leverage in an in-sample fit (far from the few keys that weigh "
+            "on them, in units of the local spread of those keys, as where "
+            "the robustness weights leave a row's keys on one side of it), "
+            "and the local-linear safeguard shrank their slopes towards the "
+            "local mean, where "
             "LOWESS extrapolates the local line: the robust fit departs from "
             "LOWESS at those rows and at the rows whose robustness weights "
             "they set. A larger bandwidth or n_neighbors avoids this. The "

@@ -20,20 +20,41 @@ from the plain local line:
 
       D_k**2 = (1 - p) D**2 - p + p (1 - p) a**2 / w,   D**2 = (q - m) . A (q - m);
 
+- the sum of the squared normalised weights without the key, from that of
+  the row ``kish = sum_j p_j**2``, is ``kish_k = (kish - p**2) / (1 - p)**2``
+  (Kish's ``1 / n_eff`` of the keys that remain,
+  :func:`.._engine._safeguard.kish_ratio`, :class:`DeletedKeys`; where the
+  key holds more than half of the weight, from the other keys themselves,
+  free of the cancellation of ``kish - p**2``);
 - the safeguarded fit without the key is
-  ``ybar_k + s(D_k**2, r) (f0_k - ybar_k)`` with ``s``
-  :func:`.._engine._safeguard.slope_shrinkage` and ``r`` the rank of the row
-  (kept by the deletion), as the estimator refitted without the key
-  predicts.
+  ``ybar_k + s(D_k**2, kish_k) (f0_k - ybar_k)`` with ``s``
+  :func:`.._engine._safeguard.slope_shrinkage` of the leverage
+  ``(1 + D_k**2) kish_k`` of the query in the fit without the key, as the
+  estimator refitted without the key predicts.
 
 A key of weight zero leaves all of it unchanged. The pairs whose leverage is
 within ``1e-6`` of one are flagged (``hard``) for the caller to compute by
 the definition.
+
+No deletion shrinks a slope where the leverage of the query stays at most
+:data:`.._engine._safeguard.MAX_LEVERAGE` after any single deletion, which a
+bound of the row tells without the terms of each key (:func:`leverage_bound`,
+:func:`may_shrink`): by Cauchy-Schwarz in the metric of ``A``, ``p a**2 <=
+(1 - w) (1 + D**2)``, so that ``1 + D_k**2 <= (1 - p) (1 + D**2) / w``, and
+with ``kish - p**2 <= kish``::
+
+    (1 + D_k**2) kish_k <= (1 + D**2) kish / (w (1 - p))
+                        <= (1 + D**2) kish / (min w (1 - max p)),
+
+the leverage of the row divided by its smallest ``w`` and by one minus its
+largest weight.
 """
 
 import numpy as np
+from scipy.sparse import csr_array, issparse
 
 from .._engine import _safeguard
+from .._engine._protocol import square_sums
 from ._sparse_case_deletion import _padded
 
 # Leverages this close to one drop the rank of the local design.
@@ -57,22 +78,84 @@ def deleted_distance_sq(p, a, rest, distance_sq):
     return a
 
 
-def may_shrink(distance_sq, rest, rank):
-    """The rows some of whose fits without a key may be shrunk.
+class DeletedKeys:
+    """Rows of normalised weights and the key deleted at each slot of a case
+    deletion: Kish's ``1 / n_eff`` of the keys that remain.
 
-    By Cauchy-Schwarz in the metric of ``A``, ``p a**2 <= (1 - w) (1 +
-    D**2)``, so that ``D_k**2 <= (D**2 + 1) / w - 1``: a row whose smallest
-    ``w`` (``rest``, axis 1) keeps that within the radius has ``s = 1`` for
-    every key. Rows with a leverage of one or more (``w <= 0``) and NaN
-    bounds are kept.
+    Parameters
+    ----------
+    weights : ndarray or sparse array of shape (n_rows, n_keys)
+        The normalised weights of the rows.
+    keys : ndarray of int broadcastable to (n_rows, n_deleted)
+        The column of ``weights`` of the key deleted at each slot.
+    kernel : Kernel
+        The kernel of the weights (:func:`.._engine._safeguard.kish_ratio`).
+    kish : ndarray of shape (n_rows,) or None
+        ``sum_j p_j**2`` of each row, if known.
     """
-    radius_sq = _safeguard.SLOPE_RADIUS**2 * (rank + 1.0)
+
+    def __init__(self, weights, keys, kernel, kish=None):
+        self.weights, self.keys, self.kernel = weights, keys, kernel
+        if kish is None:
+            squares = square_sums(weights, weights.shape[0])
+            kish = _safeguard.kish_ratio(squares, 1.0, kernel)
+        self.kish = kish
+
+    def kish_without(self, p, block=slice(None)):
+        """``kish_k`` of the rows ``block`` (a slice) without each deleted
+        key, of normalised weights ``p`` (see the module docstring); a key
+        that holds more than half of its row's weight is deleted from the
+        row itself, two-pass."""
+        start = block.start or 0
+        squares = np.multiply(p, p)
+        np.subtract(self.kish[block, None], squares, out=squares)
+        totals = np.subtract(1.0, p)
+        big = p > 0.5  # at most one key per row
+        if big.any():
+            rows, at = np.nonzero(big)
+            keys = self.keys[block] if len(self.keys) > 1 else self.keys
+            keys = np.broadcast_to(keys, p.shape)[rows, at]
+            totals[rows, at], squares[rows, at] = _without(
+                self.weights, start + rows, keys
+            )
+        return _safeguard.kish_ratio(squares, totals, self.kernel)
+
+
+def _without(weights, rows, keys):
+    """The sums and the sums of squares of ``weights[rows]``, each row
+    without its key ``keys``."""
+    if issparse(weights):
+        other = csr_array(weights[rows], dtype=np.float64, copy=True)
+        other.data[other.indices == np.repeat(keys, np.diff(other.indptr))] = 0.0
+        totals = np.asarray(other.sum(axis=1), dtype=np.float64).ravel()
+    else:
+        other = np.array(weights[rows], dtype=np.float64)
+        other[np.arange(len(rows)), keys] = 0.0
+        totals = other.sum(axis=1)
+    return totals, square_sums(other, len(rows))
+
+
+def leverage_bound(distance_sq, kish, rest, p):
+    """An upper bound of the leverage of each row's query after the deletion
+    of any one key: ``(1 + D**2) kish / (min w (1 - max p))`` (see the module
+    docstring), with ``w`` (``rest``) and ``p`` the keys' on axis 1;
+    infinite or NaN where a key has a leverage of one or more (``w <= 0``).
+    """
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        bound = (distance_sq + 1.0) / np.maximum(rest.min(axis=1), 0.0) - 1.0
-    return np.flatnonzero(~(bound <= radius_sq))
+        room = np.maximum(rest.min(axis=1), 0.0) * (1.0 - p.max(axis=1))
+        return (1.0 + distance_sq) * kish / room
 
 
-def safeguard(fits, ybar, p, values, distance_sq, rank, hard, rows=None):
+def may_shrink(distance_sq, kish, rest, p):
+    """The rows some of whose fits without a key may be shrunk: those whose
+    :func:`leverage_bound` exceeds :data:`.._engine._safeguard.MAX_LEVERAGE`
+    or is NaN (a row within it has ``s = 1`` for every key; a ``kish`` of 0,
+    the constant kernel's, keeps none)."""
+    bound = leverage_bound(distance_sq, kish, rest, p)
+    return np.flatnonzero(~(bound <= _safeguard.MAX_LEVERAGE))
+
+
+def safeguard(fits, ybar, p, values, distance_sq, deleted, hard, rows=None):
     """Shrink the slopes of the fits without keys, in place.
 
     Parameters
@@ -88,53 +171,55 @@ def safeguard(fits, ybar, p, values, distance_sq, rank, hard, rows=None):
         Their values.
     distance_sq : ndarray of shape (n_rows, n_deleted)
         Their :func:`deleted_distance_sq`.
-    rank : ndarray of shape (n_rows,)
-        The rank of each row's local covariance.
+    deleted : DeletedKeys
+        The rows of weights and the deleted keys, for the ``kish_k`` of the
+        fits without them.
     hard : ndarray of bool of shape (n_rows, n_deleted)
         Pairs computed by the caller otherwise, left alone.
     rows : ndarray of int or None
         The rows of ``fits``, ``ybar`` and ``values`` that the others hold
         (None: all of them).
     """
-    radius_sq = _safeguard.SLOPE_RADIUS**2 * (rank + 1.0)
-    beyond = distance_sq > radius_sq[:, None]  # False where NaN
-    beyond &= ~hard
-    some = np.flatnonzero(beyond.any(axis=1))
-    if not len(some):
-        return
     p = np.broadcast_to(p, distance_sq.shape)
     values = np.broadcast_to(values, fits.shape)
     # Blocks of a quarter of the rows bound the temporaries.
-    size = -(-len(fits) // 4)
-    for start in range(0, len(some), size):
-        at = some[start : start + size]
-        target = at if rows is None else rows[at]
-        s = np.where(
-            beyond[at],
-            _safeguard.slope_shrinkage(distance_sq[at], rank[at, None]),
-            1.0,
-        )
-        w = p[at]
-        local = values[target]  # a copy, made the local mean without the key
-        mean = ybar[target, None, :]
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            local -= mean
-            local *= (w / (w - 1.0))[:, :, None]
-            local += mean
-            shrunk = fits[target]
-            plain = shrunk.copy()
-            shrunk -= local
-            shrunk *= s[:, :, None]
-        shrunk[s == 0.0] = 0.0  # the local mean, whatever the plain slope
-        shrunk += local
-        np.copyto(shrunk, plain, where=(s == 1.0)[:, :, None])
-        fits[target] = shrunk
+    size = max(-(-len(fits) // 4), 1)
+    for start in range(0, len(distance_sq), size):
+        block = slice(start, start + size)
+        kish = deleted.kish_without(p[block], block)
+        s = _safeguard.slope_shrinkage(distance_sq[block], kish)
+        s[hard[block]] = 1.0
+        some = np.flatnonzero((s < 1.0).any(axis=1))
+        if len(some):
+            at = start + some
+            target = at if rows is None else rows[at]
+            fits[target] = _shrink_block(
+                fits[target], ybar[target], p[at], values[target], s[some]
+            )
 
 
-def _shrunk_fits(f, ybar, distance_sq, rank):
+def _shrink_block(fits, ybar, p, local, s):
+    """``ybar_k + s (fits - ybar_k)`` of a block of rows, ``local`` (a copy
+    of the keys' values) made the local means ``ybar_k`` without the keys."""
+    mean = ybar[:, None, :]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        local -= mean
+        local *= (p / (p - 1.0))[:, :, None]
+        local += mean
+        shrunk = fits
+        plain = shrunk.copy()
+        shrunk -= local
+        shrunk *= s[:, :, None]
+    shrunk[s == 0.0] = 0.0  # the local mean, whatever the plain slope
+    shrunk += local
+    np.copyto(shrunk, plain, where=(s == 1.0)[:, :, None])
+    return shrunk
+
+
+def _shrunk_fits(f, ybar, distance_sq, kish):
     """The safeguarded fits ``ybar + s (f - ybar)`` of whole rows, by the
     expression of :func:`safeguard` for a key of weight zero."""
-    s = _safeguard.slope_shrinkage(distance_sq, rank)
+    s = _safeguard.slope_shrinkage(distance_sq, kish)
     rows = np.flatnonzero(s < 1.0)
     if len(rows):
         f = f.copy()
@@ -148,13 +233,14 @@ def _shrunk_fits(f, ybar, distance_sq, rank):
 class CaseDeletion:
     """Case-deletion fits (a part of :class:`._deleted_fits._LeaveOut`)."""
 
-    def _deleted(self, P, Q, cols, m, V, inv, rank, ybar, cross, expanded, slots=None):
+    def _deleted(self, P, Q, cols, m, V, inv, ybar, cross, expanded, slots=None):
         """The fits without keys, from the local fit of each row.
 
         Parameters
         ----------
-        P : ndarray of shape (n_rows, n_keys)
-            The normalised weights of the rows (queries) over the keys.
+        P : ndarray or sparse array of shape (n_rows, n_keys)
+            The normalised weights of the rows (queries) over the keys
+            (sparse with ``slots`` only).
         Q : ndarray of shape (n_rows, n_features)
             The queries, in the frame of the keys.
         cols : ndarray of shape (n_rows,) or None
@@ -166,8 +252,6 @@ class CaseDeletion:
                 (n_rows, n_features)
             The eigenvectors and inverted eigenvalues of the local
             covariances (not shrunk by the safeguard).
-        rank : ndarray of shape (n_rows,)
-            Their ranks.
         ybar : ndarray of shape (n_rows, n_outputs)
             The local means of the values.
         cross : ndarray of shape (n_rows, n_features, n_outputs)
@@ -177,8 +261,8 @@ class CaseDeletion:
             jackknife+), the closed form of :meth:`_deleted_every_key`.
         slots : tuple of ndarray or None
             The normalised weights and support indices ``(W, at)`` of the
-            keys to delete, per row (index ``n``: padding); the fits ``f``
-            are returned too.
+            keys to delete, per row (index ``n``: padding), and ``sum_j
+            p_j**2`` of each row; the fits ``f`` are returned too.
 
         Returns
         -------
@@ -192,17 +276,20 @@ class CaseDeletion:
         f = ybar - np.einsum("rfk,rf->rk", beta, m - Q)  # the plain fits
         distance_sq = np.einsum("rf,rf->r", g, m - Q)
         if expanded and cols is None and slots is None:
-            return self._deleted_every_key(P, m, A, g, beta, f, ybar, distance_sq, rank)
+            return self._deleted_every_key(P, m, A, g, beta, f, ybar, distance_sq)
+        kish = None
         if slots is not None:
-            Psel, at = slots
+            Psel, at, kish = slots
             Ysel = _padded(self.Y)[at]
             K = _padded(self.keys)[at]
         elif cols is None:
             Psel, Ysel = P, self.Y[None]
             K = self.keys[None]
+            at = np.arange(P.shape[1])[None]
         else:
             Psel, Ysel = P[np.arange(r), cols][:, None], self.Y[cols][:, None, :]
             K = self.keys[cols][:, None, :]
+            at = cols[:, None]
         Kc = K - m[:, None, :]
         kg = np.einsum("rcf,rf->rc", Kc, g)
         quad = np.einsum("rcf,rfg,rcg->rc", Kc, A, Kc)
@@ -226,12 +313,13 @@ class CaseDeletion:
         if hard.any():
             hard &= Psel > 0
         Psel = np.broadcast_to(Psel, rest.shape)
-        safeguard(kb, ybar, Psel, Ysel, distance_k, rank, hard)
+        deleted = DeletedKeys(P, at, self.pool.kernel, kish)
+        safeguard(kb, ybar, Psel, Ysel, distance_k, deleted, hard)
         if slots is not None:
-            return _shrunk_fits(f, ybar, distance_sq, rank), kb, hard
+            return _shrunk_fits(f, ybar, distance_sq, deleted.kish), kb, hard
         return kb, hard
 
-    def _deleted_every_key(self, P, m, A, g, beta, f, ybar, distance_sq, rank):
+    def _deleted_every_key(self, P, m, A, g, beta, f, ybar, distance_sq):
         """The case-deletion fits of every key, expanded in the monomials of
         the keys and values (:meth:`_monomials`).
 
@@ -243,7 +331,9 @@ class CaseDeletion:
         product of the rows' coefficients with the keys' monomials (their
         cancellation is that of the expanded moments, bounded by
         :func:`.._engine._local_linear.cancelled`). The safeguard then needs ``a``,
-        ``p`` and ``1 - p s`` of each key (:func:`deleted_distance_sq`).
+        ``p`` and ``1 - p s`` of each key (:func:`deleted_distance_sq`,
+        :class:`DeletedKeys`), on the rows where it may act
+        (:func:`may_shrink`).
         """
         # a(k) = a0 + a . k, e(k, y) = y + b0 + b . k (per output).
         a0 = 1.0 + np.einsum("rf,rf->r", m, g)
@@ -251,17 +341,20 @@ class CaseDeletion:
         b0 = np.einsum("rfk,rf->rk", beta, m) - ybar
         b = -beta
         rest, hard = self._rest(P, m, A)
+        kish = _safeguard.kish_ratio(square_sums(P, len(P)), 1.0, self.pool.kernel)
         # The distances of the query from the local means without each key,
         # on the rows where the safeguard may act.
-        rows = may_shrink(distance_sq, rest, rank)
+        rows = may_shrink(distance_sq, kish, rest, P)
         if len(rows):
             Pr, rest_r = P[rows], rest[rows]
             distance_k = self._monomials(0, np.hstack([a0[:, None], a])[rows])
             distance_k = deleted_distance_sq(Pr, distance_k, rest_r, distance_sq[rows])
+            keys = np.arange(P.shape[1])[None]
+            deleted = DeletedKeys(Pr, keys, self.pool.kernel, kish[rows])
         mu = self._plain_deleted_fits(P, f, rest, a0, a, b0, b)
         if len(rows):
-            rank, hard_r = rank[rows], hard[rows]
-            safeguard(mu, ybar, Pr, self.Y[None], distance_k, rank, hard_r, rows)
+            hard_r = hard[rows]
+            safeguard(mu, ybar, Pr, self.Y[None], distance_k, deleted, hard_r, rows)
         return mu, hard
 
     def _rest(self, P, m, A):

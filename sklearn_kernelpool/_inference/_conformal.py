@@ -18,10 +18,11 @@ refit:
   leaves the column space of the design unchanged (``1 - h_ii > 0``) is a
   rank-preserving update, for which Sherman-Morrison holds with ``C^+``.
   The slope of that fit is then shrunk by the safeguard of
-  :mod:`.._engine._local_linear` at the Mahalanobis distance of ``q`` from the local
-  mean without the key, which follows from the same terms
-  (:mod:`._case_deletion`): the fit of the estimator refitted without
-  ``i``.
+  :mod:`.._engine._safeguard` at the leverage of ``q`` in the fit without
+  the key, from its Mahalanobis distance from the local mean and the
+  effective number of the keys without it, which follow from the same
+  terms (:mod:`._case_deletion`): the fit of the estimator refitted
+  without ``i``.
 
 The pairs ``(q, i)`` where the formula is undefined (``i`` holds all the
 weight of ``q``, ``1 - h_ii`` below 1e-6, or the fallback of an empty

@@ -8,7 +8,8 @@ degree 1, its slope shrunk by the safeguard of the fit without the row:
 :mod:`._case_deletion`), and by the definition (an engine built without the
 row) where they are undefined; on dense weights or on the sparse weights of
 the neighbours. The fits without a fold are those of the local fits over
-the kept keys, safeguard included (:func:`.._engine._local_linear.solve`).
+the kept keys, safeguard included, its effective number of keys that of
+the kept keys (:func:`.._engine._local_linear.solve`).
 """
 
 import warnings
@@ -17,6 +18,8 @@ import numpy as np
 from scipy.sparse import csr_array
 
 from .._engine import _centred_fit, _local_linear
+from .._engine._protocol import square_sums
+from .._engine._safeguard import kish_ratio
 from .._utils._warnings import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from .._utils._working_memory import working_memory_bytes
 from ._case_deletion import CaseDeletion
@@ -270,16 +273,14 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
                 rows = slice(None)
             if len(P[rows]):
                 means = sums[rows, :-1] / sums[rows, -1:]
-                m, V, inv, rank, _ = _local_linear._local_geometry(
+                m, V, inv, _, _ = _local_linear._local_geometry(
                     means, Q[rows], layout, shrunk=False
                 )
                 ybar = means[:, layout.values]
                 cross = means[:, layout.cross].reshape(-1, d, k)
                 cross -= m[:, :, None] * ybar[:, None, :]
                 sub = None if cols is None else cols[rows]
-                fit = self._deleted(
-                    P[rows], Q[rows], sub, m, V, inv, rank, ybar, cross, True
-                )
+                fit = self._deleted(P[rows], Q[rows], sub, m, V, inv, ybar, cross, True)
                 if not np.any(redo):
                     return fit
                 mu = np.empty((r,) + fit[0].shape[1:])
@@ -289,7 +290,7 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         if len(rows):
             Pr = P[rows]
             m, cov, scale = _centred_fit.centred_geometry(Pr, self.keys, layout)
-            V, inv, rank, _ = _local_linear._pseudo_inverse(cov, scale, layout, None)
+            V, inv, _, _ = _local_linear._pseudo_inverse(cov, scale, layout, None)
             ybar = _dot(Pr, self.Y)
             cross = np.empty((len(rows), d, k))
             for j in range(len(rows)):
@@ -298,7 +299,7 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
                 cross[j] = wK.T @ (self.Y[nz] - ybar[j])
             sub = None if cols is None else cols[rows]
             fit = self._deleted(
-                Pr, Q[rows], sub, m, V, inv, rank, ybar, cross, expanded=False
+                Pr, Q[rows], sub, m, V, inv, ybar, cross, expanded=False
             )
             if mu is None:
                 mu = np.empty((r,) + fit[0].shape[1:])
@@ -339,23 +340,26 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         return self._cache[key]
 
     def _fold_linear(self, Pk, Q, k, keep, layout):
-        """The local-linear fits of normalised rows over the kept keys."""
+        """The local-linear fits of normalised rows over the kept keys, the
+        safeguard's kish that of the kept keys."""
         Pk = Pk / Pk.sum(axis=1, keepdims=True)
         keys, Y = self.keys[keep], self.Y[keep]
+        kernel = self.pool.kernel
         if self.moments:
             matrix = self._cache.get(("moments", k))
             if matrix is None:
                 matrix = self._moment_matrix[keep]
                 self._cache[("moments", k)] = matrix
             sums = _dot(Pk, matrix)
-            mean, _, _ = _local_linear.solve(sums, Q, layout, False)
+            kish = kish_ratio(square_sums(Pk, len(Pk)), 1.0, kernel)
+            mean, _, _ = _local_linear.solve(sums, Q, layout, False, kish=kish)
             redo = np.flatnonzero(_local_linear.cancelled(sums, layout))
         else:
             mean = np.empty((len(Pk), Y.shape[1]))
             redo = np.arange(len(Pk))
         if len(redo):
             mean[redo] = _centred_fit.centred_fit(
-                Pk[redo], keys, Y, Q[redo], layout, False
+                Pk[redo], keys, Y, Q[redo], layout, False, kernel=kernel
             )[0]
         return mean
 

@@ -9,6 +9,8 @@ zero leaving the fit unchanged.
 import numpy as np
 
 from .._engine import _local_linear
+from .._engine._protocol import square_sums
+from .._engine._safeguard import kish_ratio
 
 # A leave-out denominator below this (in units of the query's total weight)
 # has lost the weights of the remaining keys to underflow: computed exactly.
@@ -40,7 +42,7 @@ class SparseLeaveOut:
             own = np.where(absent, 0.0, W[np.arange(r), slot])[:, None]
             at = np.where(absent, len(self.Y), cols[np.arange(r), slot])[:, None]
         if self.degree == 1:
-            fit, mu, hard = self._sparse_linear(X_rows, P, Q, own, at)
+            fit, mu, hard = self._sparse_linear(X_rows, P, Q, own, at, W)
         else:
             fit, mu, hard = self._sparse_constant(P, W, cols, own, at, pick)
         for i in np.unique(at[hard]):
@@ -71,13 +73,15 @@ class SparseLeaveOut:
         hard &= np.isfinite(total)[:, None]
         return fit, mu, hard
 
-    def _sparse_linear(self, X_rows, P, Q, own, at):
-        """Degree 1 on sparse rows: :meth:`_deleted` at the given keys; rows
-        whose moments cancel by the dense :meth:`_linear`."""
+    def _sparse_linear(self, X_rows, P, Q, own, at, W):
+        """Degree 1 on sparse rows: :meth:`_deleted` at the given keys, the
+        sums of the squared weights from the neighbours ``W``; rows whose
+        moments cancel by the dense :meth:`_linear`."""
         r, n = P.shape
         k = self.Y.shape[1]
         layout = self.pool.moments.layout
         total = np.asarray(P.sum(axis=1)).ravel()
+        kish = kish_ratio(square_sums(W, r), total, self.pool.kernel)
         Pn = P.copy()
         Pn.data = Pn.data / np.repeat(total, np.diff(P.indptr))
         sums = np.asarray(Pn @ self._moment_matrix)
@@ -88,15 +92,16 @@ class SparseLeaveOut:
         rows = np.flatnonzero(~redo)
         if len(rows):
             means = sums[rows, :-1] / sums[rows, -1:]
-            m, V, inv, rank, _ = _local_linear._local_geometry(
+            m, V, inv, _, _ = _local_linear._local_geometry(
                 means, Q[rows], layout, shrunk=False
             )
             ybar = means[:, layout.values]
             cross = means[:, layout.cross].reshape(-1, m.shape[1], k)
             cross -= m[:, :, None] * ybar[:, None, :]
-            slots = (own[rows] / total[rows, None], at[rows])
+            slots = (own[rows] / total[rows, None], at[rows], kish[rows])
+            Pr = Pn if len(rows) == r else Pn[rows]
             fit[rows], mu[rows], hard[rows] = self._deleted(
-                None, Q[rows], None, m, V, inv, rank, ybar, cross, True, slots=slots
+                Pr, Q[rows], None, m, V, inv, ybar, cross, True, slots=slots
             )
         rows = np.flatnonzero(redo)
         if len(rows):
