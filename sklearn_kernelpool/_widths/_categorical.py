@@ -21,7 +21,8 @@ the derivative of the log weight and ``v_ik = T_i d yhat_i / d a_ik`` the
 sensitivity of the fit to the score ``a_ik`` of key ``k`` (``T_i`` the sum
 of the scores): ``y_k - yhat_i`` for local-constant fits; for local-linear
 ones, the fits of the fitted estimator, whose slope the safeguard of
-:mod:`.._engine._local_linear` shrinks, that of
+:mod:`.._engine._safeguard` shrinks (from the query's distance and Kish's
+``sum_k p_ik**2`` of its normalised weights), that of
 :func:`._loss_linear.key_sensitivities` (in the scaled coordinates ``z =
 x / h``, in which the fit and the safeguard's distance are the same). A
 local design whose covariance is rank-deficient, by a threshold like that of
@@ -39,6 +40,7 @@ from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
 from .._engine._categorical import distances
+from .._engine._safeguard import kish_ratio
 from .._held_out._levels import HeldOutLevels
 from .._utils._working_memory import row_batches
 from ._loss_linear import key_sensitivities, shrunk_fits
@@ -75,13 +77,15 @@ def _softmax_rows(theta, X, coding, weights, kernel, rows):
     return p, D2, u2, M
 
 
-def _held_out_fits(p, Z, Y, rows, n_keys, degree):
+def _held_out_fits(p, Z, Y, rows, n_keys, degree, kernel):
     """Held-out fits of ``rows`` from their normalised weights ``p``.
 
     Returns the predictions and, for degree 1, the local means of the keys
-    and values and :func:`._loss_linear.shrunk_fits` of the rows in the
-    coordinates ``Z`` (None for degree 0): the fits of the fitted
-    estimator, safeguard included.
+    and values, :func:`._loss_linear.shrunk_fits` of the rows in the
+    coordinates ``Z``, ``p`` and its sums (ones), the arguments of
+    :func:`._loss_linear.key_sensitivities` (None for degree 0): the fits of
+    the fitted estimator, safeguard included (``kish = sum_k p_k**2``,
+    :func:`.._engine._safeguard.kish_ratio` of ``kernel``).
     """
     fitted = p @ Y
     if degree == 0:
@@ -95,9 +99,9 @@ def _held_out_fits(p, Z, Y, rows, n_keys, degree):
     # the moments about the mean of the keys.
     second = np.trace(cov, axis1=1, axis2=2) + np.einsum("cf,cf->c", m, m)
     tol = 10.0 * Z.shape[1] * np.sqrt(n_keys) * _EPS * second
-    fits = shrunk_fits(cov, cross, Z[rows] - m, tol)
-    _, _, t, _, s, _ = fits
-    return fitted + s[:, None] * t, (m, fitted, fits)
+    kish = kish_ratio(np.einsum("cn,cn->c", p, p), 1.0, kernel)
+    fits = shrunk_fits(cov, cross, Z[rows] - m, tol, kish)
+    return fitted + fits.s[:, None] * fits.t, (m, fitted, fits, p, 1.0)
 
 
 def _row_bytes(X, codes):
@@ -142,7 +146,8 @@ def loo_predictions(
     for batch in row_batches(len(points), _row_bytes(X, codes)):
         rows = points[batch]
         p = _softmax_rows(theta, X, coding, weights, kernel, rows)[0]
-        out[batch] = _held_out_fits(p, Z, Y, rows, _n_keys(weights, rows), degree)[0]
+        n_keys = _n_keys(weights, rows)
+        out[batch] = _held_out_fits(p, Z, Y, rows, n_keys, degree, kernel)[0]
     return out
 
 
@@ -163,7 +168,8 @@ def loo_objective(
     for batch in row_batches(n, _row_bytes(X, codes)):
         rows = points[batch]
         p, D2, u2, M = _softmax_rows(theta, X, coding, weights, kernel, rows)
-        fitted, local = _held_out_fits(p, Z, Y, rows, _n_keys(weights, rows), degree)
+        n_keys = _n_keys(weights, rows)
+        fitted, local = _held_out_fits(p, Z, Y, rows, n_keys, degree, kernel)
         error = fitted - Y[rows]
         value += float(weights[rows] @ np.sum(error * error, axis=1))
         # A_ik = p_ik e_i . (T dyhat_i / da_ik), weighted by w_i.
