@@ -4,8 +4,9 @@ With categorical features, ``KernelAttentionRegressorCV(per_feature=True)``
 learns one width per continuous feature and one ``lambda_j`` per categorical
 feature by minimising the leave-one-out squared error of the selected degree
 (local-constant or local-linear held-out fits) with L-BFGS-B, from the
-selected grid candidate. The log weight of key ``k`` for held-out point ``i``
-is::
+selected grid candidate or, where its error is lower, twice its bandwidth
+or its bandwidth scaled per feature (:func:`learn`). The log weight of key
+``k`` for held-out point ``i`` is::
 
     log w_k + log alpha(u_ik) + sum_j D_j(c_ij, c_kj) log lambda_j,
     u_ik^2 = sum_f (x_if - x_kf)^2 / h_f^2
@@ -43,6 +44,7 @@ from .._engine._categorical import distances
 from .._engine._safeguard import kish_ratio
 from .._held_out._levels import HeldOutLevels
 from .._utils._working_memory import row_batches
+from ._learning import _unique
 from ._loss_linear import key_sensitivities, shrunk_fits
 
 LAMBDA_BOUNDS = (1e-3, 1.0)
@@ -184,6 +186,25 @@ def loo_objective(
     return value / total, grad / total
 
 
+def _starts(bandwidth, spread, low, high, lambdas):
+    """The distinct starts of :func:`learn`, as :func:`._learning.learn_widths`
+    makes them: the isotropic ``bandwidth``, the same scaled per feature by
+    its spread over their geometric mean, and twice ``bandwidth``, clipped to
+    the bounds of the log widths, each with the log of the shared
+    ``lambdas``. The lambdas are learned one per feature from a grid that
+    shared them: the first start is not the grid's minimum of the whole
+    space, and is kept with one feature too."""
+    d = len(spread)
+    base = np.log(np.broadcast_to(bandwidth, (d,)))
+    relative = np.log(spread) - np.mean(np.log(spread))
+    log_lambdas = np.log(np.clip(lambdas, *LAMBDA_BOUNDS))
+    starts = [base, base + relative, base + np.log(2.0)]
+    return [
+        np.concatenate([np.clip(start, low, high), log_lambdas])
+        for start in _unique(starts)
+    ]
+
+
 def learn(
     X,
     codes,
@@ -205,6 +226,11 @@ def learn(
     ``levels`` says which categorical features are ordered, ``sorted_levels``
     which of them the fits without each point number among their own rows.
 
+    L-BFGS-B runs from the start of lowest error among those of
+    :func:`_starts`: the loss may have several local minima, and the grid
+    that selected ``bandwidth`` shared the lambdas and scanned a few
+    widths only.
+
     Returns the widths, the lambdas, the number of iterations and the
     leave-one-out mean squared error (averaged over the outputs).
     """
@@ -214,15 +240,11 @@ def learn(
     spread[spread == 0] = 1.0
     low = np.log(spread / WIDTH_RANGE)
     high = np.log(spread * WIDTH_RANGE)
-    start = np.concatenate(
-        [
-            np.clip(np.log(np.broadcast_to(bandwidth, (d,))), low, high),
-            np.log(np.clip(lambdas, *LAMBDA_BOUNDS)),
-        ]
-    )
     bounds = list(zip(low, high, strict=True))
     bounds += [tuple(np.log(LAMBDA_BOUNDS))] * codes.shape[1]
     args = (X, codes, Y, weights, kernel, degree, levels, sorted_levels)
+    starts = _starts(bandwidth, spread, low, high, lambdas)
+    start = min(starts, key=lambda start: loo_objective(start, *args)[0])
     result = minimize(
         loo_objective,
         start,
