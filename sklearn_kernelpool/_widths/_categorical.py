@@ -45,7 +45,7 @@ from .._engine._safeguard import kish_ratio
 from .._held_out._levels import HeldOutLevels
 from .._utils._working_memory import row_batches
 from ._learning import _unique
-from ._loss_linear import key_sensitivities, shrunk_fits
+from ._loss_linear import key_sensitivities, shrunk_fits, square_sums
 
 LAMBDA_BOUNDS = (1e-3, 1.0)
 WIDTH_RANGE = 1e3
@@ -101,7 +101,7 @@ def _held_out_fits(p, Z, Y, rows, n_keys, degree, kernel):
     # the moments about the mean of the keys.
     second = np.trace(cov, axis1=1, axis2=2) + np.einsum("cf,cf->c", m, m)
     tol = 10.0 * Z.shape[1] * np.sqrt(n_keys) * _EPS * second
-    kish = kish_ratio(np.einsum("cn,cn->c", p, p), 1.0, kernel)
+    kish = kish_ratio(square_sums(p), 1.0, kernel)
     fits = shrunk_fits(cov, cross, Z[rows] - m, tol, kish)
     return fitted + fits.s[:, None] * fits.t, (m, fitted, fits, p, 1.0)
 
