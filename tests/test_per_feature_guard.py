@@ -210,14 +210,15 @@ def test_switched_off_widths_go_to_their_bound():
     # Friedman's first function of seven features, degree 1: x3 and x4 enter
     # linearly (the local slope takes them) and x5, x6 not at all. The widths
     # of x4, x5 and x6 end at 1e3 times their spread, the bound that the flat
-    # loss leads to, that of x3 beyond its range (the safeguarded local fits
-    # keep a finite optimum there), at no higher loss than the isotropic start
-    # run to tight convergence.
+    # loss leads to, that of x3 at a finite optimum of a few spreads (about
+    # 0.88, 2.9 spreads: the safeguarded local fits of narrow widths in x0-x2
+    # keep it there), at no higher loss than the isotropic start run to tight
+    # convergence.
     X, y = make_friedman1(n_samples=200, n_features=7, noise=0.5, random_state=0)
     w = np.ones(200)
     widths, _, loss, _ = learn_widths(X, y[:, None], w, GAUSSIAN, 0.3, degree=1)
     spread = _weighted_spread(X, w)
     assert_allclose(widths[4:], 1e3 * spread[4:], rtol=1e-12)
-    assert widths[3] > np.ptp(X[:, 3])
+    assert 2.0 * spread[3] < widths[3] < 30.0 * spread[3]
     assert np.all(widths[:3] < spread[:3])
     assert loss <= full_multistart(X, y[:, None], w, 0.3, 1, n_starts=1) * (1 + 1e-6)

@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _reference import kish, slope_factor
 from numpy.testing import assert_allclose
 
 from sklearn_kernelpool import (
@@ -40,8 +41,9 @@ def slow_criteria(X, Y, w, kernel, widths, degree):
     problem per training point (the definitions, not the library's pass).
 
     The local-linear rows are those of the safeguard of
-    :mod:`sklearn_kernelpool._engine._local_linear`: the slope shrunk by ``s``, so
-    the row is ``(1 - s) p + s`` times the plain one (both sum to one)."""
+    :mod:`sklearn_kernelpool._engine._safeguard`: the slope shrunk by ``s`` of
+    the leverage ``(1 + D**2) sum_j p_j**2``, so the row is ``(1 - s) p + s``
+    times the plain one (both sum to one)."""
     alpha = KERNELS[kernel]
     Z = X / widths
     keep = np.flatnonzero(w > 0)
@@ -57,8 +59,7 @@ def slow_criteria(X, Y, w, kernel, widths, degree):
             m = p @ X
             C = (X - m).T @ (p[:, None] * (X - m))
             D2 = (X[i] - m) @ np.linalg.pinv(C) @ (X[i] - m)
-            u = np.sqrt(D2 / (4.0 * (np.linalg.matrix_rank(C) + 1)))
-            s = np.exp(-((u - 1) ** 2) / 2) if u > 1 else 1.0
+            s = slope_factor(D2, kish(p))
             row = (1 - s) * p + s * row
         fits[r] = row @ Y
         trace += row[i]

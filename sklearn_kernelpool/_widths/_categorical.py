@@ -4,8 +4,9 @@ With categorical features, ``KernelAttentionRegressorCV(per_feature=True)``
 learns one width per continuous feature and one ``lambda_j`` per categorical
 feature by minimising the leave-one-out squared error of the selected degree
 (local-constant or local-linear held-out fits) with L-BFGS-B, from the
-selected grid candidate. The log weight of key ``k`` for held-out point ``i``
-is::
+selected grid candidate or, where its error is lower, twice its bandwidth
+or its bandwidth scaled per feature (:func:`learn`). The log weight of key
+``k`` for held-out point ``i`` is::
 
     log w_k + log alpha(u_ik) + sum_j D_j(c_ij, c_kj) log lambda_j,
     u_ik^2 = sum_f (x_if - x_kf)^2 / h_f^2
@@ -21,7 +22,8 @@ the derivative of the log weight and ``v_ik = T_i d yhat_i / d a_ik`` the
 sensitivity of the fit to the score ``a_ik`` of key ``k`` (``T_i`` the sum
 of the scores): ``y_k - yhat_i`` for local-constant fits; for local-linear
 ones, the fits of the fitted estimator, whose slope the safeguard of
-:mod:`.._engine._local_linear` shrinks, that of
+:mod:`.._engine._safeguard` shrinks (from the query's distance and Kish's
+``sum_k p_ik**2`` of its normalised weights), that of
 :func:`._loss_linear.key_sensitivities` (in the scaled coordinates ``z =
 x / h``, in which the fit and the safeguard's distance are the same). A
 local design whose covariance is rank-deficient, by a threshold like that of
@@ -39,9 +41,11 @@ from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
 from .._engine._categorical import distances
+from .._engine._safeguard import kish_ratio
 from .._held_out._levels import HeldOutLevels
 from .._utils._working_memory import row_batches
-from ._loss_linear import key_sensitivities, shrunk_fits
+from ._learning import _unique
+from ._loss_linear import key_sensitivities, shrunk_fits, square_sums
 
 LAMBDA_BOUNDS = (1e-3, 1.0)
 WIDTH_RANGE = 1e3
@@ -75,13 +79,15 @@ def _softmax_rows(theta, X, coding, weights, kernel, rows):
     return p, D2, u2, M
 
 
-def _held_out_fits(p, Z, Y, rows, n_keys, degree):
+def _held_out_fits(p, Z, Y, rows, n_keys, degree, kernel):
     """Held-out fits of ``rows`` from their normalised weights ``p``.
 
     Returns the predictions and, for degree 1, the local means of the keys
-    and values and :func:`._loss_linear.shrunk_fits` of the rows in the
-    coordinates ``Z`` (None for degree 0): the fits of the fitted
-    estimator, safeguard included.
+    and values, :func:`._loss_linear.shrunk_fits` of the rows in the
+    coordinates ``Z``, ``p`` and its sums (ones), the arguments of
+    :func:`._loss_linear.key_sensitivities` (None for degree 0): the fits of
+    the fitted estimator, safeguard included (``kish = sum_k p_k**2``,
+    :func:`.._engine._safeguard.kish_ratio` of ``kernel``).
     """
     fitted = p @ Y
     if degree == 0:
@@ -95,9 +101,9 @@ def _held_out_fits(p, Z, Y, rows, n_keys, degree):
     # the moments about the mean of the keys.
     second = np.trace(cov, axis1=1, axis2=2) + np.einsum("cf,cf->c", m, m)
     tol = 10.0 * Z.shape[1] * np.sqrt(n_keys) * _EPS * second
-    fits = shrunk_fits(cov, cross, Z[rows] - m, tol)
-    _, _, t, _, s, _ = fits
-    return fitted + s[:, None] * t, (m, fitted, fits)
+    kish = kish_ratio(square_sums(p), 1.0, kernel)
+    fits = shrunk_fits(cov, cross, Z[rows] - m, tol, kish)
+    return fitted + fits.s[:, None] * fits.t, (m, fitted, fits, p, 1.0)
 
 
 def _row_bytes(X, codes):
@@ -142,7 +148,8 @@ def loo_predictions(
     for batch in row_batches(len(points), _row_bytes(X, codes)):
         rows = points[batch]
         p = _softmax_rows(theta, X, coding, weights, kernel, rows)[0]
-        out[batch] = _held_out_fits(p, Z, Y, rows, _n_keys(weights, rows), degree)[0]
+        n_keys = _n_keys(weights, rows)
+        out[batch] = _held_out_fits(p, Z, Y, rows, n_keys, degree, kernel)[0]
     return out
 
 
@@ -163,7 +170,8 @@ def loo_objective(
     for batch in row_batches(n, _row_bytes(X, codes)):
         rows = points[batch]
         p, D2, u2, M = _softmax_rows(theta, X, coding, weights, kernel, rows)
-        fitted, local = _held_out_fits(p, Z, Y, rows, _n_keys(weights, rows), degree)
+        n_keys = _n_keys(weights, rows)
+        fitted, local = _held_out_fits(p, Z, Y, rows, n_keys, degree, kernel)
         error = fitted - Y[rows]
         value += float(weights[rows] @ np.sum(error * error, axis=1))
         # A_ik = p_ik e_i . (T dyhat_i / da_ik), weighted by w_i.
@@ -176,6 +184,25 @@ def loo_objective(
         grad[d:] += 2.0 * np.einsum("ik,ikj->j", A, M)
         grad[:d] += 2.0 * np.einsum("ik,ikf->f", A * -2.0 * kernel.log_slope(u2), D2)
     return value / total, grad / total
+
+
+def _starts(bandwidth, spread, low, high, lambdas):
+    """The distinct starts of :func:`learn`, as :func:`._learning.learn_widths`
+    makes them: the isotropic ``bandwidth``, the same scaled per feature by
+    its spread over their geometric mean, and twice ``bandwidth``, clipped to
+    the bounds of the log widths, each with the log of the shared
+    ``lambdas``. The lambdas are learned one per feature from a grid that
+    shared them: the first start is not the grid's minimum of the whole
+    space, and is kept with one feature too."""
+    d = len(spread)
+    base = np.log(np.broadcast_to(bandwidth, (d,)))
+    relative = np.log(spread) - np.mean(np.log(spread))
+    log_lambdas = np.log(np.clip(lambdas, *LAMBDA_BOUNDS))
+    starts = [base, base + relative, base + np.log(2.0)]
+    return [
+        np.concatenate([np.clip(start, low, high), log_lambdas])
+        for start in _unique(starts)
+    ]
 
 
 def learn(
@@ -199,6 +226,11 @@ def learn(
     ``levels`` says which categorical features are ordered, ``sorted_levels``
     which of them the fits without each point number among their own rows.
 
+    L-BFGS-B runs from the start of lowest error among those of
+    :func:`_starts`: the loss may have several local minima, and the grid
+    that selected ``bandwidth`` shared the lambdas and scanned a few
+    widths only.
+
     Returns the widths, the lambdas, the number of iterations and the
     leave-one-out mean squared error (averaged over the outputs).
     """
@@ -208,15 +240,11 @@ def learn(
     spread[spread == 0] = 1.0
     low = np.log(spread / WIDTH_RANGE)
     high = np.log(spread * WIDTH_RANGE)
-    start = np.concatenate(
-        [
-            np.clip(np.log(np.broadcast_to(bandwidth, (d,))), low, high),
-            np.log(np.clip(lambdas, *LAMBDA_BOUNDS)),
-        ]
-    )
     bounds = list(zip(low, high, strict=True))
     bounds += [tuple(np.log(LAMBDA_BOUNDS))] * codes.shape[1]
     args = (X, codes, Y, weights, kernel, degree, levels, sorted_levels)
+    starts = _starts(bandwidth, spread, low, high, lambdas)
+    start = min(starts, key=lambda start: loo_objective(start, *args)[0])
     result = minimize(
         loo_objective,
         start,

@@ -2,35 +2,45 @@
 per-feature widths, and its gradient (:func:`._learning.loo_loss`).
 
 The held-out fits are those of the fitted estimator, safeguard included
-(:mod:`.._engine._local_linear`): at point ``i``, with ``a_ij`` the scores of the
-keys, ``T = sum_j a_ij``, ``m``, ``ybar``, ``C`` and ``c`` the local means,
-covariance and cross-covariance, ``beta = C^+ c`` the plain slope,
-``delta = z_i - m``, ``lever = C^+ delta``, ``D**2 = lever . delta`` and
-``t = beta . delta``, the prediction is ``ybar + s t`` with ``s =
-slope_shrinkage(D**2, rank)``. With ``l_j = lever . (z_j - m)``, the
-residual ``e_j = y_j - ybar - beta . (z_j - m)`` of key ``j`` under the
-plain line, and ``s' = ds / d(D**2)``, its derivative in the score of key
-``j`` is::
+(:mod:`.._engine._safeguard`): at point ``i``, with ``a_ij`` the scores of the
+keys, ``T = sum_j a_ij``, ``p_j = a_ij / T``, ``m``, ``ybar``, ``C`` and
+``c`` the local means, covariance and cross-covariance, ``beta = C^+ c`` the
+plain slope, ``delta = z_i - m``, ``lever = C^+ delta``, ``D**2 = lever .
+delta``, ``t = beta . delta`` and Kish's ``kish = sum_j p_j**2 = 1 / n_eff``
+(0 for the constant kernel, :func:`.._engine._safeguard.kish_ratio`), the
+prediction is ``ybar + s t`` with ``s = slope_shrinkage(D**2, kish)``. With
+``l_j = lever . (z_j - m)``, the residual ``e_j = y_j - ybar - beta . (z_j -
+m)`` of key ``j`` under the plain line, and ``s' = ds / d(D**2)``, ``s_k = ds
+/ d kish``, its derivative in the score of key ``j`` is::
 
     T dpred / da_j = (1 - s)(y_j - ybar) + s (1 + l_j) e_j
-                     + s' t (D**2 + 1 - (1 + l_j)**2),
+                     + s' t (D**2 + 1 - (1 + l_j)**2) + 2 s_k t (p_j - kish),
 
 from ``T dm = z_j - m``, ``T dybar = y_j - ybar``, ``T dC = (z_j - m)(z_j -
 m)^T - C``, ``T dc = (z_j - m)(y_j - ybar)^T - c`` (so ``T dbeta = C^+ (z_j -
-m) e_j^T``) and ``dD**2 = -2 lever . dm - lever^T dC lever``, the rank of
-``C`` held (``C C^+ c = c`` and ``lever^T C lever = D**2``). With ``s = 1``
-it is ``(1 + l_j) e_j``, ``T`` times the equivalent kernel times the
-residual. The equivalent kernel of the fit is ``g_j = (1 + s l_j) / T``;
-the diagonal of the smoother matrix of the in-sample fits is ``L_ii = a_ii
-g_i = a_ii (1 + s D**2) / T``, whose derivative is::
+m) e_j^T``), ``dD**2 = -2 lever . dm - lever^T dC lever``, the rank of ``C``
+held (``C C^+ c = c`` and ``lever^T C lever = D**2``), and ``T dkish / da_j =
+2 (p_j - kish)`` (``sum_j p_j dp_j`` of the normalised weights, ``T dp_k /
+da_j = [j = k] - p_k``; the constant kernel's ``kish`` is 0 at every width).
+With ``s = 1`` it is ``(1 + l_j) e_j``, ``T`` times the equivalent kernel
+times the residual. The equivalent kernel of the fit is ``g_j = (1 + s l_j)
+/ T``; the diagonal of the smoother matrix of the in-sample fits is ``L_ii =
+a_ii g_i = a_ii (1 + s D**2) / T``, whose derivative is::
 
     T**2 dL_ii / (a_ii da_j) = -(1 + s D**2)
-                               + (s + s' D**2)(D**2 + 1 - (1 + l_j)**2).
+                               + (s + s' D**2)(D**2 + 1 - (1 + l_j)**2)
+                               + 2 s_k D**2 (p_j - kish).
 """
+
+from typing import NamedTuple
 
 import numpy as np
 
-from .._engine._safeguard import slope_shrinkage, slope_shrinkage_derivative
+from .._engine._safeguard import (
+    kish_ratio,
+    slope_shrinkage,
+    slope_shrinkage_derivative,
+)
 from .._utils._working_memory import working_memory_bytes
 from ._terms import (
     _BYTES_PER_KEY,
@@ -58,10 +68,8 @@ def _solve_local(cov, rhs, tol):
     covariance is singular by a conditioning worse than that margin, where
     the fitted estimator takes the local mean.
 
-    Returns ``(solved, rank)``: ``C^+ rhs`` and the rank of each row
-    (``d`` on the rows taken as regular).
+    Returns ``C^+ rhs``.
     """
-    d = cov.shape[1]
     try:
         pivots = np.diagonal(np.linalg.cholesky(cov), axis1=1, axis2=2) ** 2
     except np.linalg.LinAlgError:
@@ -71,17 +79,37 @@ def _solve_local(cov, rhs, tol):
         # rows near the threshold on it.
         close = np.flatnonzero(pivots.min(axis=1) <= 1e3 * tol)
         if not len(close) or np.all(np.linalg.eigvalsh(cov[close])[:, 0] > tol[close]):
-            return np.linalg.solve(cov, rhs), np.full(len(cov), d)
+            return np.linalg.solve(cov, rhs)
     eigenvalues, vectors = np.linalg.eigh(cov)
     kept = eigenvalues > tol[:, None]
     with np.errstate(divide="ignore"):
         inverse = np.where(kept, 1.0 / eigenvalues, 0.0)
     projected = np.einsum("cfe,cfk->cek", vectors, rhs)
-    solved = np.einsum("cfe,cek->cfk", vectors, inverse[:, :, None] * projected)
-    return solved, np.count_nonzero(kept, axis=1)
+    return np.einsum("cfe,cek->cfk", vectors, inverse[:, :, None] * projected)
 
 
-def shrunk_fits(cov, cross, offset, tol):
+class ShrunkFits(NamedTuple):
+    """The plain slopes, levers and safeguard of rows of held-out fits
+    (:func:`shrunk_fits`), each of shape (c, ...)."""
+
+    #: The plain slopes ``C^+ c``, (c, d, p).
+    beta: np.ndarray
+    #: ``C^+ delta``, (c, d).
+    lever: np.ndarray
+    #: ``beta . delta``, (c, p): the prediction is ``ybar + s t``.
+    t: np.ndarray
+    #: ``D**2 = lever . delta``, (c,).
+    distance_sq: np.ndarray
+    #: ``1 / n_eff`` of each row's weights, (c,).
+    kish: np.ndarray
+    #: The safeguard's factor :func:`.._engine._safeguard.slope_shrinkage`.
+    s: np.ndarray
+    #: Its derivatives in ``D**2`` and in ``kish``.
+    by_distance: np.ndarray
+    by_kish: np.ndarray
+
+
+def shrunk_fits(cov, cross, offset, tol, kish):
     """The plain slopes, levers and safeguard of rows of local moments.
 
     Parameters
@@ -94,33 +122,31 @@ def shrunk_fits(cov, cross, offset, tol):
         ``delta = z_i - m``, the query from its local mean.
     tol : ndarray of shape (c,)
         The rank threshold of each row (:func:`_solve_local`).
+    kish : ndarray of shape (c,)
+        ``1 / n_eff`` of each row's weights
+        (:func:`.._engine._safeguard.kish_ratio`).
 
     Returns
     -------
-    beta : ndarray of shape (c, d, p)
-        The plain slopes ``C^+ c``.
-    lever : ndarray of shape (c, d)
-        ``C^+ delta``.
-    t : ndarray of shape (c, p)
-        ``beta . delta``: the prediction is ``ybar + s t``.
-    distance_sq : ndarray of shape (c,)
-        ``D**2 = lever . delta``.
-    s, ds : ndarray of shape (c,)
-        :func:`.._engine._safeguard.slope_shrinkage` at ``D**2`` and the rank of
-        the row, and its derivative in ``D**2``.
+    fits : ShrunkFits
+        The plain fits of the rows and the safeguard's factor ``s`` at
+        ``D**2`` and ``kish`` (:func:`.._engine._safeguard.slope_shrinkage`),
+        with its derivatives.
     """
     p = cross.shape[2]
     rhs = np.concatenate([cross, offset[:, :, None]], axis=2)
-    solved, rank = _solve_local(cov, rhs, tol)
+    solved = _solve_local(cov, rhs, tol)
     beta, lever = solved[:, :, :p], solved[:, :, p]
     t = np.einsum("cfk,cf->ck", beta, offset)
     distance_sq = np.einsum("cf,cf->c", lever, offset)
-    s = slope_shrinkage(distance_sq, rank)
-    ds = slope_shrinkage_derivative(distance_sq, rank)
-    return beta, lever, t, distance_sq, s, ds
+    s = slope_shrinkage(distance_sq, kish)
+    by_distance, by_kish = slope_shrinkage_derivative(distance_sq, kish)
+    return ShrunkFits(beta, lever, t, distance_sq, kish, s, by_distance, by_kish)
 
 
-def key_sensitivities(r, values, Z, m, ybar, fits, own=False, work=None):
+def key_sensitivities(
+    r, values, Z, m, ybar, fits, scores, totals, own=False, work=None
+):
     """``T r_i . dpred_i / da_ij`` of rows of held-out fits, and of ``L_ii``.
 
     Parameters
@@ -133,8 +159,13 @@ def key_sensitivities(r, values, Z, m, ybar, fits, own=False, work=None):
         The keys.
     m, ybar : ndarray of shape (c, d), (c, p)
         The local means of the keys and values of each row.
-    fits : tuple
+    fits : ShrunkFits
         :func:`shrunk_fits` of the rows.
+    scores : ndarray of shape (c, n)
+        The scores ``a_ij`` of the keys of each row (times any factor common
+        to the row), or its normalised weights.
+    totals : ndarray of shape (c,) or float
+        Their sums (1 for normalised weights).
     own : bool, default=False
         Whether to return the derivatives of the diagonal of the smoother
         matrix too.
@@ -149,7 +180,7 @@ def key_sensitivities(r, values, Z, m, ybar, fits, own=False, work=None):
     diagonal : ndarray of shape (c, n) or None
         ``T**2 dL_ii / (a_ii da_j)`` with ``own``, else None.
     """
-    beta, lever, t, distance_sq, s, ds = fits
+    beta, lever, distance_sq, s = fits.beta, fits.lever, fits.distance_sq, fits.s
     c, n = len(r), len(Z)
     if work is None:
         work = np.empty((3 if own else 2, c, n))
@@ -177,15 +208,32 @@ def key_sensitivities(r, values, Z, m, ybar, fits, own=False, work=None):
         plain -= np.einsum("ck,ck->c", r[k], ybar[k])[:, None]
         # D**2 + 1 - P**2
         curve = (distance_sq[k] + 1.0)[:, None] - Pk * Pk
-        q = ds[k] * np.einsum("ck,ck->c", r[k], t[k])
+        # T dkish / da_j = 2 (p_j - kish)
+        dkish = scores[k] / np.broadcast_to(totals, (c,))[k, None]
+        dkish -= fits.kish[k, None]
+        dkish *= 2.0
+        r_t = np.einsum("ck,ck->c", r[k], fits.t[k])
+        ds, ds_kish = fits.by_distance[k], fits.by_kish[k]
         out[k] = (
-            (1.0 - s[k])[:, None] * plain + s[k][:, None] * out[k] + q[:, None] * curve
+            (1.0 - s[k])[:, None] * plain
+            + s[k][:, None] * out[k]
+            + (ds * r_t)[:, None] * curve
+            + (ds_kish * r_t)[:, None] * dkish
         )
         if own:
-            diagonal[k] = (s[k] + ds[k] * distance_sq[k])[:, None] * curve - (
-                1.0 + s[k] * distance_sq[k]
-            )[:, None]
+            diagonal[k] = (
+                (s[k] + ds * distance_sq[k])[:, None] * curve
+                - (1.0 + s[k] * distance_sq[k])[:, None]
+                + (ds_kish * distance_sq[k])[:, None] * dkish
+            )
     return out, diagonal
+
+
+def square_sums(scores):
+    """``sum_j a_ij**2`` of each row of dense ``scores`` (c, n), for
+    :func:`.._engine._safeguard.kish_ratio`: one BLAS dot product per row
+    (a pass that :func:`numpy.einsum` takes about twice as long over)."""
+    return np.matmul(scores[:, None, :], scores[:, :, None])[:, 0, 0]
 
 
 def _feature_sums(M, Zr, Z):
@@ -219,9 +267,10 @@ def _rows_per_chunk(n, moments_bytes):
     return max(1, int(min(n, budget // (per_key * n))))
 
 
-def _local_fits(sums, Zr, n_keys, upper, p):
+def _local_fits(sums, Zr, n_keys, upper, p, kish):
     """The local means ``m`` and ``ybar`` of rows ``Zr`` and their
-    :func:`shrunk_fits`, from the weighted means ``sums`` of the moments."""
+    :func:`shrunk_fits`, from the weighted means ``sums`` of the moments and
+    ``kish``, ``1 / n_eff`` of each row's weights."""
     c, d = Zr.shape
     n_sq = len(upper[0])
     m = sums[:, :d]
@@ -234,7 +283,7 @@ def _local_fits(sums, Zr, n_keys, upper, p):
     # The rank threshold of the fitted estimator (:mod:`.._engine._local_linear`).
     tol = 10.0 * d * np.sqrt(n_keys) * _EPS
     tol *= np.trace(second, axis1=1, axis2=2)
-    return m, ybar, shrunk_fits(cov, cross, Zr - m, tol)
+    return m, ybar, shrunk_fits(cov, cross, Zr - m, tol, kish)
 
 
 def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient, own=False):
@@ -246,8 +295,11 @@ def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient, own=False):
     row whose local covariance is rank-deficient, by the threshold of the
     fitted estimator (:mod:`.._engine._local_linear`), gets its minimum-norm fit; one
     of rank 0 the local mean and the local mean's gradient. The slopes are
-    shrunk by the safeguard, and the gradient is that of the shrunk fits
-    (see the module docstring).
+    shrunk by the safeguard, from ``kish``, the sum of the squared scores of
+    each row over the square of their sum (those of the keys its fit holds:
+    its own key and keys of zero weight excluded, each row's shift of the
+    logits cancelling), and the gradient is that of the shrunk fits (see the
+    module docstring).
 
     Returns ``(loss, grad, predictions)`` (``grad`` None without
     ``gradient``). With ``own``, the terms of the in-sample fits (each
@@ -280,9 +332,10 @@ def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient, own=False):
             own_score = scores[np.arange(c), rows] * (weights[rows] > 0)
         total = scores.sum(axis=1)
         sums = scores @ moments / total[:, None]
-        m, ybar, fits = _local_fits(sums, Z[rows], n_keys[rows], upper, p)
-        _, _, t, distance_sq, s, _ = fits
-        pred = ybar + s[:, None] * t
+        kish = kish_ratio(square_sums(scores), total, kernel)
+        m, ybar, fits = _local_fits(sums, Z[rows], n_keys[rows], upper, p, kish)
+        s, distance_sq = fits.s, fits.distance_sq
+        pred = ybar + s[:, None] * fits.t
         predictions[rows] = pred + center
         part, r = _objective("squared_error", values[rows], pred, weights[rows], scale)
         loss += part
@@ -290,7 +343,9 @@ def _loo_loss_linear(log_widths, X, Y, weights, kernel, gradient, own=False):
             trace += float(np.sum(own_score * (1.0 + s * distance_sq) / total))
         if not gradient:
             continue
-        M, diagonal = key_sensitivities(r, values, Z, m, ybar, fits, own, work)
+        M, diagonal = key_sensitivities(
+            r, values, Z, m, ybar, fits, scores, total, own, work
+        )
         if slope is not None:
             scores *= slope
         M *= scores
