@@ -133,7 +133,7 @@ def local_fit(X, y, Q, alpha, bandwidth, sample_weight=None, degree=0):
     return mean, std, weights
 
 
-def safeguarded_row(p, Z, Y, z, center, constant=False):
+def safeguarded_row(p, Z, Y, z, center, constant=False, inverse_count=None):
     """The safeguarded local-linear fit of one query, from its weights.
 
     ``p`` (n,) the normalised weights of the keys ``Z`` (n, d) of positive
@@ -141,9 +141,11 @@ def safeguarded_row(p, Z, Y, z, center, constant=False):
     n_outputs) their values; ``center`` their mean, about which the rank
     threshold takes the trace of the local second moments (see
     :func:`safeguarded_fit`); ``constant``: the constant kernel, whose slope
-    the safeguard keeps. Returns a dict of the fit's ``mean``, ``std``,
-    equivalent-kernel ``weights``, ``shrinkage`` ``s``, ``rank``, ``slope``
-    ``s beta`` (d, n_outputs), ``local_mean`` and ``local_std``.
+    the safeguard keeps; ``inverse_count``: ``1 / n_eff`` where it is not
+    :func:`kish` of ``p`` (see :func:`safeguarded_fit`). Returns a dict of
+    the fit's ``mean``, ``std``, equivalent-kernel ``weights``,
+    ``shrinkage`` ``s``, ``rank``, ``slope`` ``s beta`` (d, n_outputs),
+    ``local_mean`` and ``local_std``.
     """
     n, d = Z.shape
     tolerance = 10 * d * math.sqrt(n) * np.finfo(float).eps
@@ -168,7 +170,8 @@ def safeguarded_row(p, Z, Y, z, center, constant=False):
         kept = values > threshold
         inverse = (vectors[:, kept] / values[kept]) @ vectors[:, kept].T
     offset = z - m
-    inverse_count = kish(p, constant)
+    if inverse_count is None or constant:
+        inverse_count = kish(p, constant)
     s = slope_factor(max(offset @ inverse @ offset, 0.0), inverse_count)
     beta = inverse @ c  # (d, n_outputs), per unit of z
     residuals = E - s * K @ beta
@@ -185,7 +188,9 @@ def safeguarded_row(p, Z, Y, z, center, constant=False):
     }
 
 
-def safeguarded_fit(X, y, Q, alpha, bandwidth, sample_weight=None, log_alpha=None):
+def safeguarded_fit(
+    X, y, Q, alpha, bandwidth, sample_weight=None, log_alpha=None, square_weight=None
+):
     """Local-linear fits with the slope safeguard, query by query.
 
     The documented rule of ``degree=1``, in the coordinates ``z = x / h``:
@@ -201,7 +206,11 @@ def safeguarded_fit(X, y, Q, alpha, bandwidth, sample_weight=None, log_alpha=Non
     ``ybar + s beta . (q - m)`` with ``beta = C^+ c`` (:func:`safeguarded_row`).
 
     ``log_alpha``, the logarithm of ``alpha`` where given, weighs the keys
-    of queries far from every key (whose ``alpha`` underflows). Every query
+    of queries far from every key (whose ``alpha`` underflows).
+    ``square_weight``, where given, holds the squared sample weights that
+    ``n_eff`` counts in place of ``sample_weight**2`` (keys that stand for
+    several rows, as the nodes of a binned grid):
+    ``1 / n_eff = sum_i v_i alpha_i**2 / (sum_i w_i alpha_i)**2``. Every query
     must have keys of positive weight. Returns a dict of arrays, one row per
     query: ``mean`` and ``std`` (the spread ``sqrt(sum_i p_i e_i**2)`` of
     the residuals ``e_i`` of the shrunk local line), both (n_queries,
@@ -231,7 +240,15 @@ def safeguarded_fit(X, y, Q, alpha, bandwidth, sample_weight=None, log_alpha=Non
         attention[j] = p = a / a.sum()
         kept = w > 0
         constant = alpha is FORMULAS["constant"]
-        rows.append(safeguarded_row(p[kept], Z[kept], Y[kept], q / h, center, constant))
+        count = None
+        if square_weight is not None:
+            # a / w is alpha, up to the common factor of a that cancels.
+            alpha_kept = a[kept] / w[kept]
+            count = float(np.sum(square_weight[kept] * alpha_kept**2))
+            count /= a.sum() ** 2
+        rows.append(
+            safeguarded_row(p[kept], Z[kept], Y[kept], q / h, center, constant, count)
+        )
     out = {key: np.array([row[key] for row in rows]) for key in rows[0]}
     weights = np.zeros((len(Q), n))
     weights[:, w > 0] = out["weights"]

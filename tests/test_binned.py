@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _reference import FORMULAS, safeguarded_fit
 from scipy import sparse
 from sklearn import config_context
 
@@ -18,7 +19,12 @@ from sklearn_kernelpool import (
     LocalLinearFallbackWarning,
 )
 from sklearn_kernelpool._binned._binning import linear_bin, make_grid
-from sklearn_kernelpool._binned._engine import fit_engine, truncation_radius
+from sklearn_kernelpool._binned._engine import (
+    MIN_SQUARES,
+    MIN_WEIGHT,
+    fit_engine,
+    truncation_radius,
+)
 from sklearn_kernelpool.kernels import KERNELS
 
 # The documented bound: 1e-3 of the scale of y on smooth data for widths of
@@ -327,3 +333,37 @@ def test_real_data_matches_exact(degree):
         h = np.ptp(X, axis=0) / 10
         error, _ = compare(X, y, X, bandwidth=h, degree=degree)
         assert error < TOLERANCE
+
+
+def test_queries_whose_binned_squares_are_rounding_are_exact():
+    """The safeguard of degree=1 reads Kish's n_eff from the binned sums of
+    the squared weights. Beyond the keys they fall below the FFT's rounding
+    before the weights do (4.75 to 5.5 widths from the last key of the
+    gaussian here, where the squares are 6e-13 to 2e-16 of their total and
+    the weights still 1e-7 to 2e-9 of theirs): those queries are left to the
+    exact engine, and follow the rule (the reference)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (2000, 1))
+    y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=2000)
+    w = rng.uniform(0.5, 2.0, 2000)
+    h = 0.05
+    reg = KernelAttentionRegressor(bandwidth=h, degree=1, algorithm="binned")
+    reg.fit(X, y, sample_weight=w)
+    engine = reg._pool.binned
+    Q = X.max() + h * np.array([[4.0], [4.5], [4.75], [5.0], [5.25], [5.5]])
+    sums, inside, squares = engine.kernel_sums(Q, return_squares=True)
+    thin = squares <= MIN_SQUARES * engine.total_squares
+    assert inside.all() and np.all(sums[:, -1] > MIN_WEIGHT * engine.total)
+    assert thin.tolist() == [False, False, True, True, True, True]
+    _, _, doubtful = engine.predict(Q)
+    assert doubtful.tolist() == thin.tolist()
+    expected = safeguarded_fit(
+        X, y, Q, FORMULAS["gaussian"], h, w, log_alpha=lambda u: -(u**2) / 2
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        mean = reg.predict(Q)
+    np.testing.assert_allclose(mean[thin], expected["mean"][thin, 0], rtol=1e-9)
+    # The binned ones, from sums of squares above the rounding, to the
+    # binning error.
+    np.testing.assert_allclose(mean[~thin], expected["mean"][~thin, 0], atol=1e-3)

@@ -126,6 +126,37 @@ def test_loo_degree_one_is_the_binned_fit_without_the_key():
         np.testing.assert_allclose(predicted[0, 0, i], mean[0], rtol=1e-9)
 
 
+@pytest.mark.parametrize("folds", [None, 5])
+def test_held_out_safeguard_is_that_of_the_binned_fit_without_the_keys(folds):
+    """The safeguard of a held-out local-linear fit reads Kish's n_eff of
+    the keys it may hold: the binned sums of the squared weights held out as
+    the other sums are (a key's own term subtracted under leave-one-out, the
+    fold's grid under K-fold). Sparse keys of spread weights, whose held-out
+    slopes are shrunk: against binning the other keys and predicting."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 1, size=(60, 1))
+    Y = np.sin(3 * X) + 0.1 * rng.normal(size=(60, 1))
+    w = rng.lognormal(0.0, 1.5, size=60)
+    kernel = KERNELS["gaussian"]
+    groups = None if folds is None else np.arange(60) % folds
+    held = BinnedHeldOut(X, Y, w, [kernel], np.array([0.05]), degree=1)
+    predicted, empty, singular, _, shrunk = held.predictions(
+        held.sums_excluding_groups(groups), np.arange(60), groups, degree=1
+    )
+    assert not (empty.any() or singular.any())
+    expected, factors = np.empty(60), np.empty(60)
+    for i in range(60):
+        keep = np.arange(60) != i if folds is None else groups != groups[i]
+        sums = linear_bin(held.grid, X[keep], held.columns[keep])
+        engine = BinnedEngine(held.grid, sums, kernel, [0.05], 1, held.center, 1)
+        mean, _, bad, s = engine.predict(X[i : i + 1], return_shrinkage=True)
+        assert not bad[0]
+        expected[i], factors[i] = mean[0, 0], s[0]
+    assert np.count_nonzero(factors < 1.0) >= 5
+    np.testing.assert_array_equal(shrunk[0, 0], factors < 1.0)
+    np.testing.assert_allclose(predicted[0, 0, :, 0], expected, rtol=1e-9)
+
+
 def test_classifier_scores_match_exact():
     rng = np.random.default_rng(5)
     X = rng.uniform(0, 1, size=(2000, 2))

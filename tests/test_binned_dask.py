@@ -175,8 +175,10 @@ def test_holds_no_rows():
     )
 
 
-def test_empty_queries_on_the_grid():
-    """Far queries: the on_empty policy applied on the grid."""
+@pytest.mark.parametrize("degree", [0, 1])
+def test_empty_queries_on_the_grid(degree):
+    """Far queries: the on_empty policy applied on the grid (whose sums hold
+    the squared weights too for degree=1)."""
     rng = np.random.default_rng(5)
     X = np.concatenate([rng.uniform(0, 1, 5000), rng.uniform(3, 4, 5000)])[:, None]
     y = np.where(X[:, 0] < 2, 1.0, 5.0) + 0.01 * rng.normal(size=len(X))
@@ -187,6 +189,7 @@ def test_empty_queries_on_the_grid():
         params = dict(
             algorithm="binned", bandwidth=0.05, kernel="epanechnikov", **params
         )
+        params.setdefault("degree", degree)
         return KernelAttentionRegressor(**params).fit(lazy["X"], lazy["y"])
 
     with pytest.warns(EmptyNeighborhoodWarning):
@@ -205,6 +208,36 @@ def test_empty_queries_on_the_grid():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fit(on_empty="raise", degree=1).predict(np.array([[0.5], [3.5]]))
+
+
+def test_a_local_linear_fit_of_an_earlier_release_is_refused_clearly():
+    # An earlier release saved the grid sums of a fit on dask arrays without
+    # the squared weights, from which the safeguard of degree=1 now reads
+    # each query's n_eff; with no rows to bin them from, the model loads and
+    # its predictions are refused, naming the cause. Those of degree 0 need
+    # no squared weights and predict as they did.
+    X, y = smooth(20_000)
+    lazy = {"X": da.from_array(X, chunks=(5000, 1)), "y": da.from_array(y, 5000)}
+    fitted = {}
+    for degree in (0, 1):
+        reg = KernelAttentionRegressor(
+            algorithm="binned", bandwidth=0.05, degree=degree
+        )
+        fitted[degree] = reg.fit(lazy["X"], lazy["y"])
+    state = fitted[1]._pool.__getstate__()
+    assert state["sums"].shape[-1] == 4  # w, w (y - c), w (y - c)**2, w**2
+    assert fitted[0]._pool.__getstate__()["sums"].shape[-1] == 3
+    former = {**state, "sums": state["sums"][..., :3]}
+    Q = X[:5]
+    expected = fitted[0].predict(Q, return_std=True)
+    for degree in (0, 1):
+        fitted[degree]._pool.__setstate__({**former, "degree": degree})
+        loaded = pickle.loads(pickle.dumps(fitted[degree]))
+        if degree == 0:
+            assert_array_equal(loaded.predict(Q, return_std=True), expected)
+            continue
+        with pytest.raises(ValueError, match="by an earlier release.*Fit it again"):
+            loaded.predict(Q)
 
 
 @pytest.mark.parametrize("degree", [0, 1])

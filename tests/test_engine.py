@@ -202,6 +202,28 @@ def test_binned_engine_gives_the_documented_kernel_sums(degree, return_std):
     expected = np.array(expected)
     scale = expected[:, -1:]  # relative to each query's total weight
     assert_allclose(sums / scale, expected / scale, atol=1e-4)
+    if degree == 1:
+        # The safeguard's sums of the squared weights, sum_i a_i**2, from
+        # the squared weights binned and the squared kernel: the same sums,
+        # squares and Kish's ratio of each query to the binning error.
+        again, _, squares = engine.kernel_sums(queries, return_std, True)
+        assert_allclose(again, sums, rtol=0, atol=0)
+        expected_squares = [
+            sum(
+                (w * kernel.function(abs((k - q) / h))) ** 2
+                for (k,), w in zip(keys, weights, strict=True)
+            )
+            for (q,) in queries
+        ]
+        assert_allclose(squares, expected_squares, rtol=1e-4)
+        assert_allclose(
+            squares / sums[:, -1] ** 2,
+            np.array(expected_squares) / expected[:, -1] ** 2,
+            rtol=1e-4,
+        )
+    else:
+        with pytest.raises(ValueError, match="without the squared weights"):
+            engine.kernel_sums(queries, return_std, True)
     # The estimates are those of the shared layer on these sums.
     mean, std, doubtful = engine.predict(queries, return_std)
     assert not doubtful.any()

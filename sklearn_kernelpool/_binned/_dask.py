@@ -6,8 +6,10 @@ dask arrays checked without computing a value
 computes in one pass the span of the keys, the total weight and the weighted
 mean of ``y``, refusing non-finite values and negative weights with the
 errors of NumPy input (:func:`_summaries`); in a second pass each partition
-of rows is binned onto the grid on the worker that holds it, and the grids
-are summed by a tree reduction (:func:`_grid_sums`). The client then holds
+of rows is binned onto the grid on the worker that holds it (with the
+squared weights for ``degree=1``, whose safeguard reads them,
+:mod:`._engine`), and the grids are summed by a tree reduction
+(:func:`_grid_sums`). The client then holds
 the grid sums only (their size is the grid's) and runs one FFT convolution.
 The fitted :class:`._grid_pool.GridPool` keeps the grid sums and nothing of
 the rows.
@@ -48,16 +50,17 @@ def _refuse_dask(estimator, reason):
     )
 
 
-def _bin_block(X, y, w, grid, center):
-    """The grid sums of one partition: weights, centred weighted values and
-    their squares (``_binned.binned_columns``)."""
+def _bin_block(X, y, w, grid, center, weight_squares):
+    """The grid sums of one partition: weights, centred weighted values,
+    their squares and, with ``weight_squares``, the squared weights
+    (``_binned.binned_columns``)."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64).reshape(len(X), -1)
     w = np.ones(len(X)) if w is None else np.asarray(w, dtype=np.float64)
     support = w > 0
     if not np.all(support):
         X, y, w = X[support], y[support], w[support]
-    columns = _binned.binned_columns(y, w, center, squares=True)
+    columns = _binned.binned_columns(y, w, center, True, weight_squares)
     return linear_bin(grid, X, columns)
 
 
@@ -142,7 +145,7 @@ def fit_dask(estimator, X, y, sample_weight, degree):
     grid = _fit_grid(kernel, lower, upper, width, n_bins, sizes)
     warn_coarse_fit(grid, kernel, bandwidth, given=n_bins is not None)
     center = weighted / total
-    sums = _grid_sums(X, y, sample_weight, grid, center)
+    sums = _grid_sums(X, y, sample_weight, grid, center, degree == 1)
     dtype = float_dtype(X.dtype).type
     estimator._pool = GridPool(
         grid, sums, kernel, width, degree, center, estimator.on_empty, dtype, n_samples
@@ -236,8 +239,9 @@ def _fit_grid(kernel, lower, upper, width, n_bins, sizes):
     )
 
 
-def _grid_sums(X, y, sample_weight, grid, center):
-    """The binned sums of every block of rows, added up a tree of tasks."""
+def _grid_sums(X, y, sample_weight, grid, center, weight_squares):
+    """The binned sums of every block of rows, added up a tree of tasks; the
+    squared weights too with ``weight_squares`` (``degree=1``)."""
     import dask
 
     blocks = X.to_delayed().ravel()
@@ -249,7 +253,7 @@ def _grid_sums(X, y, sample_weight, grid, center):
     )
     bin_block = dask.delayed(_bin_block, pure=True)
     parts = [
-        bin_block(xb, yb, wb, grid, center)
+        bin_block(xb, yb, wb, grid, center, weight_squares)
         for xb, yb, wb in zip(blocks, y_blocks, w_blocks, strict=True)
     ]
     (sums,) = dask.compute(_tree_sum(parts, dask.delayed(_add, pure=True)))

@@ -11,6 +11,20 @@ the convolved sums are interpolated linearly to the queries
 (:func:`interpolate`). The local-constant and local-linear estimates are
 then solved at each query from its interpolated sums.
 
+The safeguard of ``degree=1`` (:mod:`.._engine._safeguard`) also reads
+``sum_i a_i**2``, ``a_i = w_i alpha(u_i)``, Kish's effective number of keys
+of each query with the weight sum. Its grid is one more binned column, the
+squared weights ``w**2`` linearly binned as the weights are, convolved with
+the squared kernel ``alpha**2`` sampled on the same offsets
+(:func:`stencils` with ``squared``) and interpolated to the queries with the
+other sums: ``sum_i w_i**2 sum_b s_ib alpha(u_b)**2``, with ``s_ib`` the
+shares of key ``i`` on the nodes ``b`` of its cell, which differs from
+``sum_i w_i**2 alpha(u_i)**2`` by the error of linear interpolation of
+``alpha**2`` between nodes, of the order of ``(step / h)**2`` as the error
+of the other sums. (Squaring the binned weights instead would count the
+keys of a node as one.) Linear binning of ``w**2`` is additive in the rows
+as that of ``w`` is, so that the grid of partitions of the rows sums up.
+
 A :class:`BinnedEngine` holds the grid sums after the convolution and
 nothing of the rows: :meth:`BinnedEngine.from_grid_sums` builds one from
 binned sums computed elsewhere (summed over partitions, for instance).
@@ -22,7 +36,7 @@ from scipy import fft
 from .._engine._local_linear import MomentLayout
 from .._utils._sparse import dense_rows
 from ._binning import Cells, linear_bin
-from ._estimates import estimates
+from ._estimates import binned_kish, estimates
 from ._grid import plan_grid
 from ._queries import QueryChunk, chunk_rows
 
@@ -36,11 +50,16 @@ TAIL = 1e-12
 CAUCHY_MARGIN = 8.0
 # A query is left to the exact engine when its interpolated weight sum is at
 # most this fraction of the total weight (no key near it; FFT rounding is
-# about 1e-16 of the total), or, for degree=1, when the smallest eigenvalue
+# about 1e-16 of the total), or, for degree=1, when its interpolated sum of
+# squared weights is at most MIN_SQUARES of the total of the squared weights
+# (the FFT's rounding, about 1e-16 of that total, would leave Kish's n_eff
+# less precise than 1e-4, above the FFT's error of the other sums; measured,
+# 2e-5 at most at MIN_SQUARES, 6e-4 at 1e-14), or when the smallest eigenvalue
 # of its local covariance of the scaled keys is below
 # ``MIN_VARIANCE + 4 max_j (step_j / h_j)**2`` (linear binning alone spreads
 # one key over a variance of up to (step / h)**2 / 4).
 MIN_WEIGHT = 1e-9
+MIN_SQUARES = 1e-12
 MIN_VARIANCE = 1e-3
 # Bandwidth selection also leaves to the exact engine the held-out
 # local-linear fits that extrapolate: those whose key lies more than
@@ -99,7 +118,7 @@ def powers(n_features, degree):
     return out
 
 
-def stencils(grid, kernel, bandwidth, exponents, radius):
+def stencils(grid, kernel, bandwidth, exponents, radius, squared=False):
     """The kernel sampled on the grid's offsets times ``(-offset / h)**p``.
 
     Parameters
@@ -112,10 +131,13 @@ def stencils(grid, kernel, bandwidth, exponents, radius):
     radius : float
         The truncation radius in bandwidths (:func:`truncation_radius`);
         the stencil stops at it or at the size of the grid.
+    squared : bool, default=False
+        Whether to add, last, the squared kernel ``alpha**2`` (for the sums
+        of the squared weights).
 
     Returns
     -------
-    stencils : ndarray of shape (2 L_1 + 1, ..., len(exponents))
+    stencils : ndarray of shape (2 L_1 + 1, ..., len(exponents) + squared)
         ``alpha(|o step / h|) * prod_j (-o_j step_j / h_j)**p_j`` at the
         offsets ``o``: convolved with binned sums at node ``m``, it gives
         ``sum_k W_k alpha(u_k) u_k**p`` with ``u_k = (g_k - g_m) / h``.
@@ -129,13 +151,15 @@ def stencils(grid, kernel, bandwidth, exponents, radius):
     u = np.meshgrid(*axes, indexing="ij")
     distance = np.sqrt(sum(a * a for a in u))
     base = kernel.function(distance)
-    out = np.empty(base.shape + (len(exponents),))
+    out = np.empty(base.shape + (len(exponents) + squared,))
     for i, p in enumerate(exponents):
         term = base.copy()
         for a, e in zip(u, p, strict=True):
             if e:
                 term *= a**e
         out[..., i] = term
+    if squared:
+        np.square(base, out=out[..., -1])
     return out
 
 
@@ -211,12 +235,23 @@ class BinnedEngine:
     local-linear solve (:func:`estimates`).
 
     Binned columns, in order: the weight ``w``, the centred weighted values
-    ``w (y - center)`` (``n_outputs`` columns) and, optionally, for
-    ``return_std``, ``w (y - center)**2`` (``n_outputs`` more).
-    :func:`binned_columns` forms them.
+    ``w (y - center)`` (``n_outputs`` columns), optionally, for
+    ``return_std``, ``w (y - center)**2`` (``n_outputs`` more) and, with
+    ``weight_squares`` (which ``degree=1`` needs), the squared weight
+    ``w**2`` last. :func:`binned_columns` forms them.
     """
 
-    def __init__(self, grid, sums, kernel, bandwidth, degree, center, n_outputs):
+    def __init__(
+        self,
+        grid,
+        sums,
+        kernel,
+        bandwidth,
+        degree,
+        center,
+        n_outputs,
+        weight_squares=None,
+    ):
         self.grid = grid
         self.kernel = kernel
         self.bandwidth = np.asarray(bandwidth, dtype=np.float64)
@@ -225,40 +260,77 @@ class BinnedEngine:
         self.n_outputs = n_outputs
         self.n_features = len(grid.shape)
         self.exponents = powers(self.n_features, degree)
-        radius = truncation_radius(kernel)
-        stencil_array = stencils(grid, kernel, self.bandwidth, self.exponents, radius)
         p = n_outputs
-        self.has_squares = sums.shape[-1] == 1 + 2 * p
+        # The squared weights are binned, and convolved, for degree 1 only.
+        weight_squares = degree == 1 if weight_squares is None else weight_squares
+        self.has_squares = sums.shape[-1] - weight_squares == 1 + 2 * p
+        self.has_weight_squares = bool(weight_squares) and degree == 1
         self.layout = MomentLayout(self.n_features, p, 1)
         pairs = sum_pairs(self.n_features, p, degree, self.has_squares)
-        self.total = float(sums[..., 0].sum())
-        self.convolved = convolve(sums, stencil_array, pairs)
         # Without return_std, the sums but those of the squares.
         self.plain = np.arange(len(pairs))
         if self.has_squares:
             self.plain = np.r_[self.plain[: -1 - p], len(pairs) - 1]
+        if self.has_weight_squares:
+            # The sums of the squared weights, after the total.
+            self.squares_column = len(pairs)
+            pairs.append((sums.shape[-1] - 1, len(self.exponents)))
+            self.total_squares = float(sums[..., -1].sum())
+        radius = truncation_radius(kernel)
+        stencil_array = stencils(
+            grid,
+            kernel,
+            self.bandwidth,
+            self.exponents,
+            radius,
+            squared=self.has_weight_squares,
+        )
+        self.total = float(sums[..., 0].sum())
+        self.convolved = convolve(sums, stencil_array, pairs)
         ratio = (self.grid.step / self.bandwidth) ** 2
         self.min_variance = MIN_VARIANCE + 4 * float(ratio.max())
 
     @classmethod
-    def from_grid_sums(cls, grid, sums, kernel, bandwidth, degree, center):
-        """The engine of binned sums of shape grid.shape + (1 + p,), or
-        (1 + 2 p,) with the squares; ``center`` of shape (p,)."""
+    def from_grid_sums(
+        cls, grid, sums, kernel, bandwidth, degree, center, weight_squares=None
+    ):
+        """The engine of binned sums of shape grid.shape + (c,), in the
+        columns of :func:`binned_columns` (``weight_squares`` None: those
+        of ``degree``); ``center`` of shape (p,)."""
         n_outputs = len(np.atleast_1d(center))
-        return cls(grid, sums, kernel, bandwidth, degree, center, n_outputs)
+        return cls(
+            grid, sums, kernel, bandwidth, degree, center, n_outputs, weight_squares
+        )
 
-    def kernel_sums(self, Q, return_std=False):
+    def kernel_sums(self, Q, return_std=False, return_squares=False):
         """The kernel sums of the queries ``Q`` (n, d), and which are inside.
 
         Returns ``(sums, inside)``: the convolved sums interpolated to each
         query, in the layout of :func:`sum_pairs` (the squares only with
         ``return_std``), the total weight last; and the mask of the queries
         inside the grid (the others get the sums of their nearest cell).
+        With ``return_squares`` (``degree=1``), ``(sums, inside, squares)``:
+        ``squares`` the interpolated sums of the squared weights
+        ``sum_i w_i**2 alpha(u_i)**2``, binned (see the module docstring).
         """
         if return_std and not self.has_squares:
             raise ValueError("This binned engine was built without the squares.")
+        if return_squares and not self.has_weight_squares:
+            raise ValueError(
+                "This binned engine was built without the squared weights."
+            )
         columns = self.plain if self.has_squares and not return_std else None
-        return interpolate(self.grid, self.convolved, Q, columns)
+        if return_squares:
+            n_sums = len(self.plain) + (self.n_outputs if return_std else 0)
+            columns = np.r_[
+                np.arange(n_sums) if columns is None else columns, self.squares_column
+            ]
+        elif columns is None and self.has_weight_squares:
+            columns = np.arange(self.squares_column)
+        values, inside = interpolate(self.grid, self.convolved, Q, columns)
+        if return_squares:
+            return values[:, :-1], inside, values[:, -1]
+        return values, inside
 
     def predict_chunks(self, Q, return_std=False):
         """The estimates of the queries ``Q`` (n, d), dense or sparse, a
@@ -267,11 +339,13 @@ class BinnedEngine:
 
         A chunk's ``doubtful`` queries are those outside the grid, with an
         interpolated weight sum at most ``MIN_WEIGHT`` of the total, or
-        (degree 1) with a nearly singular local covariance: their estimates
-        are NaN, for the caller to compute exactly or to apply the
-        empty-neighbourhood policy to.
+        (degree 1) with an interpolated sum of squared weights at most
+        ``MIN_SQUARES`` of their total or a nearly singular local
+        covariance: their estimates are NaN, for the caller to compute
+        exactly or to apply the empty-neighbourhood policy to.
         """
-        n_sums = len(self.plain) + (self.n_outputs if return_std else 0)
+        squares = self.degree == 1
+        n_sums = len(self.plain) + (self.n_outputs if return_std else 0) + squares
         n = Q.shape[0]
         rows = chunk_rows(self.n_features, n_sums, self.degree)
         for start in range(0, n, rows):
@@ -281,8 +355,18 @@ class BinnedEngine:
 
     def _estimate_chunk(self, Q, batch, return_std):
         """The :class:`._queries.QueryChunk` of the queries ``Q[batch]``."""
-        sums, inside = self.kernel_sums(dense_rows(Q, batch), return_std)
+        queries = dense_rows(Q, batch)
+        kish = None
+        if self.degree == 1:
+            sums, inside, squares = self.kernel_sums(queries, return_std, True)
+            kish, thin = binned_kish(
+                squares, sums[:, -1], self.kernel, MIN_SQUARES * self.total_squares
+            )
+        else:
+            sums, inside = self.kernel_sums(queries, return_std)
         bad = ~inside | ~(sums[:, -1] > MIN_WEIGHT * self.total)
+        if self.degree == 1:
+            bad |= thin
         m, s, bad, shrinkage = estimates(
             sums,
             bad,
@@ -291,6 +375,7 @@ class BinnedEngine:
             self.min_variance,
             return_std,
             return_shrinkage=True,
+            kish=kish,
         )
         mean = m + self.center
         mean[bad] = np.nan
@@ -327,27 +412,31 @@ class BinnedEngine:
         return mean, std, doubtful
 
 
-def binned_columns(values, weights, center, squares=True):
-    """``[w, w (y - center), w (y - center)**2]`` of the rows (without the
-    last block unless ``squares``), of shape (n, c), each column contiguous
-    (the transpose of a C-ordered (c, n) array)."""
+def binned_columns(values, weights, center, squares=True, weight_squares=False):
+    """``[w, w (y - center), w (y - center)**2, w**2]`` of the rows (without
+    the third block unless ``squares``, without the last column unless
+    ``weight_squares``), of shape (n, c), each column contiguous (the
+    transpose of a C-ordered (c, n) array)."""
     n, p = values.shape
-    out = np.empty((1 + (1 + squares) * p, n))
+    out = np.empty((1 + (1 + squares) * p + weight_squares, n))
     out[0] = weights
     centred = out[1 : 1 + p]
     np.subtract(values.T, np.reshape(center, (p, 1)), out=centred)
     if squares:
-        np.multiply(centred, centred, out=out[1 + p :])
-    out[1:] *= out[0]
+        np.multiply(centred, centred, out=out[1 + p : 1 + 2 * p])
+    out[1 : 1 + (1 + squares) * p] *= out[0]
+    if weight_squares:
+        np.square(out[0], out=out[-1])
     return out.T
 
 
 def engine_sizes(n_features, n_outputs, degree, squares):
     """The binned columns, stencils and convolved sums of one engine, for
-    :func:`._grid.grid_bytes`."""
-    n_columns = 1 + (1 + squares) * n_outputs
+    :func:`._grid.grid_bytes`; ``degree=1`` adds the squared weights."""
+    n_columns = 1 + (1 + squares) * n_outputs + (degree == 1)
     pairs = sum_pairs(n_features, n_outputs, degree, squares)
-    return n_columns, len(powers(n_features, degree)), len(pairs)
+    extra = int(degree == 1)
+    return n_columns, len(powers(n_features, degree)) + extra, len(pairs) + extra
 
 
 def fit_engine(
@@ -362,7 +451,8 @@ def fit_engine(
     cauchy kernel ``CAUCHY_MARGIN`` bandwidths); a grid whose arrays exceed
     the memory limit is refused before they are allocated
     (:func:`._grid.plan_grid`). ``squares``: whether to bin the
-    squared values too, which ``return_std`` needs.
+    squared values too, which ``return_std`` needs; ``degree=1`` bins the
+    squared weights too (:func:`binned_columns`).
     """
     keys = np.asarray(keys, dtype=np.float64)
     d = keys.shape[1]
@@ -383,6 +473,6 @@ def fit_engine(
     )
     weights = np.asarray(weights, dtype=np.float64)
     center = weights @ values / weights.sum()
-    columns = binned_columns(values, weights, center, squares)
+    columns = binned_columns(values, weights, center, squares, degree == 1)
     sums = linear_bin(grid, keys, columns)
     return BinnedEngine.from_grid_sums(grid, sums, kernel, bandwidth, degree, center)

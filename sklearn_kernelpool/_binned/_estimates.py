@@ -4,13 +4,44 @@
 query, :func:`._engine.sum_pairs`) into local-constant or local-linear
 estimates with the normalisation, spread and local-linear solve shared by
 every engine, and marks the queries whose binned local-linear design is
-left to the exact engine (:func:`doubtful_designs`).
+left to the exact engine (:func:`doubtful_designs`). The safeguard of the
+local-linear slope reads Kish's ratio of each query from its binned sums of
+squared weights (:func:`binned_kish`).
 """
 
 import numpy as np
 
 from .._engine._local_linear import solve
 from .._engine._protocol import moment_spread, normalise
+from .._engine._safeguard import kish_ratio
+
+
+def binned_kish(squares, totals, kernel, floor):
+    """Kish's ratio ``1 / n_eff`` of each query from its binned sums.
+
+    Parameters
+    ----------
+    squares : ndarray of shape (n,)
+        The binned sums of the squared weights ``sum_i w_i**2 alpha(u_i)**2``
+        of each query.
+    totals : ndarray of shape (n,)
+        The binned sums of the weights, ``sum_i w_i alpha(u_i)``.
+    kernel : Kernel
+        The kernel (:func:`.._engine._safeguard.kish_ratio`: 0 for the
+        constant kernel).
+    floor : float
+        The sums of squares at most which the FFT's rounding leaves the
+        ratio imprecise (``MIN_SQUARES`` of the total of the squared
+        weights).
+
+    Returns
+    -------
+    kish : ndarray of shape (n,)
+    thin : ndarray of bool of shape (n,)
+        The queries whose sum of squares is at most ``floor``, left to the
+        exact engine.
+    """
+    return kish_ratio(squares, totals, kernel), ~(squares > floor)
 
 
 def estimates(
@@ -22,6 +53,8 @@ def estimates(
     return_std=False,
     max_extrapolation=np.inf,
     return_shrinkage=False,
+    *,
+    kish,
 ):
     """The local-constant or local-linear estimates from kernel sums.
 
@@ -38,7 +71,8 @@ def estimates(
     ``m`` of the scaled keys (covariance ``C``). The values of the ``bad``
     rows are arbitrary. With ``return_shrinkage`` also the safeguard's
     factors ``s`` of the local-linear slopes (:func:`.._engine._local_linear.solve`;
-    ones for degree 0 and on the ``bad`` rows).
+    ones for degree 0 and on the ``bad`` rows), from ``kish`` (n,), Kish's
+    ratio of each query (:func:`binned_kish`; None for degree 0).
     """
     p = layout.n_outputs
     n, d = len(sums), layout.n_features
@@ -54,12 +88,15 @@ def estimates(
         std = np.full((n, p), np.nan) if return_std else None
         good = np.flatnonzero(~bad) if bad.any() else slice(None)  # no copy
         picked = sums[good]
+        if kish is None:
+            raise TypeError("The local-linear estimates need kish, for the safeguard.")
         m, s, _, shrinkage[good] = solve(
             picked,
             np.zeros((len(picked), d)),
             layout,
             return_std,
             return_shrinkage=True,
+            kish=kish[good],
         )
         mean[good] = m
         if return_std:

@@ -20,14 +20,23 @@ NO_ROWS = (
     "rows. Fit on in-memory NumPy arrays to use it."
 )
 
+NO_WEIGHT_SQUARES = (
+    "This model was fitted on dask arrays with degree=1 by an earlier release "
+    "of sklearn_kernelpool: its binned grid sums lack the squared sample "
+    "weights, from which the safeguard of the local-linear slope now reads "
+    "each query's effective number of keys, and it holds no rows to bin them "
+    "from. Fit it again with this release."
+)
+
 
 class GridPool:
     """The binned engine of a fit on dask arrays: grid sums, no rows.
 
     Queries the binned engine leaves undecided (see :mod:`._pool`)
     get, instead of the exact engine's answer: the local-constant estimate
-    from the grid sums where a local-linear design is nearly singular but
-    keys are near; else the ``on_empty`` policy applied on the grid:
+    from the grid sums where a local-linear design is nearly singular, or
+    its sums of squared weights are within the FFT's rounding, but keys are
+    near; else the ``on_empty`` policy applied on the grid:
     ``"mean"`` the weighted mean and standard deviation of ``y``, ``"nan"``
     NaN, ``"raise"`` a ``ValueError``, and ``"nearest"`` the weighted mean
     (and spread) of the values binned onto the nearest grid node that holds
@@ -51,11 +60,18 @@ class GridPool:
         self.n_samples_fit = n_rows
         self.n_outputs = len(self.center)
         self.n_bins = np.asarray(grid.shape)
+        self.weight_squares = self.sums.shape[-1] == 2 + 2 * self.n_outputs
         self.binned = self._engine(degree)
 
     def _engine(self, degree):
         return _binned.BinnedEngine.from_grid_sums(
-            self.grid, self.sums, self.kernel, self.bandwidth, degree, self.center
+            self.grid,
+            self.sums,
+            self.kernel,
+            self.bandwidth,
+            degree,
+            self.center,
+            self.weight_squares,
         )
 
     @functools.cached_property
@@ -79,7 +95,8 @@ class GridPool:
         scale = np.broadcast_to(self.bandwidth, (coordinates.shape[1],))
         weight = flat[held, :1]
         mean = flat[held, 1 : 1 + p] / weight
-        spread = np.sqrt(np.maximum(flat[held, 1 + p :] / weight - mean**2, 0.0))
+        square = flat[held, 1 + p : 1 + 2 * p] / weight
+        spread = np.sqrt(np.maximum(square - mean**2, 0.0))
         return cKDTree(coordinates / scale), mean + self.center, spread
 
     def _global(self):
@@ -87,12 +104,14 @@ class GridPool:
         total = flat[:, 0].sum()
         p = self.n_outputs
         mean = flat[:, 1 : 1 + p].sum(axis=0) / total
-        variance = flat[:, 1 + p :].sum(axis=0) / total - mean**2
+        variance = flat[:, 1 + p : 1 + 2 * p].sum(axis=0) / total - mean**2
         return mean + self.center, np.sqrt(np.maximum(variance, 0.0))
 
     def pool(self, X, n_jobs=None, return_std=False):
         """Pooled values of the queries, as
         :meth:`.._engine._pooling.KernelPool.pool`."""
+        if self.degree == 1 and not self.weight_squares:
+            raise ValueError(NO_WEIGHT_SQUARES)
         pooled = predict_queries(self.binned, X, self.dtype, return_std)
         mean, std, rows = pooled.mean, pooled.std, pooled.doubtful
         if self.degree == 1:

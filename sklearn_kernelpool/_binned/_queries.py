@@ -23,10 +23,12 @@ from .._utils._working_memory import working_memory_bytes
 CHUNK_ROWS = 2**16
 # The floats a chunk's work holds per query: per feature (its cell, its
 # fractions and the shares of its corners), per interpolated kernel sum (the
-# sums, their ratios and the estimates) and, for degree 1, for the local
+# sums, their ratios and the estimates; for degree 1 the sums of the squared
+# weights among them, and Kish's ratio) and, for degree 1, for the local
 # design and its solve. Traced at 65536 queries a chunk, the work took 0.34
 # to 0.73 of these bytes over d = 1, 2, degree 0, 1, one and four outputs,
-# with and without return_std (tests/test_memory.py bounds the peak).
+# with and without return_std (0.34 to 0.71 with the squared weights;
+# tests/test_memory.py bounds the peak).
 FEATURE_FLOATS = 8
 SUM_FLOATS = 5
 DESIGN_FLOATS = 16

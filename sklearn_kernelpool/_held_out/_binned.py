@@ -28,6 +28,16 @@ binning, which is what the binned sums hold.
 K-fold. The training grid is the total grid minus the grid of the fold's
 rows when the training part is the rest of the data, else the training
 rows binned; one convolution per candidate and split.
+
+The safeguard of the local-linear fits reads Kish's ratio of each held-out
+fit (:mod:`.._engine._safeguard`) from the binned sums of the squared
+weights (:mod:`.._binned._engine`), held out as the other sums are: the
+squared weights are one more binned column (the total grid minus a fold's),
+convolved with the squared kernel, and a key's own term,
+``w_i**2 sum_{a, b} s_a s_b K((g_b - g_a) / h)**2``, is subtracted under
+leave-one-out. A held-out sum of squares at most ``MIN_SQUARES`` of the
+total of the squared weights leaves the fit to the exact engine, as the
+fitted estimator does.
 """
 
 import copy
@@ -38,6 +48,7 @@ from scipy.spatial import cKDTree
 from .._binned._binning import Cells
 from .._binned._engine import (
     MAX_EXTRAPOLATION,
+    MIN_SQUARES,
     MIN_VARIANCE,
     MIN_WEIGHT,
     BinnedEngine,
@@ -47,8 +58,9 @@ from .._binned._engine import (
     sum_pairs,
     truncation_radius,
 )
-from .._binned._estimates import estimates
+from .._binned._estimates import binned_kish, estimates
 from .._binned._grid import plan_grid, warn_coarse_search
+from .._engine._local_linear import MomentLayout
 from .._utils._working_memory import row_batches
 from ._base import HeldOutPoints
 from ._fits import solve_moments
@@ -104,7 +116,9 @@ class BinnedHeldOut(HeldOutPoints):
         warn_coarse_search(self.grid, self.bandwidths)
         self.exponents = powers(d, degree)
         self.center = self.weights @ Y / self.weights.sum()
-        self.columns = binned_columns(Y, self.weights, self.center, squares=False)
+        self.columns = binned_columns(
+            Y, self.weights, self.center, squares=False, weight_squares=degree == 1
+        )
         # The geometry of the rows on the grid, shared by every candidate.
         self.cells = Cells(self.grid, X)
         self.total = self.cells.bin(self.columns)
@@ -181,29 +195,10 @@ class BinnedHeldOut(HeldOutPoints):
         return out
 
     def _candidate(self, out, index, kernel, h, grid_sums, rows, cells, own):
-        """Held-out sums of one candidate at the rows ``rows`` (their
-        ``cells``), interpolated from one convolution; with ``own`` minus
-        each row's own binned contribution."""
-        d = self.X.shape[1]
-        bandwidth = np.full(d, h)
-        engine = BinnedEngine(
-            self.grid,
-            grid_sums,
-            kernel,
-            bandwidth,
-            self.degree,
-            self.center,
-            self.Y.shape[1],
-        )
-        sums = cells.gather(engine.convolved)  # (columns, rows), total last
-        if own:
-            factors = self._self_terms(kernel, bandwidth)
-            scratch = np.empty(sums.shape[1])
-            for i, (c, s) in enumerate(self._pairs()):
-                sums[i] -= np.multiply(self._columns_t[c], factors[s], out=scratch)
-        # The held-out sums, rows by columns; a held-out weight at most
-        # MIN_WEIGHT of the total counts as none.
-        sums = sums.T
+        """Held-out fits of one candidate at the rows ``rows`` (their
+        ``cells``), from the sums of :meth:`_held_out_sums`."""
+        sums, squares = self._held_out_sums(kernel, h, grid_sums, cells, own)
+        # A held-out weight at most MIN_WEIGHT of the total counts as none.
         weight = sums[:, -1]
         weight[~(weight > MIN_WEIGHT * float(grid_sums[..., 0].sum()))] = 0.0
         p = self.Y.shape[1]
@@ -215,15 +210,22 @@ class BinnedHeldOut(HeldOutPoints):
         predictions[k, m][rows] = local_mean
         flag[k, m][rows] = empty
         if self.degree == 1:
+            kish, thin = binned_kish(
+                squares,
+                weight,
+                kernel,
+                MIN_SQUARES * float(grid_sums[..., -1].sum()),
+            )
             ratio = float(((self.grid.step / h) ** 2).max())
             mean, _, bad, s = estimates(
                 sums,
-                empty,
-                engine.layout,
+                empty | thin,
+                MomentLayout(self.X.shape[1], p, 1),
                 1,
                 MIN_VARIANCE + 4 * ratio,
                 max_extrapolation=MAX_EXTRAPOLATION,
                 return_shrinkage=True,
+                kish=kish,
             )
             singular = bad & ~empty
             mean = mean + self.center
@@ -234,15 +236,52 @@ class BinnedHeldOut(HeldOutPoints):
             single[k, m][rows] = singular
             shrunk[k, m][rows] = ~bad & (s < 1.0)
 
+    def _held_out_sums(self, kernel, h, grid_sums, cells, own):
+        """The held-out kernel sums of one candidate at the rows of
+        ``cells``, from one convolution of ``grid_sums``; with ``own``
+        minus each row's own binned contribution.
+
+        Returns ``(sums, squares)``: the sums (rows, columns), in the layout
+        of :func:`.._binned._engine.sum_pairs` (the weight last), and for
+        ``degree=1`` the sums of the squared weights (else None).
+        """
+        bandwidth = np.full(self.X.shape[1], h)
+        engine = BinnedEngine(
+            self.grid,
+            grid_sums,
+            kernel,
+            bandwidth,
+            self.degree,
+            self.center,
+            self.Y.shape[1],
+        )
+        sums = cells.gather(engine.convolved)  # (columns, rows)
+        if own:
+            factors = self._self_terms(kernel, bandwidth)
+            scratch = np.empty(sums.shape[1])
+            for i, (c, s) in enumerate(self._pairs()):
+                sums[i] -= np.multiply(self._columns_t[c], factors[s], out=scratch)
+        sums = sums.T
+        if self.degree == 1:
+            # The squared weights' sums follow the weight's.
+            return sums[:, :-1], sums[:, -1]
+        return sums, None
+
     def _self_terms(self, kernel, bandwidth):
-        """:func:`self_terms` of every key, from its shares computed once."""
+        """:func:`self_terms` of every key, from its shares computed once;
+        for ``degree=1`` that of the squared kernel last."""
         if self._pair_shares is None:
             self._pair_shares = self.cells.pair_shares()
         offsets, shares = self._pair_shares
-        return (
-            self_term_matrix(offsets, self.grid, kernel, bandwidth, self.exponents)
-            @ shares
+        matrix = self_term_matrix(
+            offsets,
+            self.grid,
+            kernel,
+            bandwidth,
+            self.exponents,
+            squared=self.degree == 1,
         )
+        return matrix @ shares
 
     def _exact_doubtful(self, out, index, kernel, h, pending, layout):
         """The exact held-out fits of the rows the binned sums leave
@@ -291,11 +330,18 @@ class BinnedHeldOut(HeldOutPoints):
                 weights[groups[points][:, None] == groups[None, :]] = 0.0
             else:
                 weights[np.arange(len(points)), points] = 0.0
-            sums = (weights @ held.moments)[None, None]
+            sums = self._exact_sums(weights, held)
             for degree in range(self.degree + 1):
                 fits = held.predictions(sums, points, groups, train, degree=degree)
                 for target, value in zip(out[degree], fits, strict=True):
                     target[k, m][at] = value[0, 0]
+
+    def _exact_sums(self, weights, held):
+        """The exact held-out sums of rows of kernel ``weights`` (rows,
+        keys), zero on the keys each row may not pool, as
+        :meth:`._pool.HeldOut.predictions` of ``held`` takes them."""
+        moments = (weights @ held.moments)[None, None]
+        return moments
 
     def _reached(self, points, kernel, h):
         """Whether some other key of positive kernel weight lies near each
@@ -324,20 +370,26 @@ class BinnedHeldOut(HeldOutPoints):
         return held
 
     def _pairs(self):
-        """The (binned column, stencil) of each held-out kernel sum."""
+        """The (binned column, stencil) of each held-out kernel sum, those
+        of the squared weights last for ``degree=1``."""
         d, p = self.X.shape[1], self.Y.shape[1]
-        return sum_pairs(d, p, self.degree, squares=False)
+        pairs = sum_pairs(d, p, self.degree, squares=False)
+        if self.degree == 1:
+            pairs.append((self.columns.shape[1] - 1, len(self.exponents)))
+        return pairs
 
 
-def self_term_matrix(offsets, grid, kernel, bandwidth, exponents):
+def self_term_matrix(offsets, grid, kernel, bandwidth, exponents, squared=False):
     """The stencils at the node offsets ``offsets`` (k, d): an array of
-    shape (len(exponents), k), ``K(|u|) prod_j u_j**p_j`` at
-    ``u = offsets * step / h``."""
+    shape (len(exponents) + squared, k), ``K(|u|) prod_j u_j**p_j`` at
+    ``u = offsets * step / h``, with ``squared`` ``K(|u|)**2`` last (the
+    stencil of the squared weights, :func:`.._binned._engine.stencils`)."""
     u = offsets * grid.step / bandwidth
     base = kernel.function(np.sqrt(np.sum(u * u, axis=1)))
-    return np.array(
-        [base * np.prod(u ** np.asarray(power), axis=1) for power in exponents]
-    )
+    rows = [base * np.prod(u ** np.asarray(power), axis=1) for power in exponents]
+    if squared:
+        rows.append(base * base)
+    return np.array(rows)
 
 
 def self_terms(grid, queries, kernel, bandwidth, exponents):
