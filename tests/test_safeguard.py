@@ -1,7 +1,7 @@
 """The safeguard of local-linear fits on every path, against the documented rule.
 
-Each query's slope is shrunk to ``s beta`` by its Mahalanobis distance from
-the local centre of its keys (:mod:`sklearn_kernelpool._engine._local_linear`).
+Each query's slope is shrunk to ``s beta`` by its leverage in its local fit,
+``(1 + D**2) / n_eff`` (:mod:`sklearn_kernelpool._engine._safeguard`).
 :func:`_reference.safeguarded_fit` computes the rule query by query with
 dense NumPy solves; ``predict`` on every engine, the attention weights, the
 spread, the gradient, the standard errors, the held-out fits of the
@@ -576,9 +576,9 @@ def test_the_warning_counts_the_shrunk_slopes(kernel):
 def test_the_warning_of_a_fallback_counts_the_shrunk_slopes_too():
     # The epanechnikov kernel at 0.3: the query at 1.28 holds the key at 1
     # alone (rank 0: the local mean), 3.2 the two close keys, far from
-    # their centre (s about 0), 1.16 the keys near 1 (0.5 < s < 1).
+    # their centre (s about 0), 1.11 the keys near 1 (0.5 < s < 1).
     X, Y, w = _isolated_pair()
-    Q = np.array([[0.25], [1.16], [1.28], [3.2]])
+    Q = np.array([[0.25], [1.11], [1.28], [3.2]])
     expected = _reference(X, Y, Q, "epanechnikov", WIDTH, w)
     assert expected["rank"].tolist() == [1, 1, 0, 1]
     s = expected["shrinkage"]
