@@ -371,11 +371,12 @@ def test_local_linear_loo_formula_on_a_line():
     # fit holds its two neighbours and is exact; an end point's holds one
     # key, a singular design, and gets that key's value, 2 away. At radius
     # 2.5 an end point's fit holds the next two keys, of local mean 1.5 and
-    # spread 0.5 from it: 3 local standard deviations away, beyond the
-    # safeguard's radius 2 sqrt(2), its slope is shrunk by
-    # s = exp(-(3 / (2 sqrt(2)) - 1)**2 / 2), and it gets 3 - 3 s, not 0.
+    # spread 0.5 from it: 3 local standard deviations away from a line of
+    # n_eff = 2 keys, a leverage (1 + 3**2) / 2 = 5 above one, its slope is
+    # shrunk by s = exp(-(sqrt(5) - 1)**2 / 2), and it gets 3 - 3 s, not 0
+    # (an inner point's leverage is 1 / 2).
     X = np.arange(10.0)[:, None]
-    s = np.exp(-((3 / (2 * np.sqrt(2)) - 1) ** 2) / 2)
+    s = np.exp(-((np.sqrt(5) - 1) ** 2) / 2)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no warning while scoring
         warnings.simplefilter("ignore", BandwidthEdgeWarning)  # a small grid

@@ -302,9 +302,9 @@ def _selection_reference(cv, X, y):
     "table, decided",
     [
         (lambda: _scotland_training_part(0), "line"),
-        (lambda: _scotland_training_part(1), "line"),
+        (lambda: _scotland_training_part(1), "widened"),
         (lambda: _curved_table(1), "widened"),
-        (lambda: _curved_table(7), "widened"),
+        (lambda: _curved_table(7), "local linear"),
         (_statecrime, "degree 0"),
     ],
 )

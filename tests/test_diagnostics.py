@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from _reference import FORMULAS
+from _reference import FORMULAS, kish, slope_factor
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import NotFittedError
 
@@ -19,9 +19,12 @@ def smoother_matrix(
     Row ``i``: the weights ``a_j = w_j alpha(||x_i - x_j|| / h_i)`` (times
     ``lam`` per categorical feature of another category), normalised for
     ``degree=0``; for ``degree=1`` the intercept row of the weighted least
-    squares on the design ``[1, x_j - x_i]``, ``e1^T (Z^T A Z)^{-1} Z^T A``.
-    A local-linear row whose keys of non-negligible weight do not spread
-    (relative to their spread about the mean of the keys) is the local mean,
+    squares on the design ``[1, x_j - x_i]``, ``e1^T (Z^T A Z)^{-1} Z^T A``,
+    with the slope shrunk by the safeguard's factor ``s`` at the row's
+    leverage (``p + s (l - p)`` for the unshrunk row ``l``, see
+    ``_reference.slope_factor``). A local-linear row whose keys of
+    non-negligible weight do not spread (relative to their spread about the
+    mean of the keys) is the local mean,
     as the estimator's design of rank 0. With ``n_neighbors`` ``h_i`` is
     ``h`` times the distance from ``x_i`` to
     its ``k``-th nearest key of positive weight (itself the first).
@@ -48,6 +51,10 @@ def smoother_matrix(
             continue
         Z = np.hstack([np.ones((n, 1)), X - X[i]])
         L[i] = np.linalg.solve(Z.T @ (a[:, None] * Z), (a[:, None] * Z).T)[0]
+        offset = X[i] - p @ X
+        distance_sq = offset @ np.linalg.pinv(centred.T @ (p[:, None] * centred))
+        s = slope_factor(distance_sq @ offset, kish(p, kernel == "constant"))
+        L[i] = p + s * (L[i] - p)
     return L
 
 

@@ -52,14 +52,28 @@ def test_sums_without_each_group_equal_those_of_its_split(grouping, degree):
     kernels = [KERNELS["gaussian"], KERNELS["epanechnikov"]]
     held = HeldOut(X, Y, w, kernels, np.array([0.3, 1.0]), degree=degree)
     sums = held.sums_excluding_groups(groups)
-    reference = np.empty_like(sums)
+    reference = np.empty_like(sums.moments)
+    squares = np.empty((2, 2, n))
     for g in np.unique(groups):
         inside = np.flatnonzero(groups == g)
         outside = np.flatnonzero(groups != g)
-        reference[:, :, inside] = held.sums_split(inside, outside)
+        split = held.sums_split(inside, outside)
+        reference[:, :, inside] = split.moments
+        if degree == 1:
+            squares[:, :, inside] = split.squares
     # Moments cancel in some columns: tolerances relative to each column.
     scale = 1e-12 * np.abs(reference).max(axis=(0, 1, 2))
-    assert np.all(np.abs(sums - reference) <= 1e-10 * np.abs(reference) + scale)
+    close = np.abs(sums.moments - reference) <= 1e-10 * np.abs(reference) + scale
+    assert np.all(close)
+    if degree == 1:
+        # The sums of the squared weights (positive terms): relative.
+        np.testing.assert_allclose(sums.squares, squares, rtol=1e-10)
+    else:
+        assert sums.squares is None
     if grouping == "one per point":
         loo = held.sums_excluding_groups(None)
-        assert np.all(np.abs(loo - sums) <= 1e-10 * np.abs(sums) + scale)
+        assert np.all(
+            np.abs(loo.moments - sums.moments) <= 1e-10 * np.abs(sums.moments) + scale
+        )
+        if degree == 1:
+            np.testing.assert_allclose(loo.squares, sums.squares, rtol=1e-10)

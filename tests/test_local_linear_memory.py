@@ -144,9 +144,9 @@ def test_cv_sums_over_the_physical_memory_are_refused(monkeypatch):
     X = rng.normal(size=(50, 20))
     y = X[:, 0]
     search = KernelAttentionRegressorCV("gaussian", [3.0, 6.0], degree=1, n_jobs=1)
-    # 231 + 22 columns of moments for 20 features, two candidates, 50
-    # points and three copies: 0.6 MiB.
-    held = 8 * 50 * 253 * 2 * 3
+    # 231 + 22 columns of moments for 20 features and the sum of the squared
+    # weights, two candidates, 50 points and three copies: 0.6 MiB.
+    held = 8 * 50 * 254 * 2 * 3
     monkeypatch.setattr(_held_out_sums, "physical_memory", lambda: held - 1)
     with pytest.raises(MemoryError, match=r"50 points and 2 candidates.*degree=1"):
         search.fit(X, y)

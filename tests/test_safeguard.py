@@ -440,10 +440,11 @@ def test_leave_one_out_equals_refitting_without_each_key():
             ]
         )
         assert results["shrunk_fraction"][c] == pytest.approx(np.mean(s < 1.0))
-    # At 0.2 and 0.3, leaving out a key of the pair leaves the other one and
-    # keys of tiny weight, whose slope is shrunk (0.5 reaches the keys on
-    # [-1, 1]).
-    assert results["shrunk_fraction"].tolist() == [2 / 52, 2 / 52, 0.0]
+    # Leaving out a key of the pair leaves the other one and keys of tiny
+    # weight: a line of one effective key (n_eff of 1.0 at 0.2 and 0.3), whose
+    # slope is shrunk; at 0.5 the fit without 3.001 still has n_eff = 1.002
+    # (s = 1 - 1.5e-8), that without 3.0 a leverage below one.
+    assert results["shrunk_fraction"].tolist() == [2 / 52, 2 / 52, 1 / 52]
     assert cv.shrunk_fraction_ == results["shrunk_fraction"][cv.best_index_]
 
 

@@ -120,16 +120,17 @@ class AdaptiveHeldOut(HeldOut):
         With ``in_sample`` (``points`` every point, which does not pool
         itself), also the sums of the fit on all the data at each point,
         with its own key and its own width (its ``k``-th neighbour counts
-        itself), from the same distances, into ``full_sums``, and its own
-        key's part of them into ``full_own``, in the same scale.
+        itself), from the same distances, into ``full_sums`` (a
+        :class:`._base.HeldOutSums`), and its own key's part of them into
+        ``full_own``, in the same scale.
         """
-        sums = np.zeros((*self._shape, len(points), self.unit_moments.shape[1]))
+        sums = self._empty_sums(len(points), self.unit_moments.shape[1])
         n_threads = max(1, min(effective_n_jobs(self.n_jobs), len(points)))
         row_bytes = ROW_BYTES_PER_KEY * n_keys * n_threads * (1 + in_sample)
         batches = list(row_batches(len(points), row_bytes))
         if in_sample:
-            self.full_sums = np.zeros_like(sums)
-            self.full_own = np.zeros(sums.shape[:-1])
+            self.full_sums = self._empty_sums(len(points), sums.moments.shape[-1])
+            self.full_own = np.zeros(sums.moments.shape[:-1])
 
         def run(batch):
             d2, allowed, radii = self._distances(points[batch], allowed_rows(batch))
@@ -141,10 +142,11 @@ class AdaptiveHeldOut(HeldOut):
             for k, kernel in enumerate(self.kernels):
                 for m in range(len(self.n_neighbors)):
                     scores = self._scores(d2, allowed, kernel, radii[m])
-                    sums[k, m, batch] = scores @ self.unit_moments
+                    sums.set_rows((k, m, batch), scores, self.unit_moments)
                     if in_sample:
                         scores = self._scores(d2, own, kernel, own_radii[m])
-                        self.full_sums[k, m, batch] = scores @ self.unit_moments
+                        at = (k, m, batch)
+                        self.full_sums.set_rows(at, scores, self.unit_moments)
                         self.full_own[k, m, batch] = scores[rows, points[batch]]
 
         with single_threaded_blas():
@@ -165,7 +167,8 @@ class AdaptiveHeldOut(HeldOut):
 
         Returns
         -------
-        sums : ndarray of shape (n_kernels, n_neighbors, n, n_columns)
+        sums : HeldOutSums
+            Moments of shape (n_kernels, n_neighbors, n, n_columns).
         """
         n = len(self.X)
         points = np.arange(n)
@@ -187,11 +190,13 @@ class AdaptiveHeldOut(HeldOut):
 
     # -- in-sample fits ------------------------------------------------------
     def _full_sums(self, sums, candidate):
-        """The in-sample sums of one candidate and the part of each point's
-        own key in them, computed with the leave-one-out sums
-        (``sums_excluding_groups(None, in_sample=True)``)."""
+        """The in-sample sums of one candidate, the part of each point's own
+        key in them and their sums of squared weights, computed with the
+        leave-one-out sums (``sums_excluding_groups(None, in_sample=True)``)."""
         k, m = candidate
-        return self.full_sums[k, m], self.full_own[k, m]
+        full = self.full_sums
+        squares = None if full.squares is None else full.squares[k, m]
+        return full.moments[k, m], self.full_own[k, m], squares
 
     def _full_weights(self, candidate, points):
         """:meth:`._pool.HeldOut._full_weights` at the adaptive widths of the

@@ -9,21 +9,71 @@ a largest weight of 1, the candidates, and the interface the scoring of
 :mod:`.._search._passes` reads:
 
 - ``sums_excluding_groups(groups)`` and ``sums_split(rows, train)``: the
-  held-out sums of every candidate, leave-one-out or K-fold;
+  held-out sums of every candidate, leave-one-out or K-fold (a
+  :class:`HeldOutSums` on the exact engines);
 - ``predictions(sums, rows, groups, train, degree)``: the predictions and
-  the flags (empty, singular, rank-deficient) from the sums, normalised by
-  :func:`._fits.solve_moments` and solved by
+  the flags (empty, singular, rank-deficient, shrunk) from the sums,
+  normalised by :func:`._fits.solve_moments` and solved by
   :func:`.._engine._local_linear.solve` on both engines;
 - :meth:`HeldOutPoints.nearest_values` and
   :meth:`HeldOutPoints.mean_values`: the ``on_empty`` fallbacks of held-out
   points with no key in their support, written here once.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .._engine._exact import nearest_ties, squared_slack
 from .._engine._protocol import normalise
+from .._engine._safeguard import kish_ratio
 from ._distances import _augment, squared_distances
+
+
+@dataclass
+class HeldOutSums:
+    """The pooled sums of the held-out fits of every candidate.
+
+    Each held-out row ``i`` of a candidate pools the keys ``j`` its fit may
+    hold with the weights ``a_ij`` (sample weight times kernel), up to a
+    positive factor per row (the shift of a row recomputed after underflow,
+    which cancels in every fit).
+
+    Attributes
+    ----------
+    moments : ndarray of shape (n_kernels, n_widths, n_rows, n_columns)
+        ``sum_j a_ij M_j`` of the moments ``M`` of the keys
+        (:func:`._sums.pooled_moments`), the weight ``sum_j a_ij`` last.
+    squares : ndarray of shape (n_kernels, n_widths, n_rows) or None
+        ``sum_j a_ij**2``, with the same exclusions and factor as
+        ``moments``: with the weights, Kish's effective number of keys of
+        each held-out fit, which the safeguard of ``degree=1`` reads
+        (:mod:`.._engine._safeguard`). None where the moments are those of
+        ``degree=0``.
+    """
+
+    moments: np.ndarray
+    squares: np.ndarray | None = None
+
+    def kish(self, candidate, kernel):
+        """``1 / n_eff`` of each row of ``candidate``, a (kernel, width)
+        index pair whose kernel is ``kernel``
+        (:func:`.._engine._safeguard.kish_ratio`)."""
+        if self.squares is None:
+            raise TypeError(
+                "The local-linear held-out fits need the sums of the squared "
+                "weights (HeldOutSums.squares), for the safeguard."
+            )
+        k, m = candidate
+        return kish_ratio(self.squares[k, m], self.moments[k, m, :, -1], kernel)
+
+    def set_rows(self, at, scores, moments):
+        """Set the sums at ``at`` (a kernel, a width and rows) from the rows
+        of ``scores`` over keys of ``moments``: ``scores @ moments`` and,
+        with ``squares``, the sums of the squared scores."""
+        self.moments[at] = scores @ moments
+        if self.squares is not None:
+            self.squares[at] = np.einsum("ij,ij->i", scores, scores)
 
 
 class HeldOutPoints:

@@ -135,9 +135,9 @@ class CategoricalHeldOut(HeldOut):
         ``parts`` the codes of each row's fit (:meth:`_log_base`). The
         shift of each row's sums goes into ``shifts`` if given, shape
         (n_kernels, n_bandwidths, len(rows))."""
-        sums = np.zeros((*self._shape, len(rows), self.unit_moments.shape[1]))
+        sums = self._empty_sums(len(rows), self.unit_moments.shape[1])
         if shifts is None:
-            shifts = np.zeros(sums.shape[:-1])
+            shifts = np.zeros(sums.moments.shape[:-1])
         moments = self.unit_moments[keys]
         flat = any(kernel.log_function is None for kernel in self.kernels)
         for batch in _cached_batches(len(rows), len(keys)):
@@ -151,7 +151,7 @@ class CategoricalHeldOut(HeldOut):
                     scores = self._scores(
                         kernel, h, base, d2, out, factor, shifts[k, m, batch]
                     )
-                    sums[k, m, batch] = scores @ moments
+                    sums.set_rows((k, m, batch), scores, moments)
         return sums
 
     def sums_excluding_groups(self, groups):
@@ -187,12 +187,21 @@ class CategoricalHeldOut(HeldOut):
                 return rows[batch][:, None] != points[None, :]
 
             self._recoded_in_sample = self._sums(rows, points, others, shifts), shifts
-        held = sums[:, :, rows], self.log_scale[:, :, rows]
-        sums[:, :, rows], self.log_scale[:, :, rows] = self._recoded_in_sample
+        # The rows swapped in place (no copy of the sums), then put back.
+        arrays = [sums.moments, self.log_scale]
+        recoded, shifts = self._recoded_in_sample
+        swapped = [recoded.moments, shifts]
+        if sums.squares is not None:
+            arrays.append(sums.squares)
+            swapped.append(recoded.squares)
+        held = [array[:, :, rows] for array in arrays]
+        for array, values in zip(arrays, swapped, strict=True):
+            array[:, :, rows] = values
         try:
             return super().in_sample(sums, degree)
         finally:
-            sums[:, :, rows], self.log_scale[:, :, rows] = held
+            for array, values in zip(arrays, held, strict=True):
+                array[:, :, rows] = values
 
     def _full_weights(self, candidate, points):
         """:meth:`._pool.HeldOut._full_weights` with the categorical factor."""

@@ -14,6 +14,7 @@ import numpy as np
 from .._engine import _centred_fit, _local_linear
 from .._engine._exact import pairwise_squared
 from .._engine._protocol import normalise
+from .._engine._safeguard import kish_ratio
 from .._utils._working_memory import row_batches
 from ._base import HeldOutPoints
 
@@ -77,9 +78,12 @@ class HeldOutFits(HeldOutPoints):
 
         Parameters
         ----------
-        sums : ndarray of shape (n_kernels, n_bandwidths, n_rows, n_columns)
+        sums : HeldOutSums
             From :meth:`sums_excluding_groups` (``rows`` every point) or
-            :meth:`sums_split` (``rows`` the test points).
+            :meth:`sums_split` (``rows`` the test points): the moments, of
+            shape (n_kernels, n_bandwidths, n_rows, n_columns), and for
+            local-linear fits the sums of the squared weights, which set the
+            safeguard of each fit (:mod:`.._engine._safeguard`).
         rows : ndarray of int of shape (n_rows,)
             The held-out points.
         groups : ndarray of int of shape (n,) or None
@@ -112,30 +116,39 @@ class HeldOutFits(HeldOutPoints):
             safeguard of :mod:`.._engine._local_linear` shrank (``s < 1``); all False
             for degree 0.
         """
+        moments = sums.moments
         if self.degree == 0 or degree == 0:
             columns = slice(None)
             center = 0.0
             if self.degree == 1:
                 d, p = self.X.shape[1], self.Y.shape[1]
                 layout = _local_linear.MomentLayout(d, p, 1)
-                columns = np.r_[np.arange(sums.shape[-1])[layout.values], -1]
+                columns = np.r_[np.arange(moments.shape[-1])[layout.values], -1]
                 center = self.value_center
-            predictions, empty = solve_moments(sums[..., columns])
+            predictions, empty = solve_moments(moments[..., columns])
             flags = [np.zeros_like(empty) for _ in range(3)]
             return predictions + center, empty, *flags
         n_keys, centers = self._fit_keys(rows, groups, train)
         layout = _local_linear.MomentLayout(self.X.shape[1], self.Y.shape[1], n_keys)
-        predictions = np.empty((*sums.shape[:-1], self.Y.shape[1]))
-        rank = np.empty(sums.shape[:-1], dtype=np.intp)
-        shrinkage = np.empty(sums.shape[:-1])
+        predictions = np.empty((*moments.shape[:-1], self.Y.shape[1]))
+        rank = np.empty(moments.shape[:-1], dtype=np.intp)
+        shrinkage = np.empty(moments.shape[:-1])
         queries = self.X[rows]
-        for k in range(sums.shape[0]):
-            for m in range(sums.shape[1]):
-                predictions[k, m], _, rank[k, m], shrinkage[k, m] = _local_linear.solve(
-                    sums[k, m], queries, layout, False, centers, None, True
+        for k, kernel in enumerate(self.kernels):
+            for m in range(moments.shape[1]):
+                fit = _local_linear.solve(
+                    moments[k, m],
+                    queries,
+                    layout,
+                    False,
+                    centers,
+                    None,
+                    True,
+                    kish=sums.kish((k, m), kernel),
                 )
-                redo = sums[k, m, :, -1] > 0
-                redo &= _local_linear.cancelled(sums[k, m], layout)
+                predictions[k, m], _, rank[k, m], shrinkage[k, m] = fit
+                redo = moments[k, m, :, -1] > 0
+                redo &= _local_linear.cancelled(moments[k, m], layout)
                 self._refit(
                     predictions[k, m],
                     (rank[k, m], shrinkage[k, m]),
@@ -147,7 +160,7 @@ class HeldOutFits(HeldOutPoints):
                     train,
                 )
         predictions += self.value_center
-        empty = ~(sums[..., -1] > 0)
+        empty = ~(moments[..., -1] > 0)
         predictions[empty] = np.nan
         singular = ~empty & (rank == 0)
         deficient = ~empty & (rank > 0) & (rank < self.X.shape[1])
@@ -186,7 +199,15 @@ class HeldOutFits(HeldOutPoints):
             p = scores[weighed] / total[weighed, None]
             layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
             mean, _, rank, s = _centred_fit.centred_fit(
-                p, self.X, values, self.X[points], layout, False, centers[at], True
+                p,
+                self.X,
+                values,
+                self.X[points],
+                layout,
+                False,
+                centers[at],
+                True,
+                kernel=self.kernels[candidate[0]],
             )
             predictions[at], flags[0][at], flags[1][at] = mean, rank, s
 
@@ -251,8 +272,10 @@ class HeldOutFits(HeldOutPoints):
         its leave-one-out fit and its own key: its sums are the leave-one-out
         sums of the last :meth:`sums_excluding_groups` (with ``groups=None``)
         plus the self term ``c_i = w_i alpha(0)`` times the point's own
-        moments, in the scale of the row (times ``exp(-shift)`` where the
-        row was recomputed with a shift, see :attr:`log_scale`). For degree 0
+        moments (and ``c_i**2`` in the sum of the squared weights, which
+        sets the safeguard of degree 1), in the scale of the row (times
+        ``exp(-shift)`` where the row was recomputed with a shift, see
+        :attr:`log_scale`). For degree 0
         the self weight is ``L_ii = c_i / (D_{-i} + c_i)`` and the fit
         ``(N_{-i} + c_i y_i) / (D_{-i} + c_i)``; for degree 1 the fit is the
         local-linear solve of the completed moments about the mean of the
@@ -265,7 +288,7 @@ class HeldOutFits(HeldOutPoints):
 
         Parameters
         ----------
-        sums : ndarray of shape (n_kernels, n_bandwidths, n, n_columns)
+        sums : HeldOutSums
             The leave-one-out sums of :meth:`sums_excluding_groups`.
         degree : {0, 1} or None
             As for :meth:`predictions`.
@@ -281,55 +304,67 @@ class HeldOutFits(HeldOutPoints):
         positive = self.weights > 0
         n, d = self.X.shape
         p = self.Y.shape[1]
-        fitted = np.empty((*sums.shape[:-1], p))
-        self_weight = np.zeros(sums.shape[:-1])
+        moments = sums.moments
+        fitted = np.empty((*moments.shape[:-1], p))
+        self_weight = np.zeros(moments.shape[:-1])
         layout = None
         columns = slice(None)
         if self.degree == 1:
             layout = _local_linear.MomentLayout(d, p, int(positive.sum()))
             if degree == 0:
-                columns = np.r_[np.arange(sums.shape[-1])[layout.values], -1]
-        for k in range(sums.shape[0]):
-            for m in range(sums.shape[1]):
-                full, own = self._full_sums(sums, (k, m))
+                columns = np.r_[np.arange(moments.shape[-1])[layout.values], -1]
+        for k in range(moments.shape[0]):
+            for m in range(moments.shape[1]):
+                full, own, squares = self._full_sums(sums, (k, m))
                 total = full[:, -1]
                 with np.errstate(invalid="ignore", divide="ignore"):
                     p_self = np.where(positive, own / total, 0.0)
                 if degree == 0:
                     fitted[k, m], _ = solve_moments(full[:, columns])
-                    fitted[k, m] += self.value_center
                     self_weight[k, m] = p_self
-                    continue
-                # One eigendecomposition per row for the fit (as
-                # :func:`.._engine._local_linear.solve`) and the self weight (as
-                # :func:`.._engine._local_linear.equivalent_kernel`).
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    means = full[:, :-1] / total[:, None]
-                local, vectors, inverse, _, s = _local_linear._local_geometry(
-                    means, self.X, layout
-                )
-                ybar = means[:, layout.values]
-                cross = means[:, layout.cross].reshape(n, d, p)
-                cross -= local[:, :, None] * ybar[:, None]
-                fitted[k, m], _ = _local_linear._fit(
-                    local, vectors, inverse, ybar, cross, None, self.X, s
-                )
-                offset = (local - self.X)[:, :, None]
-                g = _local_linear._apply_inverse(vectors, inverse, offset)
-                own_weight = p_self * (1.0 + np.einsum("nfo,nfo->n", g, offset))
-                self_weight[k, m] = np.where(positive, own_weight, 0.0)
-                redo = positive & _local_linear.cancelled(full, layout)
-                self._in_sample_refit(fitted[k, m], self_weight[k, m], redo, (k, m))
+                else:
+                    kish = kish_ratio(squares, total, self.kernels[k])
+                    fitted[k, m], self_weight[k, m] = self._in_sample_linear(
+                        full, p_self, kish, layout
+                    )
+                    redo = positive & _local_linear.cancelled(full, layout)
+                    self._in_sample_refit(fitted[k, m], self_weight[k, m], redo, (k, m))
                 fitted[k, m] += self.value_center
         return fitted, self_weight
 
-    def _full_sums(self, sums, candidate):
-        """The in-sample sums of every point for one candidate, and the part
-        of each point's own key in them: the leave-one-out ``sums`` plus
-        the self term, both divided by ``max(1, c_i)`` (in the row's scale)
-        so that neither overflows.
+    def _in_sample_linear(self, full, p_self, kish, layout):
+        """In-sample local-linear fits and self weights of one candidate
+        from its in-sample sums ``full``, the normalised weights ``p_self``
+        of each point's own key and ``kish``, ``1 / n_eff`` of each point's
+        weights: one eigendecomposition per row for the fit (as
+        :func:`.._engine._local_linear.solve`) and the self weight (as
+        :func:`.._engine._local_linear.equivalent_kernel`)."""
+        n, d = self.X.shape
+        p = self.Y.shape[1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = full[:, :-1] / full[:, -1:]
+        local, vectors, inverse, _, s = _local_linear._local_geometry(
+            means, self.X, layout, kish=kish
+        )
+        ybar = means[:, layout.values]
+        cross = means[:, layout.cross].reshape(n, d, p)
+        cross -= local[:, :, None] * ybar[:, None]
+        fitted, _ = _local_linear._fit(
+            local, vectors, inverse, ybar, cross, None, self.X, s
+        )
+        offset = (local - self.X)[:, :, None]
+        g = _local_linear._apply_inverse(vectors, inverse, offset)
+        own_weight = p_self * (1.0 + np.einsum("nfo,nfo->n", g, offset))
+        return fitted, np.where(self.weights > 0, own_weight, 0.0)
 
-        Returns ``full`` (n, n_columns) and ``own`` (n,).
+    def _full_sums(self, sums, candidate):
+        """The in-sample sums of every point for one candidate, the part of
+        each point's own key in them, and their sums of squared weights: the
+        leave-one-out ``sums`` plus the self term, divided by ``max(1, c_i)``
+        (in the row's scale) so that none overflows.
+
+        Returns ``full`` (n, n_columns), ``own`` (n,) and ``squares`` (n,)
+        (None where ``sums`` hold none, for degree 0).
         """
         k, m = candidate
         kernel = self.kernels[k]
@@ -338,9 +373,12 @@ class HeldOutFits(HeldOutPoints):
             log_self = np.log(self.weights) + log_alpha0 - self.log_scale[k, m]
         top = np.maximum(log_self, 0.0)
         own = np.exp(log_self - top)
-        full = sums[k, m] * np.exp(-top)[:, None]
+        scale = np.exp(-top)
+        full = sums.moments[k, m] * scale[:, None]
         full += own[:, None] * self.unit_moments
-        return full, own
+        if sums.squares is None:
+            return full, own, None
+        return full, own, sums.squares[k, m] * scale * scale + own * own
 
     def _in_sample_refit(self, fitted, self_weight, redo, candidate):
         """In-sample local-linear fits and self weights of the ``redo`` rows
@@ -386,8 +424,9 @@ class HeldOutFits(HeldOutPoints):
         cov = (centred * p[:, :, None]).transpose(0, 2, 1) @ centred
         scale = _centred_fit._centred_scale(m, cov, None)
         offset = m - self.X[points]
+        kish = kish_ratio(np.einsum("rn,rn->r", p, p), 1.0, self.kernels[candidate[0]])
         vectors, inverse, _, _ = _local_linear._pseudo_inverse(
-            cov, scale, layout, offset
+            cov, scale, layout, offset, kish
         )
         g = _local_linear._apply_inverse(vectors, inverse, offset[:, :, None])
         weights = p * (1.0 - (centred @ g)[:, :, 0])

@@ -27,22 +27,32 @@ columns for ``d`` features and ``p`` outputs, changes. Local-linear
 predictions solve each held-out fit around its query with
 :func:`.._engine._local_linear.solve`, with the key count and key mean of that fit,
 so that its rank-deficient designs get the same minimum-norm slope, and its
-designs of rank 0 the same local mean, as the fitted estimator's do. The
-pooled sums of every point and candidate are refused up front when they
-exceed the physical memory (:meth:`HeldOut.sums_bytes`).
+designs of rank 0 the same local mean, as the fitted estimator's do. Its
+safeguard (:mod:`.._engine._safeguard`) reads the query's leverage in its
+held-out fit, ``(1 + D**2) / n_eff``, with Kish's ``n_eff`` of the weights
+of the keys that fit may hold: the pass pools, beside the moments, the sums
+of the squared weights ``sum_j a_ij**2`` from the same blocks, after the
+same exclusions (:class:`._base.HeldOutSums`). The pooled sums of every
+point and candidate are refused up front when they exceed the physical
+memory (:meth:`HeldOut.sums_bytes`).
 
 Kernels with a log form are exponentiated without a per-row shift, which is
 what lets a block serve both of its sides. A row whose pooled weight falls
 below ``tiny ** 0.8`` may have lost precision to underflow; it is recomputed
 alone as a softmax with its largest logit subtracted, exactly as the pooling
-engine does. Such rows, and those that fall back to ``on_empty``, need every
-key: they are taken in batches within scikit-learn's ``working_memory``
-(:func:`row_batches`), never all at once.
+engine does, its sum of squared weights with the same shift (Kish's ratio
+does not change). So is a row of ``degree=1`` whose sum of squared weights
+falls below ``tiny ** 0.8`` (its weights about ``exp(-283)`` or less): its
+pooled weight keeps its precision, the squares would not. Such rows, and
+those that fall back to ``on_empty``, need every key: they are taken in
+batches within scikit-learn's ``working_memory`` (:func:`row_batches`),
+never all at once.
 
 The fit of all the data at a training point is its leave-one-out fit with
 its own key added back: :meth:`HeldOut.in_sample` completes each row's
 leave-one-out sums with the self term ``w_i alpha(0)`` (in the row's scale,
-shifted where the row was recomputed) and gives the in-sample fits and the
+shifted where the row was recomputed; its square in the sum of the squared
+weights) and gives the in-sample fits and the
 diagonal of the smoother matrix, hence GCV and AICc, with no other pass.
 
 :class:`HeldOut` holds the points and their moments. It is one line of

@@ -8,6 +8,8 @@ kernel blocks they are pooled from; the module docstring of :mod:`._pool`
 describes the method.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 
@@ -16,6 +18,7 @@ from .._engine._exact import EdgeBlock
 from .._engine._weight_rows import physical_memory
 from .._utils._threads import single_threaded_blas
 from .._utils._working_memory import row_batches
+from ._base import HeldOutSums
 from ._distances import _augment, exact_if_far, squared_distances
 from ._fits import HeldOutFits
 
@@ -128,13 +131,15 @@ class HeldOutPairs(HeldOutFits):
         """Bytes of the pooled sums of every point and candidate.
 
         The symmetric pass holds one array of sums per thread, their total
-        and its reordering: ``8 n n_columns n_candidates (n_threads + 2)``.
+        and its reordering: ``8 n n_columns n_candidates (n_threads + 2)``,
+        with one more column for ``degree=1``, the sums of the squared
+        weights.
         """
         n_threads = max(1, effective_n_jobs(n_jobs))
         d, p = self.X_raw.shape[1], self.Y.shape[1]
         columns = p + 1
         if self.degree == 1:
-            columns = (d + 1) * (d + 2) // 2 + (d + 2) * p
+            columns = (d + 1) * (d + 2) // 2 + (d + 2) * p + 1
         n_candidates = len(self.kernels) * len(self.bandwidths)
         return 8 * n * columns * n_candidates * (n_threads + 2)
 
@@ -164,6 +169,12 @@ class HeldOutPairs(HeldOutFits):
             "n_jobs, or degree=0."
         )
 
+    def _empty_sums(self, n_rows, n_columns):
+        """Zero :class:`._base.HeldOutSums` of ``n_rows`` rows for every
+        candidate, with the sums of the squared weights for ``degree=1``."""
+        squares = np.zeros((*self._shape, n_rows)) if self.degree == 1 else None
+        return HeldOutSums(np.zeros((*self._shape, n_rows, n_columns)), squares)
+
     # -- the symmetric pass ------------------------------------------------
     def sums_excluding_groups(self, groups):
         """Pooled sums of every point over the points of the other groups.
@@ -176,7 +187,8 @@ class HeldOutPairs(HeldOutFits):
 
         Returns
         -------
-        sums : ndarray of shape (n_kernels, n_bandwidths, n, n_outputs + 1)
+        sums : HeldOutSums
+            Moments of shape (n_kernels, n_bandwidths, n, n_columns).
         """
         n = self.X.shape[0]
         # Points in the order of the leaves of a k-d tree: a block holds
@@ -187,79 +199,57 @@ class HeldOutPairs(HeldOutFits):
         if groups is not None:
             order = order[np.argsort(groups[order], kind="stable")]
             groups = groups[order]
-        X, moments = self.X[order], self.moments[order]
-        raw = self.X_raw[order]
-        unit, weights = self.unit_moments[order], self.weights[order]
-        left, right = _augment(X)
+        points = _PassPoints.of(self, order, groups)
         blocks = _blocks(n, groups)
         n_threads = max(1, min(effective_n_jobs(self.n_jobs), len(blocks)))
 
         def run(block_rows):
-            sums = np.zeros((*self._shape, n, moments.shape[1]))
+            out = self._empty_sums(n, points.moments.shape[1])
             d2 = np.empty((BLOCK, BLOCK))
             buf = np.empty((BLOCK, BLOCK))
             for a in block_rows:
                 for b in range(a, len(blocks)):
-                    self._pool_pair(
-                        sums,
-                        left,
-                        right,
-                        moments,
-                        groups,
-                        blocks[a],
-                        blocks[b],
-                        d2,
-                        buf,
-                        raw,
-                    )
-            return sums
+                    self._pool_pair(out, points, blocks[a], blocks[b], d2, buf)
+            return out
 
         # Block rows dealt round-robin: early rows have more pairs (a <= b).
         with single_threaded_blas():
             if n_threads == 1:
                 sums = run(range(len(blocks)))
             else:
-                parts = Parallel(n_jobs=n_threads, require="sharedmem")(
-                    delayed(run)(range(t, len(blocks), n_threads))
-                    for t in range(n_threads)
+                sums = _added(
+                    Parallel(n_jobs=n_threads, require="sharedmem")(
+                        delayed(run)(range(t, len(blocks), n_threads))
+                        for t in range(n_threads)
+                    )
                 )
-                sums = np.sum(parts, axis=0)
-        shifts = self._restabilise(sums, X, unit, weights, groups)
-        unsorted = np.empty_like(sums)
-        unsorted[:, :, order] = sums
+        shifts = self._restabilise(sums, points, points, points.allowed)
         self.log_scale = np.empty_like(shifts)
         self.log_scale[:, :, order] = shifts
-        return unsorted
+        return _unsorted(sums, order)
 
     def _edge(self, left, right, Q, K, d2):
         """The :class:`.._engine._exact.EdgeBlock` of a block of squared distances."""
         squares = float(left[:, -1].max()) + float(right[-2].max())
         return EdgeBlock(Q, K, d2, squares, self.coordinates, self.support_radii)
 
-    def _pool_pair(self, sums, left, right, moments, groups, rows, cols, d2, buf, raw):
+    def _pool_pair(self, out, points, rows, cols, d2, buf):
         """Add the block of pairs (rows, cols) to the sums of both sides.
 
         Parameters
         ----------
-        sums : ndarray of shape (n_kernels, n_bandwidths, n_samples, n_columns)
+        out : HeldOutSums
             The pooled sums of every candidate and point, added to in place.
-        left, right : ndarray
-            The augmented coordinates of the points as the rows and the
-            columns of the distance product (:func:`_augment`).
-        moments : ndarray of shape (n_samples, n_columns)
-            The per-point columns summed with the weights (values, or the
-            moments of degree 1).
-        groups : ndarray of shape (n_samples,) or None
-            The sorted group of each point, whose pairs within a group are
-            left out (K-fold); None under leave-one-out.
+        points : _PassPoints
+            The points of the pass, whose pairs within a group are left out
+            (K-fold), or each point's pair with itself (leave-one-out).
         rows, cols : slice
             The block of points.
         d2, buf : ndarray
             Workspaces of a block: the squared distances, the weights.
-        raw : ndarray of shape (n_samples, n_features)
-            The unscaled points, for the exact support edge.
         """
         same = None
+        groups = points.groups
         if groups is not None:
             # Groups are sorted: blocks of one same group pool nothing, and
             # blocks whose groups overlap mask their same-group pairs.
@@ -269,13 +259,12 @@ class HeldOutPairs(HeldOutFits):
                 return
             if first <= hi and lo <= last:
                 same = groups[rows][:, None] == groups[cols][None, :]
-        n_rows, n_cols = rows.stop - rows.start, cols.stop - cols.start
-        d2 = squared_distances(left[rows], right[:, cols], d2[:n_rows, :n_cols])
-        d2 = exact_if_far(d2, left[rows], right[:, cols], self.bandwidths.min())
+        left, right = points.left[rows], points.right[:, cols]
+        d2 = squared_distances(left, right, d2[: left.shape[0], : right.shape[1]])
+        d2 = exact_if_far(d2, left, right, self.bandwidths.min())
         d2_range = (float(d2.min()), float(d2.max()))
-        buf = buf[:n_rows, :n_cols]
-        diagonal = rows == cols
-        edge = self._edge(left[rows], right[:, cols], raw[rows], raw[cols], d2)
+        buf = buf[: d2.shape[0], : d2.shape[1]]
+        edge = self._edge(left, right, points.raw[rows], points.raw[cols], d2)
         for k, kernel in enumerate(self.kernels):
             for m, h in enumerate(self.bandwidths):
                 weights = kernel_block(kernel, d2, d2_range, h, buf, edge)
@@ -283,49 +272,59 @@ class HeldOutPairs(HeldOutFits):
                     continue
                 if same is not None:
                     weights[same] = 0.0
-                elif diagonal:
+                elif rows == cols:
                     np.fill_diagonal(weights, 0.0)  # leave-one-out: not itself
-                sums[k, m, rows] += weights @ moments[cols]
-                if not diagonal:
-                    sums[k, m, cols] += weights.T @ moments[rows]
+                block = (rows, cols)
+                _add_block(out, (k, m), weights, (points, points), block, rows != cols)
 
-    def _restabilise(self, sums, X, unit, weights, groups):
+    def _restabilise(self, out, queries, keys, allowed):
         """Recompute, with a shift, the rows of log kernels that underflowed.
 
-        Rows are recomputed in batches within ``working_memory``. Returns the
-        shifts, shape (n_kernels, n_bandwidths, n): the logarithm of the
-        factor by which each row's sums were divided (0 where none was).
+        The rows whose pooled weight is below ``tiny ** 0.8``, and for
+        ``degree=1`` those whose sum of squared weights is (Kish's ratio
+        would lose its precision to underflow while the weight keeps it),
+        are recomputed in batches within ``working_memory``: ``queries`` and
+        ``keys`` (:class:`_PassPoints`) hold the points of the rows and of
+        the keys, ``allowed(rows)`` the keys each row may pool. Returns the
+        shifts, shape (n_kernels, n_bandwidths, n_rows): the logarithm of
+        the factor by which each row's sums were divided (0 where none was).
         """
-        n = len(X)
-        shifts = np.zeros(sums.shape[:-1])
+        n_keys = len(keys.X)
+        shifts = np.zeros(out.moments.shape[:-1])
         for k, kernel in enumerate(self.kernels):
             if kernel.log_function is None:
                 continue
             for m, h in enumerate(self.bandwidths):
-                rows = np.flatnonzero(sums[k, m, :, -1] < _TINY)
-                for batch in row_batches(len(rows), SHIFT_BYTES_PER_KEY * n):
+                low = out.moments[k, m, :, -1] < _TINY
+                if out.squares is not None:
+                    low |= out.squares[k, m] < _TINY
+                rows = np.flatnonzero(low)
+                for batch in row_batches(len(rows), SHIFT_BYTES_PER_KEY * n_keys):
                     chunk = rows[batch]
-                    if groups is None:
-                        allowed = np.ones((len(chunk), n), dtype=bool)
-                        allowed[np.arange(len(chunk)), chunk] = False
-                    else:
-                        allowed = groups[chunk][:, None] != groups[None, :]
-                    sums[k, m, chunk], shifts[k, m, chunk] = self._shifted_sums(
-                        kernel, h, X[chunk], X, allowed, unit, weights, True
+                    moments, squares, shifts[k, m, chunk] = self._shifted_sums(
+                        kernel,
+                        h,
+                        queries.X[chunk],
+                        keys.X,
+                        allowed(chunk),
+                        keys.unit,
+                        keys.weights,
                     )
+                    out.moments[k, m, chunk] = moments
+                    if out.squares is not None:
+                        out.squares[k, m, chunk] = squares
         return shifts
 
     @staticmethod
-    def _shifted_sums(
-        kernel, h, Q, X, allowed, unit_moments, weights, return_shift=False
-    ):
+    def _shifted_sums(kernel, h, Q, X, allowed, unit_moments, weights):
         """Sums of queries over the allowed keys as a shifted softmax.
 
         The result is the true sums times a positive factor per row,
         ``exp(-shift)``, which leaves the predictions unchanged.
         ``unit_moments`` are the moments of unit weight: the weights enter
-        the scores through their logarithm. With ``return_shift`` the shifts
-        (the largest logit of each row) are returned too.
+        the scores through their logarithm. Returns the sums of the moments,
+        those of the squared scores (in the same scale) and the shifts (the
+        largest logit of each row).
         """
         allowed = allowed & (weights > 0)[None, :]
         left, _ = _augment(Q)
@@ -347,9 +346,8 @@ class HeldOutPairs(HeldOutFits):
         np.maximum(logits, _LOGIT_FLOOR, out=logits)
         scores = np.exp(logits, out=logits)
         scores[~allowed] = 0.0
-        if return_shift:
-            return scores @ unit_moments, top[:, 0]
-        return scores @ unit_moments
+        squares = np.einsum("ij,ij->i", scores, scores)
+        return scores @ unit_moments, squares, top[:, 0]
 
     # -- one split -----------------------------------------------------------
     def sums_split(self, test, train):
@@ -357,17 +355,17 @@ class HeldOutPairs(HeldOutFits):
 
         Returns
         -------
-        sums : ndarray of shape (n_kernels, n_bandwidths, n_test, n_outputs + 1)
+        sums : HeldOutSums
+            Moments of shape (n_kernels, n_bandwidths, n_test, n_columns).
         """
         train = train[self.weights[train] > 0]
         if len(train) == 0:
             raise ValueError(
                 "A cross-validation split has no training point of positive weight."
             )
-        left, _ = _augment(self.X[test])
-        _, right = _augment(self.X[train])
-        moments = self.moments[train]
-        sums = np.zeros((*self._shape, len(test), moments.shape[1]))
+        queries = _PassPoints.of(self, test)
+        keys = _PassPoints.of(self, train)
+        sums = self._empty_sums(len(test), keys.moments.shape[1])
         d2 = np.empty((BLOCK, BLOCK))
         buf = np.empty((BLOCK, BLOCK))
         with single_threaded_blas():
@@ -375,45 +373,122 @@ class HeldOutPairs(HeldOutFits):
                 rows = slice(a, min(a + BLOCK, len(test)))
                 for b in range(0, len(train), BLOCK):
                     cols = slice(b, min(b + BLOCK, len(train)))
-                    block = squared_distances(
-                        left[rows],
-                        right[:, cols],
-                        d2[: rows.stop - rows.start, : cols.stop - cols.start],
-                    )
-                    block = exact_if_far(
-                        block, left[rows], right[:, cols], self.bandwidths.min()
-                    )
-                    d2_range = (float(block.min()), float(block.max()))
-                    out = buf[: block.shape[0], : block.shape[1]]
-                    edge = self._edge(
-                        left[rows],
-                        right[:, cols],
-                        self.X_raw[test[rows]],
-                        self.X_raw[train[cols]],
-                        block,
-                    )
-                    for k, kernel in enumerate(self.kernels):
-                        for m, h in enumerate(self.bandwidths):
-                            weights = kernel_block(
-                                kernel, block, d2_range, h, out, edge
-                            )
-                            if weights is not None:
-                                sums[k, m, rows] += weights @ moments[cols]
-        for k, kernel in enumerate(self.kernels):
-            if kernel.log_function is None:
-                continue
-            for m, h in enumerate(self.bandwidths):
-                rows = np.flatnonzero(sums[k, m, :, -1] < _TINY)
-                row_bytes = SHIFT_BYTES_PER_KEY * len(train)
-                for batch in row_batches(len(rows), row_bytes):
-                    chunk = rows[batch]
-                    sums[k, m, chunk] = self._shifted_sums(
-                        kernel,
-                        h,
-                        self.X[test[chunk]],
-                        self.X[train],
-                        np.ones((len(chunk), len(train)), dtype=bool),
-                        self.unit_moments[train],
-                        self.weights[train],
-                    )
+                    self._pool_split(sums, queries, keys, (rows, cols), d2, buf)
+
+        def every_key(rows):
+            return np.ones((len(rows), len(train)), dtype=bool)
+
+        self._restabilise(sums, queries, keys, every_key)
         return sums
+
+    def _pool_split(self, out, queries, keys, block, d2, buf):
+        """Add the pairs of a ``block`` ``(rows, cols)`` of test points
+        (``queries``) and training points (``keys``) to the sums of the test
+        points."""
+        rows, cols = block
+        left, right = queries.left[rows], keys.right[:, cols]
+        d2 = squared_distances(left, right, d2[: left.shape[0], : right.shape[1]])
+        d2 = exact_if_far(d2, left, right, self.bandwidths.min())
+        d2_range = (float(d2.min()), float(d2.max()))
+        buf = buf[: d2.shape[0], : d2.shape[1]]
+        edge = self._edge(left, right, queries.raw[rows], keys.raw[cols], d2)
+        for k, kernel in enumerate(self.kernels):
+            for m, h in enumerate(self.bandwidths):
+                weights = kernel_block(kernel, d2, d2_range, h, buf, edge)
+                if weights is not None:
+                    _add_block(out, (k, m), weights, (queries, keys), block)
+
+
+@dataclass
+class _PassPoints:
+    """Points of a held-out pass, in the order of the pass.
+
+    ``X`` the centred points, ``left`` and ``right`` their augmented
+    coordinates as the rows and the columns of the distance product
+    (:func:`_augment`), ``moments`` and ``unit`` the moments pooled per key
+    (with the sample weights, and of unit weight), ``weights`` the sample
+    weights and ``weights_sq`` their squares, ``raw`` the unscaled points
+    (for the exact support edge), ``groups`` the sorted group of each point
+    under K-fold (None under leave-one-out or for a split).
+    """
+
+    X: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    moments: np.ndarray
+    unit: np.ndarray
+    weights: np.ndarray
+    weights_sq: np.ndarray
+    raw: np.ndarray
+    groups: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, held_out, order, groups=None):
+        """The points ``order`` (indices) of ``held_out``."""
+        X = held_out.X[order]
+        left, right = _augment(X)
+        weights = held_out.weights[order]
+        return cls(
+            X,
+            left,
+            right,
+            held_out.moments[order],
+            held_out.unit_moments[order],
+            weights,
+            weights * weights,
+            held_out.X_raw[order],
+            groups,
+        )
+
+    def allowed(self, rows):
+        """The keys of the pass that each of its points ``rows`` may pool:
+        those of the other groups, or every other key under leave-one-out."""
+        if self.groups is not None:
+            return self.groups[rows][:, None] != self.groups[None, :]
+        allowed = np.ones((len(rows), len(self.X)), dtype=bool)
+        allowed[np.arange(len(rows)), rows] = False
+        return allowed
+
+
+def _add_block(out, candidate, weights, points, block, symmetric=False):
+    """Pool a ``block`` ``(rows, cols)`` of kernel ``weights`` into the sums
+    ``out`` of ``candidate``: the moments and, for ``degree=1``, the squared
+    weights.
+
+    ``points`` is the pair ``(queries, keys)`` of :class:`_PassPoints` of the
+    rows and the columns; a ``symmetric`` block (off the diagonal of a
+    symmetric pass, whose rows and columns are the same points) is pooled
+    for its columns too. ``weights`` is a workspace: it is squared in place.
+    """
+    k, m = candidate
+    queries, keys = points
+    rows, cols = block
+    out.moments[k, m, rows] += weights @ keys.moments[cols]
+    if symmetric:
+        out.moments[k, m, cols] += weights.T @ queries.moments[rows]
+    if out.squares is None:
+        return
+    squared = np.square(weights, out=weights)
+    out.squares[k, m, rows] += squared @ keys.weights_sq[cols]
+    if symmetric:
+        out.squares[k, m, cols] += queries.weights_sq[rows] @ squared
+
+
+def _added(parts):
+    """The sum of the :class:`._base.HeldOutSums` of the threads."""
+    squares = None
+    if parts[0].squares is not None:
+        squares = np.sum([part.squares for part in parts], axis=0)
+    return HeldOutSums(np.sum([part.moments for part in parts], axis=0), squares)
+
+
+def _unsorted(sums, order):
+    """The :class:`._base.HeldOutSums` of a pass in the order ``order`` of
+    its points, put back in the order of the points."""
+    moments = np.empty_like(sums.moments)
+    moments[:, :, order] = sums.moments
+    squares = None
+    if sums.squares is not None:
+        squares = np.empty_like(sums.squares)
+        squares[:, :, order] = sums.squares
+    return HeldOutSums(moments, squares)

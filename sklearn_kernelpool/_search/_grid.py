@@ -98,14 +98,15 @@ def _local_linear_fits(X, Y, n_candidates, n_jobs):
 
     A local-linear fit of ``d`` features needs more than ``d + 1`` points to
     determine its slope anywhere, and its held-out sums hold
-    ``(d + 1)(d + 2) / 2 + (d + 2) p`` moments per point and candidate (see
+    ``(d + 1)(d + 2) / 2 + (d + 2) p`` moments and a sum of squared weights
+    per point and candidate (see
     :meth:`.._held_out._pool.HeldOut.sums_bytes`): they must take at most a quarter of
     the physical memory.
     """
     n, d = X.shape
     if n <= d + 2:
         return False
-    columns = (d + 1) * (d + 2) // 2 + (d + 2) * Y.shape[1]
+    columns = (d + 1) * (d + 2) // 2 + (d + 2) * Y.shape[1] + 1
     n_threads = max(1, effective_n_jobs(n_jobs))
     size = 8 * n * columns * max(n_candidates, 1) * (n_threads + 2)
     limit = physical_memory()
