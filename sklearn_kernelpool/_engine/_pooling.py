@@ -425,7 +425,11 @@ class KernelPool:
         sums = [product(scores, matrix, workspace)[:n] for matrix in matrices]
         if squares:
             sums.append(square_sums(scores, n, self._weights_sq))
-        redo = self.scorer.underflowed(sums[0][:, -1])
+        # Rows whose total, or (degree 1) sum of squares, underflowed.
+        small = sums[0][:, -1]
+        if squares:
+            small = np.minimum(small, sums[-1])
+        redo = self.scorer.underflowed(small)
         if redo is not None:
             blocks, rows, at = redo
             stable = self.scorer.chunk_scores(queries, workspace, rows=blocks)

@@ -62,7 +62,7 @@ from .._binned._estimates import binned_kish, estimates
 from .._binned._grid import plan_grid, warn_coarse_search
 from .._engine._local_linear import MomentLayout
 from .._utils._working_memory import row_batches
-from ._base import HeldOutPoints
+from ._base import HeldOutPoints, HeldOutSums
 from ._fits import solve_moments
 from ._pool import HeldOut
 
@@ -339,9 +339,14 @@ class BinnedHeldOut(HeldOutPoints):
     def _exact_sums(self, weights, held):
         """The exact held-out sums of rows of kernel ``weights`` (rows,
         keys), zero on the keys each row may not pool, as
-        :meth:`._pool.HeldOut.predictions` of ``held`` takes them."""
+        :meth:`._pool.HeldOut.predictions` of ``held`` takes them: a
+        :class:`._base.HeldOutSums` (with the sums of the squared weights for
+        degree 1)."""
         moments = (weights @ held.moments)[None, None]
-        return moments
+        squares = None
+        if self.degree == 1:
+            squares = (np.square(weights) @ np.square(held.weights))[None, None]
+        return HeldOutSums(moments, squares)
 
     def _reached(self, points, kernel, h):
         """Whether some other key of positive kernel weight lies near each
