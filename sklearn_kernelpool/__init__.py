@@ -20,6 +20,7 @@ from ._utils._warnings import (
     EmptyNeighborhoodWarning,
     LocalLinearFallbackWarning,
     LocalLinearMemoryWarning,
+    WeakIdentificationWarning,
 )
 
 __version__ = "0.1.0.dev0"
@@ -39,6 +40,7 @@ __all__ = [
     "LocalLinearFallbackWarning",
     "LocalLinearMemoryWarning",
     "SignificanceResult",
+    "WeakIdentificationWarning",
     "__version__",
     "kernels",
     "plot_kernels",

@@ -15,6 +15,7 @@ from ._search._params import SEARCH_CONSTRAINTS
 from ._selection._delegation import BestEstimatorMethods
 from ._selection._fit import fit_search
 from ._selection._learned_map import PROJECTION_CONSTRAINT
+from ._selection._linear_auto import fit_auto, is_auto
 from ._utils._sparse import takes_sparse
 
 
@@ -181,21 +182,21 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         only. See :ref:`adaptive-widths`.
 
     linear_features : array-like of {bool, int, str}, "categorical", "auto" \
-            or None, default=None
-        The columns that enter as a global linear term of a partially linear
-        model (see :class:`KernelAttentionRegressor`), the others going
-        through the kernel. Every candidate is scored by exact leave-one-out
-        with its own double-residual estimate ``coef(h)`` held. Needs
-        ``cv=None``, ``per_feature=False`` and a scoring other than
-        ``"gcv"`` and ``"aicc"`` (``ValueError`` otherwise), and does not
-        apply the rules of small tables of ``degree="auto"``.
-        ``best_estimator_`` is the partially linear
-        :class:`KernelAttentionRegressor` of the selected candidate.
-        ``"auto"`` scores the categorical features linear against the
-        categorical features in the kernel, each by its own search, and
-        keeps the better (``linear_features_``, ``linear_scores_``); without
-        categorical features, or where the linear search cannot be scored,
-        they stay in the kernel. See :ref:`tabular-partially-linear`.
+            or None, default="auto"
+        The columns of a global linear term (a partially linear model, see
+        :class:`KernelAttentionRegressor`), each candidate scored by exact
+        leave-one-out with its own ``coef(h)`` held; a column that the
+        smoother of a candidate reproduces is refused. Needs ``cv=None``,
+        ``per_feature=False`` and a scoring other than ``"gcv"`` and
+        ``"aicc"``; no rules of small tables. ``"auto"`` scores the
+        categorical features (of ``categorical_features``, or a DataFrame's
+        category, object and string columns) linear against in the kernel
+        and keeps the better (``linear_features_``, ``linear_scores_``); it
+        keeps them in the kernel unscored under the options above or a
+        ``projection``, with no continuous feature, more than one coefficient
+        per 10 rows of positive weight (or 100) or a linear part not
+        identified; without categorical features it is None. See
+        :ref:`tabular-linear-auto`.
 
     projection : int, "auto" or None, default=None
         A learned linear map of the keys (:class:`KernelAttentionProjection`,
@@ -216,15 +217,12 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         global line of a small table is selected (see ``degree``).
 
     linear_features_ : array-like, "categorical" or None
-        The linear columns of ``best_estimator_``: ``linear_features``, or
-        under ``"auto"`` the decision, ``"categorical"`` or None (the
-        categorical features in the kernel). ``best_estimator_.coef_`` and
-        ``best_estimator_.coef_se_`` hold the linear part.
+        The linear columns of ``best_estimator_`` (its ``coef_`` and
+        ``coef_se_``): ``linear_features``, or what ``"auto"`` kept.
 
     linear_scores_ : dict or None
-        Under ``linear_features="auto"`` where both were scored, the best
-        scores of the two searches, ``{"kernel": ..., "linear": ...}``;
-        None otherwise.
+        ``{"kernel": ..., "linear": ...}``, the best scores of the two
+        searches where ``"auto"`` compared them; else None.
 
     bandwidth_ : float or ndarray of shape (n_features,)
         The selected bandwidth; per-feature widths when they were kept
@@ -271,7 +269,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         with categorical features, and ``"n_neighbors"`` when it is adaptive
         (then ``"bandwidth"`` is the multiplier 1.0); of a kept map
         ``{"bandwidth": 1.0, "kernel": ..., "projection": rank}``, with
-        ``"degree": 0`` unless ``degree=0``.
+        ``"degree": 0`` unless ``degree=0``; ``"linear_features"`` where
+        ``linear_features="auto"`` compared both searches.
 
     cv_results_ : dict of ndarrays
         One entry per candidate, in the order of
@@ -295,7 +294,10 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         ``effective_df``, ``gcv`` and ``aicc`` of every candidate fitted on
         all the data. A kept map is the last entry, scored by the same passes
         on the mapped keys (under K-fold, by each split's map), with
-        ``param_projection``, its rank, masked for the others.
+        ``param_projection``, its rank, masked for the others. With linear
+        columns also ``identified_fraction`` (the smallest fraction of
+        :class:`~sklearn_kernelpool.WeakIdentificationWarning`), and after
+        ``"auto"`` compared both searches ``param_linear_features``.
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
@@ -429,7 +431,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         categorical_bandwidths=(0.0, 0.02, 0.1, 0.3, 0.6, 1.0),
         ordered_features="from_dtype",
         n_neighbors="auto",
-        linear_features=None,
+        linear_features="auto",
         projection=None,
     ):
         self.kernels = kernels
@@ -471,7 +473,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         self : object
             The fitted estimator.
         """
-        return fit_search(self, X, y, sample_weight)
+        fit = fit_auto if is_auto(self.linear_features) else fit_search
+        return fit(self, X, y, sample_weight)
 
     def _get_estimator(self):
         """An unfitted estimator of the kind the search selects."""
@@ -485,7 +488,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         # SciPy sparse X, on the brute-force path, without categorical features.
-        tags.input_tags.sparse = self.linear_features is None and takes_sparse(
+        kernel = self.linear_features is None or is_auto(self.linear_features)
+        tags.input_tags.sparse = kernel and takes_sparse(
             self.algorithm, self.categorical_features
         )
         # One isotropic width over ten features, one of them informative (the

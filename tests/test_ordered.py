@@ -502,6 +502,7 @@ def _rare_level_search(kind, cv, degree=0, sw=None):
         categorical_features=["g"],
         ordered_features=ordered,
         categorical_bandwidths=[0.0, 0.5],
+        linear_features=None,
     ).fit(X, y, sample_weight=sw)
     splits = list(LeaveOneOut().split(X)) if cv is None else list(cv.split(X))
     return X, y, ordered, search, splits

@@ -27,6 +27,7 @@ from .._utils._categorical_input import (
 from .._utils._dask_input import is_dask_array
 from .._utils._input import check_numeric_target
 from ._array_api import array_api_namespace
+from ._identification import NotIdentifiedError
 
 # The accepted values of ``linear_features``, in the errors.
 ACCEPTED = (
@@ -268,7 +269,7 @@ def check_collinear(Z, weights, names):
     for p in range(1, Z.shape[1] + 1):
         s = np.linalg.svd(centred[:, :p], compute_uv=False)
         if s[-1] <= tol:
-            raise ValueError(
+            raise NotIdentifiedError(
                 f"The linear columns are collinear: {names[p - 1]!r} is a linear "
                 "combination of the intercept and the columns before it "
                 f"({list(names[: p - 1])}) among the rows of positive weight, so "

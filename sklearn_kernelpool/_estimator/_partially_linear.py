@@ -23,6 +23,8 @@ kernel part pools the partial residuals ``y - Z beta - intercept``.
 :mod:`._linear_columns` holds the encoding of the linear columns;
 :func:`leave_one_out_fits` the smoother's leave-one-out fits;
 :func:`double_residual` the estimate and its sandwich standard errors;
+:mod:`._identification` refuses a linear column that the smoother reproduces
+and warns of one it nearly reproduces;
 :func:`fit_partially_linear` the fit of the regressor.
 """
 
@@ -38,6 +40,7 @@ from .._held_out._pool import HeldOut
 from .._search._passes import HeldOutPasses
 from .._utils._categorical_input import category_levels
 from ._base import fit_pool
+from ._identification import check_identified, identified_fractions
 from ._linear_columns import LinearColumns, LinearDesign, check_collinear
 from ._robust import refuse_robust
 
@@ -301,6 +304,8 @@ def fit_partially_linear(estimator, data):
             "a wider bandwidth or another on_empty policy."
         )
     coef, intercept, se = double_residual(Y, Z, fits, weights)
+    fractions = identified_fractions(Z, fits[:, Y.shape[1] :], weights)
+    check_identified(fractions, split.design.feature_names)
     residuals = (Y - Z @ coef - intercept).reshape(np.shape(y))
     refit_values(kernel, residuals)
     one_output = np.ndim(y) == 1

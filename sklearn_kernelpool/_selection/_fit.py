@@ -17,7 +17,7 @@ from .._utils._sparse import dense_keys
 from .._utils._validation import check_squares
 from ._delegation import _quiet_diagnostics
 from ._learned_map import ProjectionFit
-from ._partially_linear import fit_auto, linear_candidate_search
+from ._partially_linear import linear_candidate_search
 
 
 def candidate_search(estimator, X, y, sample_weight):
@@ -143,20 +143,30 @@ def fit_projection(estimator, search, X, y, sample_weight):
     return mapped.fit(X, y, sample_weight, y.astype(np.float64))
 
 
-def fit_search(estimator, X, y, sample_weight):
-    """``KernelAttentionRegressorCV.fit``: score every candidate, select the
-    best, refit it on all the data and learn the map of ``projection``
-    (``linear_features="auto"``: :func:`._partially_linear.fit_auto`)."""
-    estimator.projection_ = estimator.projection_scores_ = None
-    linear = estimator.linear_features
-    if isinstance(linear, str) and linear == "auto":
-        return fit_auto(estimator, X, y, sample_weight)
-    estimator.linear_scores_ = None
+def score_search(estimator, X, y, sample_weight):
+    """Score the candidates of ``estimator`` on ``X, y`` and set what its
+    search selected: ``(search, refit)``, the arguments of
+    :func:`refit_search`."""
     search, scored, refit = candidate_search(estimator, X, y, sample_weight)
     try:
         search.fit(*scored)
     finally:
         # (cv_results_ also when no candidate could be scored)
         estimator.__dict__.update(search.selected())
+    return search, refit
+
+
+def refit_search(estimator, search, refit):
+    """Refit the candidate that ``search`` selected and learn the map of
+    ``projection``; ``refit`` as :func:`score_search` returns it."""
     refit_selected(estimator, search, *refit)
     return fit_projection(estimator, search, *refit[:3])
+
+
+def fit_search(estimator, X, y, sample_weight):
+    """``KernelAttentionRegressorCV.fit`` without ``linear_features="auto"``
+    (:func:`._linear_auto.fit_auto`): score every candidate, select the
+    best, refit it on all the data and learn the map of ``projection``."""
+    estimator.projection_ = estimator.projection_scores_ = None
+    estimator.linear_scores_ = None
+    return refit_search(estimator, *score_search(estimator, X, y, sample_weight))

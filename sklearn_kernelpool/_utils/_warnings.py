@@ -380,3 +380,76 @@ class CoarseGridWarning(UserWarning):
         super().__init__(message)
         self.nodes_per_width = nodes_per_width
         self.n_bins = n_bins
+
+
+class WeakIdentificationWarning(UserWarning):
+    """Warn that linear columns of a partially linear fit are weakly identified.
+
+    With ``linear_features``, the coefficient of a linear column ``Z_j`` is
+    determined by the variation of ``Z_j`` that the kernel smoother of the
+    other features does not explain: its leave-one-out residuals ``E_j``,
+    after those of the other linear columns. Their weighted sum of squares,
+    as a fraction of the weighted sum of squares of ``Z_j`` about its mean,
+    is the inverse of the variance inflation factor of the coefficient
+    (Marquardt, 1970). ``fit`` refuses a column whose fraction is below
+    1e-8 (the smoother reproduces it: a ``ValueError`` names it) and issues
+    this warning for the columns whose fraction is below ``threshold``,
+    1e-2: the smoother explains more than 99% of their variance, and their
+    coefficients are hardly separable from the kernel part (see
+    :ref:`tabular-partially-linear`).
+
+    Its text names the columns and the threshold only (see
+    :class:`EmptyNeighborhoodWarning`); the fractions are its attributes.
+
+    Parameters
+    ----------
+    message : str
+        The text of the warning.
+
+    columns : ndarray of str, default=None
+        The weakly identified columns, by their names in
+        ``linear_feature_names_``.
+
+    fractions : ndarray of float, default=None
+        Their fractions, in the order of ``columns``.
+
+    threshold : float, default=None
+        The fraction below which a column is warned of.
+
+    Attributes
+    ----------
+    columns : ndarray of str
+        The weakly identified columns, by their names in
+        ``linear_feature_names_``.
+
+    fractions : ndarray of float
+        Their fractions, in the order of ``columns``.
+
+    threshold : float
+        The fraction below which a column is warned of, 1e-2.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from sklearn_kernelpool import KernelAttentionRegressor
+    >>> from sklearn_kernelpool import WeakIdentificationWarning
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.uniform(-2, 2, 200)
+    >>> X = np.column_stack([x, x + 0.01 * rng.normal(size=200)])
+    >>> y = np.sin(x) + X[:, 1] + 0.1 * rng.normal(size=200)
+    >>> reg = KernelAttentionRegressor(bandwidth=0.3, linear_features=[1])
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     reg = reg.fit(X, y)
+    >>> caught[0].category is WeakIdentificationWarning
+    True
+    >>> caught[0].message.columns, caught[0].message.threshold
+    (array(['x1'], dtype=object), 0.01)
+    """
+
+    def __init__(self, message, columns=None, fractions=None, threshold=None):
+        super().__init__(message)
+        self.columns = columns
+        self.fractions = fractions
+        self.threshold = threshold

@@ -1,0 +1,135 @@
+"""Whether the linear part of a partially linear fit is identified.
+
+In ``y = Z beta + m(X) + noise`` the data determine ``beta`` through the
+variation of ``Z`` that ``X`` does not explain only (Robinson, 1988: the
+expected conditional variance of ``Z`` given ``X`` must be positive
+definite). The double-residual estimate reads that variation from the
+leave-one-out residuals ``E = Z - L_{-}Z`` of the columns after the kernel
+smoother (:func:`._partially_linear.double_residual`). For column ``j``,
+
+    fraction_j = RSS(E_j | E_{-j}) / TSS(Z_j),
+
+with ``RSS(E_j | E_{-j})`` the weighted residual sum of squares of the
+least-squares fit of ``E_j`` on the other columns of ``E`` (without
+intercept, as in the estimate: the part of ``E_j`` that determines
+``beta_j`` alone) and ``TSS(Z_j)`` the weighted sum of squares of ``Z_j``
+about its weighted mean, both over the rows of the estimate (positive
+weight, a leave-one-out fit). With a noise of variance ``sigma**2`` the
+variance of ``beta_j`` is ``sigma**2 / RSS`` and that of the slope of ``y``
+on ``Z_j`` alone, for a column unrelated to ``X`` and to the other columns,
+``sigma**2 / TSS``: ``1 / fraction_j`` is the variance inflation factor of
+``beta_j`` (Marquardt, 1970).
+
+- Below :data:`NOT_IDENTIFIED` (1e-8) the smoother reproduces the column: a
+  linear combination of the kernel's features under ``degree=1`` leaves
+  residuals of rounding size, a relative ``(eps * kappa)**2`` for local
+  designs of condition ``kappa`` (below 1e-8 for any ``kappa`` under about
+  ``4e11``), and the standard error of ``beta_j`` would be 10,000 times that
+  of a column unrelated to ``X``. ``fit`` refuses it (:class:`NotIdentifiedError`).
+- Below :data:`WEAKLY_IDENTIFIED` (1e-2) the column is weakly identified: the
+  smoother explains more than 99% of its variance, its variance inflation
+  exceeds 100 (ten times the rule of thumb of 10 for harmful collinearity),
+  and ``beta_j`` is mostly what the smoother's bias leaves of a function of
+  ``X``. ``fit`` warns (:class:`.._utils._warnings.WeakIdentificationWarning`).
+"""
+
+import numpy as np
+
+from .._utils._warn import warn
+from .._utils._warnings import WeakIdentificationWarning
+
+#: The fraction below which a linear column is refused: the smoother
+#: reproduces it (see the module's docstring).
+NOT_IDENTIFIED = 1e-8
+
+#: The fraction below which a linear column is warned of as weakly identified.
+WEAKLY_IDENTIFIED = 1e-2
+
+
+class NotIdentifiedError(ValueError):
+    """The linear part of a partially linear fit is not identified: its
+    columns are collinear, or the kernel smoother reproduces one."""
+
+
+def identified_fractions(Z, fits, weights):
+    """``fraction_j`` of every column of ``Z`` (see the module's docstring).
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n, n_linear)
+        The linear columns.
+    fits : ndarray of shape (n, n_linear)
+        Their leave-one-out fits by the smoother; rows not finite (no
+        neighbour) are left out, as in the estimate.
+    weights : ndarray of shape (n,)
+        The sample weights; rows of weight zero are left out.
+
+    Returns
+    -------
+    fractions : ndarray of shape (n_linear,)
+        0 for a column without variation among the rows of the estimate.
+    """
+    rows = (weights > 0) & np.all(np.isfinite(fits), axis=1)
+    w = weights[rows] / weights[rows].sum()
+    Z = Z[rows]
+    total = w @ (Z - w @ Z) ** 2
+    # E's inner products are R's (E = QR): each column's residual after the
+    # others from the small triangle, every fit of a column on the others
+    # backward stable.
+    R = np.linalg.qr((Z - fits[rows]) * np.sqrt(w)[:, None], mode="r")
+    rss = np.empty(Z.shape[1])
+    for j in range(Z.shape[1]):
+        others = np.delete(R, j, axis=1)
+        residual = R[:, j]
+        if others.shape[1]:
+            residual = residual - others @ np.linalg.lstsq(others, residual)[0]
+        rss[j] = residual @ residual
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total > 0, rss / total, 0.0)
+
+
+def _listed(names):
+    return ", ".join(repr(str(name)) for name in names)
+
+
+def refuse_unidentified(fractions, names, where=""):
+    """Refuse the linear columns whose ``fractions`` are below
+    :data:`NOT_IDENTIFIED` with a :class:`NotIdentifiedError` naming them;
+    ``where`` adds to its text."""
+    refused = fractions < NOT_IDENTIFIED
+    if refused.any():
+        names = np.asarray(names, dtype=object)[refused]
+        shown = ", ".join(f"{f:.3g}" for f in fractions[refused])
+        raise NotIdentifiedError(
+            "The kernel smoother of the other features reproduces the linear "
+            f"column(s) {_listed(names)}{where}: their leave-one-out residuals "
+            f"keep a fraction {shown} of their variance, below {NOT_IDENTIFIED:g}, "
+            "so their coefficients are not identified (a linear combination of "
+            "the kernel's features under degree=1, or a function of them). Leave "
+            "them out of linear_features, or out of X."
+        )
+
+
+def check_identified(fractions, names):
+    """Refuse the linear columns whose ``fractions`` are below
+    :data:`NOT_IDENTIFIED` (:func:`refuse_unidentified`); warn of those
+    below :data:`WEAKLY_IDENTIFIED` with a
+    :class:`.._utils._warnings.WeakIdentificationWarning`."""
+    refuse_unidentified(fractions, names)
+    weak = fractions < WEAKLY_IDENTIFIED
+    if weak.any():
+        names = np.asarray(names, dtype=object)[weak]
+        warn(
+            WeakIdentificationWarning(
+                f"The linear column(s) {_listed(names)} are weakly "
+                "identified: the kernel smoother of the other features explains "
+                f"more than {1 - WEAKLY_IDENTIFIED:.0%} of their variance, which "
+                "inflates the variance of their coefficients more than "
+                f"{1 / WEAKLY_IDENTIFIED:.0f}-fold. A column that is nearly a "
+                "function of the kernel's features is hardly separable from the "
+                "kernel part: consider leaving it out of linear_features.",
+                columns=names,
+                fractions=fractions[weak],
+                threshold=WEAKLY_IDENTIFIED,
+            )
+        )
