@@ -13,9 +13,14 @@ with ``RSS(E_j | E_{-j})`` the weighted residual sum of squares of the
 least-squares fit of ``E_j`` on the other columns of ``E`` (without
 intercept, as in the estimate: the part of ``E_j`` that determines
 ``beta_j`` alone) and ``TSS(Z_j)`` the weighted sum of squares of ``Z_j``
-about its weighted mean, both over the rows of the estimate (positive
-weight, a leave-one-out fit). With a noise of variance ``sigma**2`` the
-variance of ``beta_j`` is ``sigma**2 / RSS`` and that of the slope of ``y``
+about its weighted mean, each per unit of weight: ``TSS`` over the rows of
+the estimate (positive weight, a leave-one-out fit), ``RSS`` over those of
+them whose leave-one-out slope the safeguard of ``degree=1`` keeps (all of
+them where fewer than ``n_linear + 2`` are kept). A shrunk slope leaves a
+residual of its own, the safeguard's, that would make a column the
+smoother reproduces look identified by a few rows of high leverage. With a
+noise of variance ``sigma**2`` the variance of ``beta_j`` is
+``sigma**2 / RSS`` and that of the slope of ``y``
 on ``Z_j`` alone, for a column unrelated to ``X`` and to the other columns,
 ``sigma**2 / TSS``: ``1 / fraction_j`` is the variance inflation factor of
 ``beta_j`` (Marquardt, 1970).
@@ -51,7 +56,7 @@ class NotIdentifiedError(ValueError):
     columns are collinear, or the kernel smoother reproduces one."""
 
 
-def identified_fractions(Z, fits, weights):
+def identified_fractions(Z, fits, weights, kept=None):
     """``fraction_j`` of every column of ``Z`` (see the module's docstring).
 
     Parameters
@@ -63,6 +68,8 @@ def identified_fractions(Z, fits, weights):
         neighbour) are left out, as in the estimate.
     weights : ndarray of shape (n,)
         The sample weights; rows of weight zero are left out.
+    kept : ndarray of bool of shape (n,) or None
+        The rows whose leave-one-out slope the safeguard kept (None: all).
 
     Returns
     -------
@@ -71,12 +78,16 @@ def identified_fractions(Z, fits, weights):
     """
     rows = (weights > 0) & np.all(np.isfinite(fits), axis=1)
     w = weights[rows] / weights[rows].sum()
-    Z = Z[rows]
-    total = w @ (Z - w @ Z) ** 2
+    total = w @ (Z[rows] - w @ Z[rows]) ** 2
+    # The residuals are read on the rows whose slope was kept, where there
+    # are enough of them, per unit of their weight.
+    if kept is not None and np.count_nonzero(rows & kept) >= Z.shape[1] + 2:
+        rows &= kept
+        w = weights[rows] / weights[rows].sum()
     # E's inner products are R's (E = QR): each column's residual after the
     # others from the small triangle, every fit of a column on the others
     # backward stable.
-    R = np.linalg.qr((Z - fits[rows]) * np.sqrt(w)[:, None], mode="r")
+    R = np.linalg.qr((Z[rows] - fits[rows]) * np.sqrt(w)[:, None], mode="r")
     rss = np.empty(Z.shape[1])
     for j in range(Z.shape[1]):
         others = np.delete(R, j, axis=1)

@@ -112,6 +112,9 @@ def leave_one_out_fits(regressor, values):
     fits : ndarray of shape (n_samples, n_columns)
     empty : ndarray of bool of shape (n_samples,)
         The rows whose neighbourhood was empty.
+    shrunk : ndarray of bool of shape (n_samples,)
+        The rows whose local-linear slope the safeguard shrank (all False
+        for degree 0).
     """
     keys = np.asarray(regressor.keys_, dtype=np.float64)
     n = keys.shape[0]
@@ -148,7 +151,7 @@ def leave_one_out_fits(regressor, values):
             )
         adaptive = _ScaledAdaptive(held_out, [regressor.n_neighbors], multiplier)
     rows = np.arange(n)
-    predictions, empty, _ = passes.held_out(
+    predictions, empty, flags = passes.held_out(
         held_out, rows, [regressor.degree], adaptive=adaptive
     )
 
@@ -158,7 +161,7 @@ def leave_one_out_fits(regressor, values):
         return allowed
 
     passes.fallback(held_out, predictions, empty, rows, others)
-    return predictions[0], empty[0]
+    return predictions[0], empty[0], flags[0][:, 2]
 
 
 # -- the estimate --------------------------------------------------------------
@@ -295,7 +298,7 @@ def fit_partially_linear(estimator, data):
     # then on the partial residuals from those keys.
     kernel = type(estimator)(**_kernel_parameters(estimator, split.columns))
     kernel.fit(split.kernel_columns, y, sample_weight=split.sample_weight)
-    fits, empty = leave_one_out_fits(kernel, np.hstack([Y, Z]))
+    fits, empty, shrunk = leave_one_out_fits(kernel, np.hstack([Y, Z]))
     if estimator.on_empty == "raise" and np.any(empty & (weights > 0)):
         raise ValueError(
             f"{int(np.count_nonzero(empty & (weights > 0)))} row(s) have no other "
@@ -304,7 +307,7 @@ def fit_partially_linear(estimator, data):
             "a wider bandwidth or another on_empty policy."
         )
     coef, intercept, se = double_residual(Y, Z, fits, weights)
-    fractions = identified_fractions(Z, fits[:, Y.shape[1] :], weights)
+    fractions = identified_fractions(Z, fits[:, Y.shape[1] :], weights, ~shrunk)
     check_identified(fractions, split.design.feature_names)
     residuals = (Y - Z @ coef - intercept).reshape(np.shape(y))
     refit_values(kernel, residuals)

@@ -193,8 +193,17 @@ class HeldOutPasses:
         if self.point_errors:
             # The per-point losses of the degree rule (small tables only).
             self.last_errors = np.mean((predictions - held_out.Y[None]) ** 2, axis=2)
+        shrunk = singular[..., 2] if held_out.degree == 1 else None
         results = self.policy.loo_scores(
-            held_out, predictions, empty, X, y, weights, data.scorer, data.weighted
+            held_out,
+            predictions,
+            empty,
+            X,
+            y,
+            weights,
+            data.scorer,
+            data.weighted,
+            shrunk=shrunk,
         )
         results["empty_fraction"] = empty.mean(axis=1)
         if held_out.degree == 1:

@@ -140,7 +140,9 @@ class ProbabilityScoring:
             scorer(_Probabilities(proba, classes), X, self.labels[rows], **kwargs)
         )
 
-    def loo_scores(self, held_out, predictions, empty, X, y, weights, scorer, weighted):
+    def loo_scores(
+        self, held_out, predictions, empty, X, y, weights, scorer, weighted, shrunk=None
+    ):
         """``mean_test_score`` and ``loo_log_loss`` of the leave-one-out
         probabilities of every candidate."""
         proba = _normalised(predictions)

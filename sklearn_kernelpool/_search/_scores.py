@@ -194,7 +194,9 @@ class RegressionScoring:
                 "predictions at once; or use fewer folds."
             )
 
-    def loo_scores(self, held_out, predictions, empty, X, y, weights, scorer, weighted):
+    def loo_scores(
+        self, held_out, predictions, empty, X, y, weights, scorer, weighted, shrunk=None
+    ):
         """``mean_test_score`` and ``loo_mse`` of the leave-one-out predictions.
 
         ``predictions`` (candidates, n, outputs) are those of every point,

@@ -71,21 +71,28 @@ class PartiallyLinearScoring(RegressionScoring):
         self.Z = Z
         self.names = names
 
-    def held_out_predictions(self, fits, weights):
+    def held_out_predictions(self, fits, weights, kept=None):
         """The held-out predictions of ``y`` from the leave-one-out fits of
         ``[Y, Z]`` of one candidate, its ``coef(h)`` held, and the smallest
-        fraction of its linear columns."""
+        fraction of its linear columns (over the rows ``kept``, whose slope
+        the safeguard kept)."""
         k = self.Y.shape[1]
         usable = (weights > 0) & np.all(np.isfinite(fits), axis=1)
         if not usable.any():
             return np.full((len(fits), k), np.nan), np.nan
-        fractions = identified_fractions(self.Z, fits[:, k:], weights)
+        fractions = identified_fractions(self.Z, fits[:, k:], weights, kept)
         refuse_unidentified(fractions, self.names, " at a candidate of the search")
         coef, _, _ = double_residual(self.Y, self.Z, fits, weights)
         return fits[:, :k] + (self.Z - fits[:, k:]) @ coef, float(fractions.min())
 
-    def loo_scores(self, held_out, predictions, empty, X, y, weights, scorer, weighted):
-        parts = [self.held_out_predictions(p, weights) for p in predictions]
+    def loo_scores(
+        self, held_out, predictions, empty, X, y, weights, scorer, weighted, shrunk=None
+    ):
+        kept = [None] * len(predictions) if shrunk is None else list(~shrunk)
+        parts = [
+            self.held_out_predictions(p, weights, rows)
+            for p, rows in zip(predictions, kept, strict=True)
+        ]
         predicted = np.stack([part[0] for part in parts])
         results = super().loo_scores(
             _Values(self.Y), predicted, empty, X, self.y, weights, scorer, weighted
