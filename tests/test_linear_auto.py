@@ -7,26 +7,11 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from _frames import wage_like
 from numpy.testing import assert_array_equal
 from scipy import sparse
 
 from sklearn_kernelpool import KernelAttentionRegressorCV
-
-
-def additive(n=150, seed=0):
-    """A DataFrame with a continuous column, a 4-level string column and a
-    binary category one; ``y`` additive in the categories."""
-    rng = np.random.default_rng(seed)
-    x = rng.uniform(-2, 2, n)
-    colour = rng.choice(["blue", "green", "red", "white"], n)
-    union = rng.choice(["no", "yes"], n)
-    effect = pd.Series(colour).map(
-        {"blue": 0.0, "green": 0.7, "red": -0.4, "white": 1.2}
-    )
-    y = np.sin(2 * x) + effect.to_numpy() + 0.5 * (union == "yes")
-    X = pd.DataFrame({"x": x, "colour": colour, "union": union})
-    X["union"] = X["union"].astype("category")
-    return X, y + 0.2 * rng.normal(size=n)
 
 
 def assert_same_search(first, second, X):
@@ -61,7 +46,7 @@ def test_auto_is_the_default_and_the_search_of_none_without_categories():
 
 
 def test_the_default_makes_declared_categories_linear_where_that_scores_better():
-    X, y = additive()
+    X, y = wage_like(n=150)
     search = KernelAttentionRegressorCV(bandwidths=6, n_neighbors=None).fit(X, y)
     assert search.linear_features_ == "categorical"
     assert search.linear_scores_["linear"] > search.linear_scores_["kernel"]
@@ -86,7 +71,7 @@ def test_the_default_makes_declared_categories_linear_where_that_scores_better()
 def test_auto_steps_aside_where_the_linear_search_cannot_be_scored(options):
     # The categorical features stay in the kernel: the search of
     # linear_features=None with the categories that "auto" reads.
-    X, y = additive(n=60, seed=2)
+    X, y = wage_like(n=60, seed=2)
     params = {"bandwidths": 4, "n_neighbors": None, **options}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the learned widths' convergence
@@ -117,7 +102,7 @@ def test_auto_steps_aside_for_more_coefficients_than_a_tenth_of_the_rows():
 def test_auto_steps_aside_where_the_linear_part_is_not_identified():
     # Two categorical columns that always agree: their dummies are
     # collinear, which a fit with linear_features refuses.
-    X, y = additive(n=80, seed=4)
+    X, y = wage_like(n=80, seed=4)
     X["shade"] = X["colour"].map(
         {"blue": "dark", "green": "light", "red": "warm", "white": "pale"}
     )

@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from _frames import wage_like
 from _reference import FORMULAS, nadaraya_watson
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
@@ -251,28 +252,6 @@ def test_rows_of_weight_zero_change_nothing():
 
 
 # -- categorical and named columns ------------------------------------------
-def wage_like(n=200, seed=0, interaction=False):
-    """A DataFrame with a continuous column, a 4-level string column and a
-    binary one; ``y`` additive in the categories, or with their effect
-    changing the sign of the curve (``interaction``)."""
-    rng = np.random.default_rng(seed)
-    x = rng.uniform(-2, 2, n)
-    colour = rng.choice(["blue", "green", "red", "white"], n)
-    union = rng.choice(["no", "yes"], n)
-    effect = pd.Series(colour).map(
-        {"blue": 0.0, "green": 0.7, "red": -0.4, "white": 1.2}
-    )
-    if interaction:
-        f = np.sin(2 * x) * np.where(colour == "blue", 2.0, -2.0)
-        y = f + 0.2 * rng.normal(size=n)
-    else:
-        y = np.sin(2 * x) + effect.to_numpy() + 0.5 * (union == "yes")
-        y = y + 0.2 * rng.normal(size=n)
-    X = pd.DataFrame({"x": x, "colour": colour, "union": union})
-    X["union"] = X["union"].astype("category")
-    return X, y
-
-
 def test_categorical_columns_are_one_hot_encoded_first_category_dropped():
     X, y = wage_like(seed=1)
     reg = KernelAttentionRegressor(bandwidth=0.3, linear_features="categorical")

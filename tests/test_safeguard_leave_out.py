@@ -205,20 +205,27 @@ def sparse_data(seed=0):
     return X, Y, Q
 
 
-@pytest.mark.parametrize("kernel", ["epanechnikov", "tricube"])
-def test_sparse_fits_without_each_neighbour_are_the_refits(kernel):
-    X, Y, Q = sparse_data()
-    w = np.random.default_rng(4).uniform(0.5, 2.0, len(X))
-    h = 0.6
+def sparse_neighbours(kernel, h, X, Y, w, Q):
+    """A degree-1 k-d tree fit, its leave-out state and the neighbour lists of
+    the queries, every query on the sparse path."""
     reg = KernelAttentionRegressor(
         kernel=kernel, bandwidth=h, degree=1, algorithm="kd_tree"
     )
     reg = quietly(reg.fit, X, Y, w)
     state = _LeaveOut(reg)
     P, Q_centred, empty = state.weights(Q, None, sparse=True)
-    fast, P_fast, slow, _ = state.split(P, empty)
+    fast, P_fast, _, _ = state.split(P, empty)
     assert len(fast) == len(Q)  # every query by its neighbours
     W, cols = state.neighbours(P_fast)
+    return reg, state, (P_fast, Q_centred, W, cols)
+
+
+@pytest.mark.parametrize("kernel", ["epanechnikov", "tricube"])
+def test_sparse_fits_without_each_neighbour_are_the_refits(kernel):
+    X, Y, Q = sparse_data()
+    w = np.random.default_rng(4).uniform(0.5, 2.0, len(X))
+    h = 0.6
+    reg, state, (P_fast, Q_centred, W, cols) = sparse_neighbours(kernel, h, X, Y, w, Q)
     fit, mu = quietly(state.sparse_leave_one_out, Q, P_fast, Q_centred, W, cols)
     fit, mu = fit + state.center, mu + state.center
     assert_allclose(fit, quietly(reg.predict, Q), rtol=1e-9, atol=1e-9)
@@ -336,15 +343,7 @@ def test_sparse_fits_without_a_dominant_neighbour_are_the_refits(kernel):
     w = np.r_[np.random.default_rng(4).uniform(0.5, 2.0, len(X) - 1), 1e5]
     Q = np.c_[np.linspace(4.0, 4.4, 8), np.full(8, 2.0)]
     h = 0.6
-    reg = KernelAttentionRegressor(
-        kernel=kernel, bandwidth=h, degree=1, algorithm="kd_tree"
-    )
-    reg = quietly(reg.fit, X, Y, w)
-    state = _LeaveOut(reg)
-    P, Q_centred, empty = state.weights(Q, None, sparse=True)
-    fast, P_fast, _, _ = state.split(P, empty)
-    assert len(fast) == len(Q)  # every query by its neighbours
-    W, cols = state.neighbours(P_fast)
+    reg, state, (P_fast, Q_centred, W, cols) = sparse_neighbours(kernel, h, X, Y, w, Q)
     s = deleted_shrinkage(X, w, Q, kernel, h)[:, -1]
     assert np.sum((s > 0.01) & (s < 0.99)) >= 2
     want = refit_fits(reg, X, Y, w, Q, only=set(cols[cols < len(X)]))
