@@ -196,7 +196,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         ``projection``, with no continuous feature, more than one coefficient
         per 10 rows of positive weight (or 100) or a linear part not
         identified; without categorical features it is None. See
-        :ref:`tabular-linear-auto`.
+        :ref:`linear_features="auto" <tabular-linear-auto>`.
 
     projection : int, "auto" or None, default=None
         A learned linear map of the keys (:class:`KernelAttentionProjection`,
