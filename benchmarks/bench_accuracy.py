@@ -280,6 +280,8 @@ OURS = {
     # The search of earlier versions: local-constant, fixed widths only.
     "ours_former": {"degree": 0, "n_neighbors": None},
     "ours_deg1": {"degree": 1},
+    # The defaults without the adaptive candidates: degree "auto", fixed widths.
+    "ours_fixed": {"n_neighbors": None},
     "ours_grid60": {"bandwidths": 60},
     "ours_wide": {"bandwidths": WIDE},
     "ours_kernels": {"kernels": KERNELS4},

@@ -93,7 +93,8 @@ def identified_fractions(Z, fits, weights, kept=None):
         others = np.delete(R, j, axis=1)
         residual = R[:, j]
         if others.shape[1]:
-            residual = residual - others @ np.linalg.lstsq(others, residual)[0]
+            coef = np.linalg.lstsq(others, residual, rcond=None)[0]
+            residual = residual - others @ coef
         rss[j] = residual @ residual
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(total > 0, rss / total, 0.0)
