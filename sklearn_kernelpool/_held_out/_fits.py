@@ -182,15 +182,14 @@ class HeldOutFits(HeldOutPoints):
         redo = np.flatnonzero(redo)
         if not len(redo):
             return
-        n, d = self.X.shape
+        d = self.X.shape[1]
         values = self.Y - self.value_center
         n_keys, centers = fits
         n_keys = np.broadcast_to(n_keys, (len(rows),))
         for batch in self._refit_batches(len(redo), values.shape[1]):
             at = redo[batch]
             points = rows[at]
-            allowed = allowed_keys(points, n, groups, train)
-            scores = self._refit_scores(candidate, points, allowed)
+            scores, keys = self._refit_weights(candidate, points, groups, train)
             # Rows of no weight (empty neighbourhoods) keep their values: the
             # fallbacks replace them.
             total = scores.sum(axis=1)
@@ -200,8 +199,8 @@ class HeldOutFits(HeldOutPoints):
             layout = _local_linear.MomentLayout(d, values.shape[1], n_keys[at])
             mean, _, rank, s = _centred_fit.centred_fit(
                 p,
-                self.X,
-                values,
+                self.X[keys],
+                values[keys],
                 self.X[points],
                 layout,
                 False,
@@ -218,6 +217,14 @@ class HeldOutFits(HeldOutPoints):
         row = 8 * (d + 4) * n + _centred_fit.fit_bytes(n, d, n_outputs)
         step = max(1, 2**22 // row)
         return (slice(start, start + step) for start in range(0, n_rows, step))
+
+    def _refit_weights(self, candidate, points, groups, train):
+        """Unnormalised weights of ``points`` over the keys of their fits, and
+        those keys: here every key (:meth:`_refit_scores`, zero where not
+        allowed) and ``slice(None)``; the neighbour engines give the keys
+        within reach only."""
+        allowed = allowed_keys(points, len(self.X), groups, train)
+        return self._refit_scores(candidate, points, allowed), slice(None)
 
     def _refit_scores(self, candidate, points, allowed):
         """Unnormalised weights of ``points`` over every key, zero where not
@@ -414,9 +421,7 @@ class HeldOutFits(HeldOutPoints):
     def _in_sample_rows(self, fitted, self_weight, points, candidate, layout):
         """:meth:`_in_sample_refit` of the rows ``points``, over the keys
         that any of them weighs."""
-        p = self._full_weights(candidate, points)
-        keys = np.flatnonzero(p.any(axis=0))
-        p = p[:, keys]
+        p, keys = self._full_weights_of_keys(candidate, points)
         X = self.X[keys]
         values = self.Y[keys] - self.value_center
         m = p @ X
@@ -437,6 +442,13 @@ class HeldOutFits(HeldOutPoints):
         own = np.minimum(np.searchsorted(keys, points), len(keys) - 1)
         own_weight = weights[np.arange(len(points)), own]
         self_weight[points] = np.where(keys[own] == points, own_weight, 0.0)
+
+    def _full_weights_of_keys(self, candidate, points):
+        """:meth:`_full_weights` on the keys that any of ``points`` weighs,
+        and those keys (sorted), shape (len(points), n_keys)."""
+        p = self._full_weights(candidate, points)
+        keys = np.flatnonzero(p.any(axis=0))
+        return p[:, keys], keys
 
     def _full_weights(self, candidate, points):
         """Normalised weights of ``points`` over every key of positive

@@ -37,7 +37,12 @@ rounding decides nothing: its query is widened by a bound on it
 (:func:`.._engine._exact.distance_slack`). Rows are taken in chunks, in
 the leaf order of a k-d tree, within scikit-learn's ``working_memory``.
 Everything after the sums (:meth:`._fits.HeldOutFits.predictions`, the
-in-sample fits, the fallbacks) is that of :class:`._pool.HeldOut`.
+in-sample fits) is that of :class:`._pool.HeldOut`, but the refits of the
+rows whose moments cancel, the ``on_empty`` fallbacks and the memory rule,
+which take the neighbour lists too (:class:`._neighbour_fits.NeighbourFits`):
+a refit weighs the keys within ``support * h`` of its row, found on the
+centred points by a tree widened by its rounding, with the dense refit's
+formula.
 """
 
 import numpy as np
@@ -46,11 +51,11 @@ from sklearn.neighbors import KDTree
 
 from .._engine._exact import distance_slack, edge_values, paired_squared
 from .._utils._working_memory import working_memory_bytes
+from ._neighbour_fits import PAIR_BYTES, NeighbourFits, compact_rows
 from ._pool import HeldOut
 
-# Bytes per pair of a chunk: its row, column and squared distance, the
-# masks and the scores of a candidate.
-PAIR_BYTES = 48
+# A chunk's pairs hold PAIR_BYTES each (their row, column and squared
+# distance, the masks and the scores of a candidate).
 
 
 # Rows of the first chunk; later chunks are sized from the pairs counted.
@@ -61,7 +66,7 @@ _FIRST_CHUNK = 256
 _MAX_CHUNK = 4096
 
 
-class NeighbourHeldOut(HeldOut):
+class NeighbourHeldOut(NeighbourFits, HeldOut):
     """Held-out pooled sums of compact kernels from a tree's neighbour lists.
 
     The sums of :class:`._pool.HeldOut` (the module docstring of
@@ -237,3 +242,52 @@ class NeighbourHeldOut(HeldOut):
             u2[near] = edge_values(exact, support, np.float64)
         keep = u2 < s2
         return candidate[keep], u2[keep]
+
+    # -- the refits from the neighbour lists ---------------------------------
+    def _refit_weights(self, candidate, points, groups, train):
+        """:meth:`._fits.HeldOutFits._refit_scores` over the keys within
+        reach of ``points`` (the same exclusions, the same formula), and
+        those keys: ``(p, keys)`` of :func:`._neighbour_fits.compact_rows`."""
+        kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
+        rows, cols = self._centred_pairs(points, kernel.support * h)
+        if train is not None:
+            kept = np.zeros(len(self.X), dtype=bool)
+            kept[train] = True
+            other = kept[cols]
+        elif groups is not None:
+            other = groups[points[rows]] != groups[cols]
+        else:
+            other = points[rows] != cols
+        rows, cols = rows[other], cols[other]
+        diff = self.X[points[rows]] - self.X[cols]
+        u = np.sqrt(np.einsum("nf,nf->n", diff, diff)) / h
+        scores = kernel.function(u) * self.weights[cols]
+        return compact_rows(rows, cols, scores, len(points))
+
+    def _full_weights_of_keys(self, candidate, points):
+        """:meth:`._fits.HeldOutFits._full_weights` over the keys within
+        reach of ``points``, their own included, and those keys."""
+        kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
+        rows, cols = self._centred_pairs(points, kernel.support * h)
+        u2 = paired_squared(self.X[points[rows]], self.X[cols], None) / (h * h)
+        scores = kernel.squared_function(u2) * self.weights[cols]
+        total = np.bincount(rows, scores, minlength=len(points))
+        return compact_rows(rows, cols, scores / total[rows], len(points))
+
+    def _centred_pairs(self, points, reach):
+        """The pairs of ``points`` and the keys of positive weight within
+        ``reach`` of them on the centred points, widened by the rounding of
+        the tree's distances (a superset of the pairs the dense refits
+        weigh)."""
+        if getattr(self, "_centred_tree", None) is None:
+            keys = np.flatnonzero(self.weights > 0)
+            self._centred_tree = (keys, KDTree(self.X[keys]))
+        keys, tree = self._centred_tree
+        Q = self.X[points]
+        coordinates = float(np.abs(self.X).max(initial=0.0))
+        radius = reach + 2 * distance_slack(coordinates, reach, Q.shape[1])
+        found = tree.query_radius(Q, r=radius)
+        counts = np.fromiter(map(len, found), dtype=np.intp, count=len(Q))
+        rows = np.repeat(np.arange(len(Q)), counts)
+        cols = keys[np.concatenate(found)] if counts.sum() else keys[:0]
+        return rows, cols

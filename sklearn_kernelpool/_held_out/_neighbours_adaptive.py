@@ -35,6 +35,11 @@ every decision is taken on the same numbers:
 With ``in_sample`` (leave-one-out) the fits on all the data are pooled
 from the same lists: the own key (at distance zero) included, at the width
 of the fit that holds it.
+
+The refits of the rows whose moments cancel (held-out and in-sample), the
+``on_empty`` fallbacks and the memory rule take the neighbour lists too
+(:class:`._neighbour_fits.NeighbourFits`): a refit weighs the keys of the
+lists of its row, at the row's own width, with the exclusions of its fit.
 """
 
 import numpy as np
@@ -45,10 +50,11 @@ from .._engine._adaptive import check_n_neighbors, safe_radii
 from .._engine._exact import distance_slack, edge_values, paired_squared
 from .._utils._working_memory import working_memory_bytes
 from ._adaptive import AdaptiveHeldOut
+from ._neighbour_fits import NeighbourFits, compact_rows
 from ._neighbours import _FIRST_CHUNK, _MAX_CHUNK, PAIR_BYTES
 
 
-class NeighbourAdaptiveHeldOut(AdaptiveHeldOut):
+class NeighbourAdaptiveHeldOut(NeighbourFits, AdaptiveHeldOut):
     """Held-out sums of adaptive-width compact kernels from neighbour lists.
 
     The sums of :class:`._adaptive.AdaptiveHeldOut` (the module docstring of
@@ -88,6 +94,7 @@ class NeighbourAdaptiveHeldOut(AdaptiveHeldOut):
                 "AdaptiveHeldOut for those."
             )
         super().__init__(held_out, n_neighbors)
+        self._check_size(len(self.X), None)
 
     # -- the passes ------------------------------------------------------------
     def sums_excluding_groups(self, groups, in_sample=False):
@@ -259,3 +266,64 @@ class NeighbourAdaptiveHeldOut(AdaptiveHeldOut):
             if own is not None:
                 squares = squares + own * own
             out.squares[at] = squares
+
+    # -- the memory rule and the refits from the neighbour lists -------------
+    def _n_sums(self):
+        # The held-out sums and the in-sample ones of leave-one-out.
+        return 2 * len(self.kernels) * len(self.n_neighbors)
+
+    def _refit_weights(self, candidate, points, groups, train):
+        """:meth:`._adaptive.AdaptiveHeldOut._refit_scores` over the keys of
+        the lists of ``points`` (the keys of their fits, their widths
+        theirs), and those keys: ``(p, keys)`` of
+        :func:`._neighbour_fits.compact_rows`."""
+        if train is not None:
+            keys = np.unique(train[self.positive[train]])
+            parts = [(np.arange(len(points)), keys, False)]
+        elif groups is not None:
+            parts = [
+                (
+                    np.flatnonzero(groups[points] == g),
+                    np.flatnonzero(self.positive & (groups != g)),
+                    False,
+                )
+                for g in np.unique(groups[points])
+            ]
+        else:
+            parts = [(np.arange(len(points)), np.flatnonzero(self.positive), True)]
+        return self._list_weights(candidate, points, parts)
+
+    def _full_weights_of_keys(self, candidate, points):
+        """:meth:`._adaptive.AdaptiveHeldOut._full_weights` over the keys of
+        the lists of ``points`` (their own included, their widths those of
+        the fits on all the data), and those keys."""
+        parts = [(np.arange(len(points)), np.flatnonzero(self.positive), False)]
+        p, keys = self._list_weights(candidate, points, parts)
+        return p / p.sum(axis=1, keepdims=True), keys
+
+    def _list_weights(self, candidate, points, parts):
+        """The scores of ``points`` over their lists, ``parts`` a list of
+        ``(at, keys, leave_own)``: the rows of ``points``, the keys their
+        fits may hold, and whether their own key is left out."""
+        kernel, m = self.kernels[candidate[0]], candidate[1]
+        rows, cols, scores = [], [], []
+        for at, keys, leave_own in parts:
+            tree = self._key_tree(keys)
+            indptr, found, d2, _ = self._pairs(tree, keys, points[at], leave_own)
+            local = np.repeat(np.arange(len(at)), np.diff(indptr))
+            radii = self._list_radii(indptr, d2)[m]
+            part = self._list_scores((local, found, d2, len(at)), kernel, radii)
+            rows.append(at[np.repeat(np.arange(len(at)), np.diff(part.indptr))])
+            cols.append(part.indices)
+            scores.append(part.data)
+        rows, cols = np.concatenate(rows), np.concatenate(cols)
+        return compact_rows(rows, cols, np.concatenate(scores), len(points))
+
+    def _key_tree(self, keys):
+        """A tree over the points ``keys``, kept for the later batches of
+        refits of the same fits (one per fold under K-fold)."""
+        trees = self.__dict__.setdefault("_trees", {})
+        tag = hash(keys.tobytes())
+        if tag not in trees or not np.array_equal(trees[tag][0], keys):
+            trees[tag] = (keys, KDTree(self.X_raw[keys]))
+        return trees[tag][1]

@@ -156,7 +156,7 @@ class HeldOutPairs(HeldOutFits):
         if limit is None or size <= limit:
             return
         d = self.X_raw.shape[1]
-        n_candidates = len(self.kernels) * len(self.bandwidths)
+        n_candidates = int(np.prod(self._shape))
         what = "the moments of local-linear fits grow with the features squared; "
         if self.degree == 0:
             what = ""
