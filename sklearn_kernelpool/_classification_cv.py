@@ -8,24 +8,24 @@ them for every candidate at once, and scores them as probabilities
 (:mod:`._search._proba`).
 """
 
-import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.metrics import get_scorer_names
-from sklearn.model_selection import check_cv
 from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
-from ._estimator._input_kinds import validate_fit_input, validate_query_input
+from ._estimator._input_kinds import validate_query_input
 from ._estimator._persistence import restore_added_parameters
 from ._projection import KernelAttentionProjection
-from ._search._candidates import SELECTED, CandidateSearch
-from ._search._params import SEARCH_CONSTRAINTS, relative_sample_weight
-from ._search._proba import ProbabilityScoring
-from ._selection._learned_map import PROJECTION_CONSTRAINT, ProjectionFit
-from ._utils._sparse import dense_keys, takes_sparse
-from ._utils._validation import check_squares
+from ._search._params import SEARCH_CONSTRAINTS
+from ._selection._classifier_search import (
+    fit_classifier_search,
+    refit_classifier_search,
+    score_classifier_search,
+)
+from ._selection._large import fit_large
+from ._selection._learned_map import PROJECTION_CONSTRAINT
+from ._utils._sparse import takes_sparse
 
 
 class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
@@ -42,10 +42,13 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    kernels : str or sequence of str, default=("gaussian", "exponential")
+    kernels : str, sequence of str or "auto", default="auto"
         Names of kernels of :data:`sklearn_kernelpool.kernels.KERNELS` to
-        choose from. The exponential (Laplace) kernel, whose weights fall off
-        with the distance rather than its square, often classifies better on
+        choose from. ``"auto"``: the Gaussian and the exponential, and on a
+        large table (see ``subsample``) the Epanechnikov kernel too, kept
+        where it scores within one standard error of the others. The
+        exponential (Laplace) kernel, whose weights fall off with the
+        distance rather than its square, often classifies better on
         many standardised features, and its leave-one-out optimum lies at a
         smaller bandwidth than the Gaussian's; the automatic grid is extended
         until each kernel's best bandwidth is interior, so that they are
@@ -165,6 +168,14 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         map replaces the selected candidate: ``best_estimator_`` pools the
         mapped keys at unit width. See :ref:`projection`.
 
+    subsample : int >= 500, "auto" or None, default="auto"
+        Rows of the subsample of the large-table selection (stratified by
+        class), as for :class:`KernelAttentionRegressorCV`, the held-out
+        rows scored by ``scoring`` (the log-loss by default).
+
+    random_state : int, RandomState instance or None, default=None
+        The draw of the large-table selection; unused by the exact search.
+
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -235,6 +246,15 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         candidate selected), and at least 1, as scikit-learn counts an
         estimator with ``max_iter``.
 
+    subsample_, n_held_out_ : int or None
+        The rows of the subsample and the held-out rows of the large-table
+        selection; None after an exact search.
+
+    subsample_results_ : dict of ndarrays or None
+        The ``cv_results_`` of the exact search on the subsample (then
+        ``cv_results_`` holds the candidates scored on all the rows); None
+        after an exact search.
+
     n_features_in_ : int
         Number of features seen during ``fit``.
 
@@ -289,21 +309,9 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         "projection": PROJECTION_CONSTRAINT,
     }
 
-    # The parameters the scoring pass takes as they are.
-    _SHARED = (
-        "kernels",
-        "bandwidths",
-        "per_feature",
-        "on_empty",
-        "n_jobs",
-        "verbose",
-        "max_iter",
-        "n_neighbors",
-    )
-
     def __init__(
         self,
-        kernels=("gaussian", "exponential"),
+        kernels="auto",
         bandwidths=30,
         *,
         cv=None,
@@ -316,6 +324,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         max_iter=200,
         n_neighbors="auto",
         projection=None,
+        subsample="auto",
+        random_state=None,
     ):
         self.kernels = kernels
         self.bandwidths = bandwidths
@@ -329,6 +339,8 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.n_neighbors = n_neighbors
         self.projection = projection
+        self.subsample = subsample
+        self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -350,62 +362,12 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         self : object
             The fitted estimator.
         """
-        data = validate_fit_input(self, X, y, sample_weight, target="labels")
-        X, y, given_weight = data.X, data.y, data.sample_weight
-        with np.errstate(invalid="ignore"):
-            check_classification_targets(y)
-        self.classes_, true = np.unique(y, return_inverse=True)
-        if self.per_feature is True and self.cv is not None:
-            raise ValueError(
-                "per_feature=True learns the widths on the leave-one-out "
-                f"log-loss and scores them there: it needs cv=None; got "
-                f"cv={self.cv!r}. per_feature='auto' judges them on the splits "
-                "of cv."
-            )
-        policy = ProbabilityScoring(self, y, true, self.classes_)
-        policy.check_scorer(sample_weight is not None)
-        splits = None
-        if self.cv is not None:
-            cv = check_cv(self.cv, y, classifier=True)
-            splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(X, y)]
-        onehot = np.zeros((X.shape[0], len(self.classes_)))
-        onehot[np.arange(X.shape[0]), true] = 1.0
-        # The scores need the distances of every pair: sparse keys are made
-        # dense for them; the refit takes them as given.
-        keys = dense_keys(X)
-        check_squares(keys, "X", "squared distances")
-        # The search of the pooled one-hot labels: degree 0, on the binned
-        # path when asked for.
-        search = CandidateSearch(
-            policy,
-            type(self).__name__,
-            cv=splits,
-            scoring=self.scoring,
-            algorithm="binned" if self.algorithm == "binned" else "brute",
-            degree=0,
-            **{name: getattr(self, name) for name in self._SHARED},
-        )
-        search.fit(keys, onehot, relative_sample_weight(given_weight))
-        selected = search.selected()
-        # All but the degree (0) and the categorical bandwidth (none).
-        for name in SELECTED:
-            if name in ("degree_", "categorical_bandwidth_"):
-                continue
-            if name in selected:
-                setattr(self, name, selected[name])
-            else:  # one the search did not set, left by an earlier fit
-                self.__dict__.pop(name, None)
-        search.say(f"Refitting the selected candidate on all {X.shape[0]} samples")
-        self.best_estimator_ = KernelAttentionClassifier(
-            kernel=self.kernel_,
-            bandwidth=self.bandwidth_,
-            on_empty=self.on_empty,
-            algorithm=self.algorithm,
-            n_jobs=self.n_jobs,
-            n_neighbors=self.n_neighbors_,
-        ).fit(X, y, sample_weight=sample_weight)
-        mapped = ProjectionFit(self, search, _refit_on_mapped_keys)
-        return mapped.fit(X, y, given_weight, true)
+        stages = (score_classifier_search, refit_classifier_search)
+        return fit_large(self, X, y, sample_weight, fit_classifier_search, stages)
+
+    def _get_estimator(self):
+        """An unfitted estimator of the kind the search selects."""
+        return KernelAttentionClassifier()
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -477,16 +439,3 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         # SciPy sparse X, on the brute-force path.
         tags.input_tags.sparse = takes_sparse(self.algorithm)
         return tags
-
-
-def _refit_on_mapped_keys(estimator, kernel, Z, y, sample_weight):
-    """The ``best_estimator_`` of a kept map: pooling of the class indicators
-    of the mapped keys ``Z`` at unit width (:mod:`._selection._learned_map`)."""
-    algorithm = "auto" if estimator.algorithm == "binned" else estimator.algorithm
-    return KernelAttentionClassifier(
-        kernel=kernel,
-        bandwidth=1.0,
-        on_empty=estimator.on_empty,
-        algorithm=algorithm,
-        n_jobs=estimator.n_jobs,
-    ).fit(Z, y, sample_weight=sample_weight)

@@ -13,7 +13,8 @@ from ._projection import KernelAttentionProjection
 from ._regression import KernelAttentionRegressor
 from ._search._params import SEARCH_CONSTRAINTS
 from ._selection._delegation import BestEstimatorMethods
-from ._selection._fit import fit_search
+from ._selection._fit import fit_search, refit_search, score_search
+from ._selection._large import fit_large
 from ._selection._learned_map import PROJECTION_CONSTRAINT
 from ._selection._linear_auto import fit_auto, is_auto
 from ._utils._sparse import takes_sparse
@@ -32,9 +33,12 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     Parameters
     ----------
-    kernels : str or sequence of str, default=("gaussian",)
+    kernels : str, sequence of str or "auto", default="auto"
         Names of kernels of :data:`sklearn_kernelpool.kernels.KERNELS` to
-        choose from.
+        choose from. ``"auto"``: the Gaussian, and on a large table (the
+        large-table selection of ``subsample``) the Epanechnikov kernel too,
+        kept where it scores within one standard error of the Gaussian,
+        since it predicts from the keys in its support alone.
 
     bandwidths : int, array-like of shape (n_bandwidths,) or None, default=30
         The isotropic bandwidths to choose from:
@@ -210,6 +214,20 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         (the gaussian where it has no slope). Continuous, dense features
         only. See :ref:`projection`.
 
+    subsample : int >= 500, "auto" or None, default="auto"
+        The large-table selection: an exact search on this many rows drawn
+        at random fixes all but the width, whose rescaled candidates are then
+        scored on held-out rows against all the others. ``"auto"``: 4,000
+        rows above 10,000 rows of positive weight; None: always the exact
+        search. An approximation; its measured loss, and the parameters with
+        which ``"auto"`` stays exact and an int is refused, are in
+        :ref:`large-tables`.
+
+    random_state : int, RandomState instance or None, default=None
+        The draw of the subsample and held-out rows of the large-table
+        selection; an int makes a large fit reproducible. Unused by the
+        exact search.
+
     Attributes
     ----------
     kernel_ : str
@@ -243,61 +261,32 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     best_score_ : float
         The score of the selected model: ``mean_test_score`` of the selected
-        candidate, or with kept per-feature widths the score of their
-        leave-one-out predictions (``cv=None``), their negated criterion
-        (``scoring="gcv"`` or ``"aicc"``, from the
-        :meth:`~KernelAttentionRegressor.smoother_diagnostics` of the
-        refitted ``best_estimator_``) or the mean split score of the guard's
-        out-of-fold predictions (K-fold ``cv``); with a kept map, its entry's
-        ``mean_test_score``.
+        candidate, or of kept per-feature widths or a kept map (see
+        :ref:`cv-results`).
 
     n_neighbors_ : int or None
         The neighbour count of the selected candidate when it is adaptive,
         None when its width is fixed.
 
     best_index_ : int
-        Index of the selected isotropic candidate in ``cv_results_``: the
-        first in ``rank_test_score``, except where the one-standard-error
-        rule of ``degree="auto"`` on a small table keeps a simpler candidate
-        (local-constant of a fixed width, or the global line) over a
-        better-scored one, or a wider candidate of degree 1 over the best
-        one; with a kept map (``projection_``), the map's entry, the last.
+        Index of the selected candidate in ``cv_results_``: the first in
+        ``rank_test_score`` but where a rule keeps a simpler or wider one, or
+        a kept map (the last entry), or a compact kernel on a large table
+        (see :ref:`cv-results`).
 
     best_params_ : dict
-        ``{"kernel": ..., "bandwidth": ...}`` of that candidate, with
-        ``"degree"`` under ``degree="auto"``, ``"categorical_bandwidth"``
-        with categorical features, and ``"n_neighbors"`` when it is adaptive
-        (then ``"bandwidth"`` is the multiplier 1.0); of a kept map
-        ``{"bandwidth": 1.0, "kernel": ..., "projection": rank}``, with
-        ``"degree": 0`` unless ``degree=0``; ``"linear_features"`` where
-        ``linear_features="auto"`` compared both searches.
+        ``{"kernel": ..., "bandwidth": ...}`` of that candidate, with its
+        ``"degree"``, ``"categorical_bandwidth"``, ``"n_neighbors"`` (then
+        ``"bandwidth"`` is the multiplier 1.0), ``"projection"`` or
+        ``"linear_features"`` where they were searched.
 
     cv_results_ : dict of ndarrays
-        One entry per candidate, in the order of
-        ``GridSearchCV(param_grid={"kernel": ..., "bandwidth": ...})``
-        (with ``"degree": [0, 1]`` for ``degree="auto"``, over the extended
-        grid; then the global line of a small table, then the adaptive
-        candidates in the order of ``ParameterGrid({"kernel": ...,
-        "n_neighbors": ...})``, whose ``param_bandwidth`` is 1.0 and whose
-        ``param_n_neighbors``, a masked array, is masked for the others):
-        ``param_kernel``, ``param_bandwidth`` (``param_degree``), ``params``,
-        ``mean_test_score``, ``rank_test_score`` and ``empty_fraction`` (the
-        share of held-out predictions that fell back to ``on_empty``). Under
-        leave-one-out also ``loo_mse``, the sample-weighted leave-one-out
-        mean squared error; under K-fold ``split{k}_test_score`` and
-        ``std_test_score``. With ``degree=1`` also ``singular_fraction``
-        (held-out local designs of rank 0, which fell back to the local
-        mean), ``rank_deficient_fraction`` (of positive but deficient rank)
-        and ``shrunk_fraction`` (slopes shrunk by the safeguard, see
-        :class:`~sklearn_kernelpool.LocalLinearFallbackWarning`), 0 for the
-        candidates of degree 0. With ``scoring="gcv"`` or ``"aicc"`` also
-        ``effective_df``, ``gcv`` and ``aicc`` of every candidate fitted on
-        all the data. A kept map is the last entry, scored by the same passes
-        on the mapped keys (under K-fold, by each split's map), with
-        ``param_projection``, its rank, masked for the others. With linear
-        columns also ``identified_fraction`` (the smallest fraction of
-        :class:`~sklearn_kernelpool.WeakIdentificationWarning`), and after
-        ``"auto"`` compared both searches ``param_linear_features``.
+        One entry per candidate, in the order of ``GridSearchCV``'s
+        ``param_grid`` (then the global line, then the adaptive candidates,
+        whose ``param_n_neighbors`` is masked for the others): the
+        ``param_*`` entries, ``params``, ``mean_test_score``,
+        ``rank_test_score``, ``empty_fraction`` and, by the path, the
+        entries listed in :ref:`cv-results`.
 
     best_estimator_ : KernelAttentionRegressor
         The selected model refitted on all the data.
@@ -309,11 +298,9 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         candidate they start from).
 
     effective_df_ : float
-        The effective degrees of freedom of ``best_estimator_``, the trace
-        of its smoother matrix on the training data (see
-        :meth:`KernelAttentionRegressor.smoother_diagnostics`); computed on
-        first access, or known from the search with ``scoring="gcv"`` or
-        ``"aicc"``.
+        The effective degrees of freedom of ``best_estimator_`` (see
+        :meth:`KernelAttentionRegressor.smoother_diagnostics`), computed on
+        first access unless the search knows it.
 
     categorical_bandwidth_ : float or ndarray of shape (n_categorical_features,)
         With categorical features, the selected ``lambda`` (one per feature
@@ -339,6 +326,15 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         The out-of-fold mean squared errors ``"without"`` and with the map
         (``"projection"``), their ``"standard_error"`` and whether the map
         was ``"kept"``; None where nothing was compared.
+
+    subsample_, n_held_out_ : int or None
+        The rows of the subsample and the held-out rows of the large-table
+        selection; None after an exact search.
+
+    subsample_results_ : dict of ndarrays or None
+        The ``cv_results_`` of the exact search on the subsample (then
+        ``cv_results_`` holds the candidates scored on all the rows); None
+        after an exact search.
 
     n_features_in_ : int
         Number of features seen during ``fit``.
@@ -415,7 +411,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     def __init__(
         self,
-        kernels=("gaussian",),
+        kernels="auto",
         bandwidths=30,
         *,
         cv=None,
@@ -433,6 +429,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         n_neighbors="auto",
         linear_features="auto",
         projection=None,
+        subsample="auto",
+        random_state=None,
     ):
         self.kernels = kernels
         self.bandwidths = bandwidths
@@ -451,6 +449,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         self.n_neighbors = n_neighbors
         self.linear_features = linear_features
         self.projection = projection
+        self.subsample = subsample
+        self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -474,7 +474,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
             The fitted estimator.
         """
         fit = fit_auto if is_auto(self.linear_features) else fit_search
-        return fit(self, X, y, sample_weight)
+        return fit_large(self, X, y, sample_weight, fit, (score_search, refit_search))
 
     def _get_estimator(self):
         """An unfitted estimator of the kind the search selects."""

@@ -23,6 +23,8 @@ ADDED_PARAMETERS = {
     "linear_features": None,
     "robust_iterations": 0,
     "projection": None,
+    "subsample": None,
+    "random_state": None,
 }
 
 

@@ -33,7 +33,7 @@ SEARCH_PARAMETERS = (
 # The constraints of the parameters that both cross-validated estimators
 # take alike.
 SEARCH_CONSTRAINTS = {
-    "kernels": [StrOptions(set(KERNELS)), "array-like"],
+    "kernels": [StrOptions(set(KERNELS) | {"auto"}), "array-like"],
     "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like", None],
     "cv": ["cv_object"],
     "per_feature": ["boolean", StrOptions({"auto"})],
@@ -47,6 +47,12 @@ SEARCH_CONSTRAINTS = {
         "array-like",
         None,
     ],
+    "subsample": [
+        Interval(Integral, 500, None, closed="left"),
+        StrOptions({"auto"}),
+        None,
+    ],
+    "random_state": ["random_state"],
 }
 
 

@@ -16,6 +16,7 @@ from .._utils._categorical_input import category_levels, sorted_levels
 from .._utils._sparse import dense_keys
 from .._utils._validation import check_squares
 from ._delegation import _quiet_diagnostics
+from ._large import default_kernels
 from ._learned_map import ProjectionFit
 from ._partially_linear import linear_candidate_search
 
@@ -31,6 +32,7 @@ def candidate_search(estimator, X, y, sample_weight):
     def make_search(policy, algorithm):
         parameters = {key: getattr(estimator, key) for key in SEARCH_PARAMETERS}
         parameters["algorithm"] = algorithm
+        parameters["kernels"] = default_kernels(estimator) or estimator.kernels
         return CandidateSearch(policy, type(estimator).__name__, **parameters)
 
     estimator.linear_features_ = estimator.linear_features

@@ -73,6 +73,8 @@ def progress_bar(**options):
 
 
 class _NoBar:
+    total = None
+
     def update(self, n):
         pass
 
@@ -88,3 +90,14 @@ def new_bar(n_queries):
     from tqdm.auto import tqdm
 
     return tqdm(**{**options, "total": n_queries, "unit": "queries"})
+
+
+def new_stage_bar(n_stages):
+    """A tqdm bar over the ``n_stages`` stages of a large-table fit inside
+    :func:`progress_bar`, else a no-op."""
+    options = _BAR_OPTIONS.get()
+    if options is None:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(**{**options, "total": n_stages, "unit": "stages"})

@@ -1,0 +1,279 @@
+"""The large-table selection of the cross-validated estimators.
+
+The exact search scores every candidate on every pair of rows, ``O(n^2)``.
+Above :data:`LARGE_TABLE_ROWS` rows of positive weight (or above the rows
+``subsample`` names), the estimators select in two stages instead:
+
+1. **The subsample.** The exact search, with every parameter as given, on
+   ``m`` rows drawn at random (``random_state``): it fixes the kernel, the
+   degree, the categorical bandwidth and the linear columns, and gives for
+   each kernel the best fixed width ``h_m`` and neighbour count ``k_m``.
+2. **The full table.** Widths and counts rescaled to the ``n`` rows by
+   the rates of a local fit of a second-order kernel in ``d`` continuous
+   features [1]_, ``h_m (m / n)^(1 / (4 + d))`` and
+   ``k_m (n / m)^(4 / (4 + d))``, on geometric grids around them
+   (:data:`WIDTH_STEPS`, :data:`COUNT_STEPS`) skewed towards the narrow side
+   (the selected width shrinks faster than the rate on smooth data), are
+   scored on ``r`` held-out rows drawn with the subsample, each predicted
+   from the ``n - r`` other rows: one split of the exact search at full
+   ``n``, ``O(r n)``, on the neighbour lists for compact kernels.
+3. **A family that predicts fast.** Where a compact kernel scores within
+   one paired standard error of the best non-compact one on the held-out
+   rows, the compact one is kept: its predictions pool only the keys in
+   its support (trees), where the Gaussian pools every key.
+
+The selected candidate is then refitted on all the rows. Both stages are
+the exact search's code on fewer rows, so everything but the width is
+decided on ``m`` rows; the loss against the exact search is measured in
+``benchmarks/bench_large.py`` and stated in :ref:`large-tables`.
+
+References
+----------
+.. [1] J. Fan and I. Gijbels, "Local Polynomial Modelling and Its
+   Applications", Chapman & Hall (1996), section 3.2.
+"""
+
+import numpy as np
+from sklearn.base import clone, is_classifier
+from sklearn.model_selection import StratifiedShuffleSplit
+from sklearn.utils import check_random_state
+from sklearn.utils._indexing import _safe_indexing
+from sklearn.utils.validation import _num_samples
+
+from .._held_out._criteria import SMOOTHER_CRITERIA
+from .._search._engines import neighbour_lists
+from .._utils._progress import new_stage_bar
+from ._large_results import (
+    finalist_kernels,
+    merged_results,
+    row_losses,
+    subsample_candidates,
+)
+
+#: Rows of positive weight above which ``subsample="auto"`` selects in two
+#: stages, and the rows of its subsample.
+LARGE_TABLE_ROWS = 10_000
+SUBSAMPLE_ROWS = 4_000
+#: The most held-out rows that score the rescaled candidates.
+HELD_OUT_ROWS = 2_000
+
+
+def large_kernels(estimator):
+    """The kernels of ``kernels="auto"`` on a large table: the small
+    table's and the compact Epanechnikov kernel (a family that predicts
+    from the keys in its support)."""
+    kernels = default_kernels(estimator, large=True)
+    return kernels if kernels is not None else estimator.kernels
+
+
+def default_kernels(estimator, large=False):
+    """The kernels ``kernels="auto"`` means (on a large table with
+    ``large``), or None where ``kernels`` is not ``"auto"``."""
+    if not (isinstance(estimator.kernels, str) and estimator.kernels == "auto"):
+        return None
+    kernels = ("gaussian", "exponential") if is_classifier(estimator) else ("gaussian",)
+    return kernels + ("epanechnikov",) if large else kernels
+
+
+def _unsupported(estimator):
+    """Why the two stages cannot stand in for the exact search of
+    ``estimator``, or ""."""
+    cv = estimator.cv
+    if estimator.per_feature is not False:
+        return f"per_feature={estimator.per_feature!r} (learned widths)"
+    if getattr(estimator, "projection", None) is not None:
+        return f"projection={estimator.projection!r}"
+    if isinstance(estimator.scoring, str) and estimator.scoring in SMOOTHER_CRITERIA:
+        return f"scoring={estimator.scoring!r} (an in-sample criterion)"
+    if cv is not None and not isinstance(cv, int) and not hasattr(cv, "split"):
+        return "cv given as (train, test) indices of the whole table"
+    if estimator.algorithm == "binned":
+        return 'algorithm="binned" (itself an approximation for large tables)'
+    return ""
+
+
+def subsample_rows(estimator, n_positive):
+    """The rows of the subsample of ``estimator`` on a table of
+    ``n_positive`` rows of positive weight, or None for the exact search."""
+    subsample = estimator.subsample
+    if subsample is None:
+        return None
+    why = _unsupported(estimator)
+    if isinstance(subsample, str):  # "auto"
+        if n_positive <= LARGE_TABLE_ROWS or why:
+            return None
+        return SUBSAMPLE_ROWS
+    if why:
+        raise ValueError(
+            f"subsample={subsample} selects on a subsample, which "
+            f"{type(estimator).__name__} cannot do with {why}: use "
+            'subsample=None (the exact search) or "auto".'
+        )
+    return int(subsample) if n_positive > subsample else None
+
+
+def _draw(estimator, n, weights, y, m):
+    """The rows of the subsample and the held-out rows, sorted: a random
+    draw of the rows of positive weight that depends only on them and on
+    ``random_state`` (stratified by class for a classifier, where every
+    class has two rows)."""
+    rng = check_random_state(estimator.random_state)
+    positive = np.arange(n) if weights is None else np.flatnonzero(weights > 0)
+    r = min(HELD_OUT_ROWS, positive.size - m)
+    if is_classifier(estimator):
+        labels = np.asarray(y)[positive]
+        if np.unique(labels, return_counts=True)[1].min() >= 2:
+            split = StratifiedShuffleSplit(
+                1, test_size=r, train_size=m, random_state=rng
+            )
+            sub, held = next(split.split(positive.reshape(-1, 1), labels))
+            return np.sort(positive[sub]), np.sort(positive[held])
+    order = rng.permutation(positive)
+    return np.sort(order[:m]), np.sort(order[m : m + r])
+
+
+def _say(estimator, message):
+    if estimator.verbose >= 1:
+        print(f"[{type(estimator).__name__}] {message}")
+
+
+def fit_large(estimator, X, y, sample_weight, fit_exact, stages):
+    """Fit ``estimator`` by the two stages where :func:`subsample_rows`
+    asks for them, else by ``fit_exact(estimator, X, y, sample_weight)``.
+
+    ``stages`` are ``(score, refit)``: ``score(estimator, X, y,
+    sample_weight)`` scores the candidates of ``estimator`` and returns
+    ``(search, rows)``, with ``rows`` starting ``(X, y, sample_weight)`` as
+    validated; ``refit(estimator, search, rows)`` refits the selected one on
+    ``rows``."""
+    n = _num_samples(X)
+    weights = None if sample_weight is None else np.asarray(sample_weight)
+    m = None
+    if weights is None or weights.shape == (n,):  # else the exact fit explains
+        n_positive = n if weights is None else int(np.count_nonzero(weights > 0))
+        m = subsample_rows(estimator, n_positive)
+    if m is None:
+        estimator.subsample_ = estimator.n_held_out_ = None
+        estimator.subsample_results_ = None
+        return fit_exact(estimator, X, y, sample_weight)
+    sub, held = _draw(estimator, n, weights, y, m)
+    bar = new_stage_bar(4)
+    try:
+        first = _fit_subsample(estimator, X, y, weights, sub, n)
+        bar.total = 2 + len(finalist_kernels(first))
+        bar.update(1)
+        finalists = _score_full_table(
+            estimator, first, (X, y, weights), (sub, held), stages[0], bar
+        )
+        final = _prefer_compact(estimator, finalists, held, stages[1])
+        kept, search, rows = finalists[final]
+        stages[1](kept, search, rows)
+        bar.update(1)
+    finally:
+        bar.close()
+    _take_selection(estimator, first, finalists, final, m, held.size)
+    return estimator
+
+
+def _fit_subsample(estimator, X, y, weights, sub, n):
+    """Stage 1: the exact search on the rows ``sub``."""
+    _say(
+        estimator,
+        f"Large table: the exact search on a subsample of {sub.size} of {n} rows",
+    )
+    first = clone(estimator).set_params(
+        subsample=None, kernels=large_kernels(estimator)
+    )
+    rows_weights = None if weights is None else weights[sub]
+    with neighbour_lists():
+        return first.fit(_safe_indexing(X, sub), _safe_indexing(y, sub), rows_weights)
+
+
+def _score_full_table(estimator, first, data, rows, score, bar):
+    """Stage 2: for the selected kernel, and the best compact kernel where
+    another was selected, the rescaled candidates scored on the held-out
+    rows at full n: ``[(fitted search, its search, its rows), ...]``, the
+    selected kernel first. ``data`` are ``(X, y, weights)``, ``rows``
+    ``(sub, held)``."""
+    n = _num_samples(data[0])
+    sub, held = rows
+    train = np.setdiff1d(np.arange(n), held, assume_unique=True)
+    own = set(estimator.get_params(deep=False))
+    shared = {**_lambdas(first), **_linear(first)}
+    finalists = []
+    for kernel, changes in subsample_candidates(first, sub.size, n, train.size):
+        _say(
+            estimator,
+            f"Scoring the rescaled candidates of kernel={kernel!r} on {held.size} "
+            f"held-out rows against the other {train.size}",
+        )
+        changes.update({k: v for k, v in shared.items() if k in own})
+        second = clone(estimator).set_params(
+            subsample=None, kernels=(kernel,), cv=[(train, held)], **changes
+        )
+        with neighbour_lists():
+            finalists.append((second, *score(second, *data)))
+        bar.update(1)
+    return finalists
+
+
+def _lambdas(first):
+    """The categorical bandwidth the subsample selected, as the only
+    candidate."""
+    lam = getattr(first, "categorical_bandwidth_", None)
+    return {} if lam is None else {"categorical_bandwidths": (float(np.mean(lam)),)}
+
+
+def _linear(first):
+    """The linear columns the subsample kept (regressor), as given."""
+    if not hasattr(first, "linear_features_"):
+        return {}
+    return {"linear_features": first.linear_features_}
+
+
+def _prefer_compact(estimator, finalists, held, refit):
+    """The index of the finalist kept: the selected kernel's, or the compact
+    one where its held-out losses, refitted without the held-out rows,
+    exceed the other's by at most one paired standard error."""
+    if len(finalists) == 1:
+        return 0
+    losses = [row_losses(*finalist, held, refit) for finalist in finalists]
+    difference = losses[1] - losses[0]
+    se = np.std(difference, ddof=1) / np.sqrt(difference.size)
+    gap = float(np.mean(difference))
+    kept = int(gap <= se)
+    names = [finalist[0].kernels[0] for finalist in finalists]
+    _say(
+        estimator,
+        f"Held-out loss of kernel={names[1]!r} minus {names[0]!r}: {gap:.4g} "
+        f"(standard error {se:.3g}); kept kernel={names[kept]!r}",
+    )
+    return kept
+
+
+def _take_selection(estimator, first, finalists, final, m, r):
+    """Give ``estimator`` the fitted state of the kept finalist, the merged
+    results of the second stage and the subsample's results."""
+    params = set(estimator.get_params(deep=False))
+    kept = finalists[final][0]
+    for name, value in vars(kept).items():
+        if name not in params:
+            estimator.__dict__[name] = value
+    results, offsets = merged_results([_with_degree(f[0]) for f in finalists])
+    estimator.cv_results_ = results
+    estimator.best_index_ = offsets[final] + kept.best_index_
+    estimator.subsample_ = m
+    estimator.n_held_out_ = r
+    estimator.subsample_results_ = first.cv_results_
+    if hasattr(first, "linear_scores_"):
+        estimator.linear_scores_ = first.linear_scores_
+
+
+def _with_degree(search):
+    """The ``cv_results_`` of a second-stage ``search``, with the degree of
+    its candidates (one per search) as ``param_degree``."""
+    results = dict(search.cv_results_)
+    if hasattr(search, "degree_") and "param_degree" not in results:
+        size = len(results["params"])
+        results["param_degree"] = np.full(size, search.degree_, dtype=object)
+    return results
