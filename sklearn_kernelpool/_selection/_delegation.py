@@ -22,6 +22,7 @@ from .._estimator._regression_paths import PredictionMethods
 from .._inference import _gradient
 from .._inference._diagnostics import smoother_diagnostics
 from .._utils._warnings import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
+from ._large_dask import is_dask
 
 
 def _quiet_diagnostics(estimator):
@@ -108,6 +109,8 @@ class BestEstimatorMethods:
         ``best_estimator_`` (which reads the categories of categorical
         features from ``X`` as given)."""
         check_is_fitted(self)
+        if is_dask(X) and getattr(self, "projection_", None) is None:
+            return X  # (best_estimator_ maps itself over the chunks)
         if getattr(self, "linear_features_", None) is not None:
             validate_linear_input(self, X)
             return X

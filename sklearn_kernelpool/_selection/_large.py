@@ -43,6 +43,7 @@ from sklearn.utils.validation import _num_samples
 from .._held_out._criteria import SMOOTHER_CRITERIA
 from .._search._engines import neighbour_lists
 from .._utils._progress import new_stage_bar
+from ._large_dask import gathered_rows, is_dask
 from ._large_results import (
     finalist_kernels,
     merged_results,
@@ -146,6 +147,10 @@ def fit_large(estimator, X, y, sample_weight, fit_exact, stages):
     ``(search, rows)``, with ``rows`` starting ``(X, y, sample_weight)`` as
     validated; ``refit(estimator, search, rows)`` refits the selected one on
     ``rows``."""
+    if is_dask(X):
+        X, y, sample_weight = gathered_rows(
+            estimator, X, y, sample_weight, subsample_rows
+        )
     n = _num_samples(X)
     weights = None if sample_weight is None else np.asarray(sample_weight)
     m = None
