@@ -281,6 +281,25 @@ def _cv_path(kernel, bandwidths, cv=None, degree=0, **options):
     return build
 
 
+def _cv_large_path(n, m):
+    """The large-table selection of the defaults: an exact search on a
+    subsample of 1,000 rows (the Gaussian and Epanechnikov kernels, 30
+    widths and their extensions, both degrees, five counts), then the
+    rescaled candidates on the held-out rows against all ``n``: bounded by
+    the subsample's search and ``n`` moments, not by ``n`` candidates'
+    sums (those of the exact search at n = 20,000 exceed the budget)."""
+    d, sub = 2, 1000
+    X, y, _ = _data(n, 0, d)
+    search = KernelAttentionRegressorCV(subsample=sub, random_state=0)
+    return MemoryPath(
+        partial(search.fit, X, y),
+        sub,
+        _nbytes(X, y),
+        n_candidates=2 * 40 * 2 + 10,
+        n_columns=cv_columns(1, d),
+    )
+
+
 def _underflow_path(cv):
     """Gaussian with a width so small that every point's weights underflow."""
 
@@ -430,6 +449,7 @@ def _paths():
             )
         paths[f"cv-{name}-underflow"] = _underflow_path(cv)
     paths["cv-loo-per_feature"] = _cv_path("gaussian", smooth, per_feature=True)
+    paths["cv-large"] = _cv_large_path
     # The conditional distribution, dense and from the trees' neighbours.
     for algorithm, kernel in (("brute", "gaussian"), ("kd_tree", "epanechikov")):
         for method in ("quantiles", "cdf"):

@@ -33,7 +33,7 @@ MIB = 2**20
 def _sizes(name):
     # fit's neighbourhood estimate probes up to 8192 keys: n = 20000 shows
     # whether it keeps to working_memory.
-    if name.startswith(("tree-", "fit-", "classifier-fit-")):
+    if name.startswith(("tree-", "fit-", "classifier-fit-", "cv-large")):
         return 20_000, 4_000
     return 4_000, 2_000
 
@@ -41,7 +41,7 @@ def _sizes(name):
 # The nearest-key fallback and the recomputation of underflowing rows run
 # under leave-one-out by default, K-fold with the other policies; K-fold with
 # them too with -m slow.
-SLOW_PATHS = {"cv-kfold-empty-nearest", "cv-kfold-underflow"}
+SLOW_PATHS = {"cv-kfold-empty-nearest", "cv-kfold-underflow", "cv-large"}
 
 
 @pytest.mark.parametrize(
