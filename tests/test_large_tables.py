@@ -20,6 +20,7 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
     progress_bar,
 )
+from sklearn_kernelpool._search._engines import neighbour_lists
 from sklearn_kernelpool._selection import _large
 from sklearn_kernelpool._selection._large_results import COUNT_STEPS, WIDTH_STEPS
 
@@ -57,9 +58,11 @@ def large_fit():
 def test_the_subsample_search_is_the_exact_search_on_the_drawn_rows(large_fit):
     X, y, reg = large_fit
     sub, _ = _draw(1500, 500, 3)
-    exact = KernelAttentionRegressorCV(
-        kernels=("gaussian", "epanechnikov"), subsample=None
-    ).fit(X[sub], y[sub])
+    # The subsample's search takes the neighbour lists of compact kernels.
+    with neighbour_lists():
+        exact = KernelAttentionRegressorCV(
+            kernels=("gaussian", "epanechnikov"), subsample=None
+        ).fit(X[sub], y[sub])
     assert reg.subsample_ == 500 and reg.n_held_out_ == 1000
     for key in ("mean_test_score", "param_bandwidth", "param_kernel"):
         np.testing.assert_array_equal(

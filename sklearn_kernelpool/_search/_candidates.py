@@ -13,26 +13,25 @@ from numbers import Integral
 import numpy as np
 from sklearn.model_selection import ParameterGrid
 
-from .._held_out._adaptive import AdaptiveHeldOut
-from .._held_out._binned import BinnedHeldOut
-from .._held_out._categorical import CategoricalHeldOut
 from .._held_out._pool import HeldOut
 from ..kernels import KERNELS
 from ._data import search_data
 from ._degree_rule import MIN_ROWS_PER_PARAMETER
+from ._engines import adaptive_engines, grid_engines
 from ._grid import (
     AUTO_NEIGHBORS,
     _check_grid,
     _in_grid_order,
     _local_linear_fits,
     _rank,
-    _width,
+    _reorder,
     extend_grid,
     warn_edge,
 )
 from ._params import SearchParameters
 from ._passes import HeldOutPasses
 from ._rules import GLOBAL_KERNEL, SmallTableRules, is_global_line
+from ._verbose import say_scores, say_search
 from ._widths import learn_categorical_widths, learn_feature_widths
 
 # What a search selects, set on the estimator after it.
@@ -129,7 +128,7 @@ class CandidateSearch(SearchParameters):
         if self.binned:
             counts = []
         degrees = self._degrees(data, names, grid, counts)
-        self._say_search(X, names, grid, data.splits, len(degrees), counts)
+        say_search(self, X, names, grid, data.splits, len(degrees), counts)
         # The rules of small tables need the per-point leave-one-out losses
         # of the candidates: kept for them only.
         self.rules = None
@@ -145,7 +144,7 @@ class CandidateSearch(SearchParameters):
             data, names, degrees, grid, counts
         )
         self._select(params, results, data, degrees)
-        self._say_scores(params, names)
+        say_scores(self, params, names)
         if self.n_neighbors_ is None and (capped or not automatic):
             warn_edge(self.bandwidth_, fixed_grid, automatic)
         self._learn_widths(data, codes, fixed_grid)
@@ -307,42 +306,20 @@ class CandidateSearch(SearchParameters):
         Returns the candidates in ``GridSearchCV``'s order and their
         results (without ranks).
         """
-        X64, Y, weights = data.X64, data.Y, data.weights
-        codes, lambdas = self._categorical
-        space = {"kernel": names, "bandwidth": list(grid)}
-        if len(degrees) > 1:
-            space["degree"] = degrees
-        grid_params = list(ParameterGrid(space))
-        kernels = [KERNELS[n] for n in names]
+        lambdas = self._categorical[1]
         params, every = [], []
         for lam in lambdas:
-            if self.binned:
-                held_out = BinnedHeldOut(
-                    X64, Y, weights, kernels, grid, degree=max(degrees)
-                )
-            elif lam is None:
-                held_out = HeldOut(
-                    X64, Y, weights, kernels, grid, self.n_jobs, degree=max(degrees)
-                )
-            else:
-                held_out = CategoricalHeldOut(
-                    X64,
-                    codes,
-                    np.full(codes.shape[1], lam),
-                    Y,
-                    weights,
-                    kernels,
-                    grid,
-                    self.n_jobs,
-                    degree=max(degrees),
-                    levels=self.levels,
-                    sorted_levels=self.sorted_levels,
-                )
-            every.append(self._run(held_out, data, grid_params, degrees))
-            if lam is None:
-                params += grid_params
-            else:
-                params += [{**p, "categorical_bandwidth": lam} for p in grid_params]
+            for part_names, part_grid, held_out in grid_engines(
+                self, data, names, grid, max(degrees), lam
+            ):
+                space = {"kernel": part_names, "bandwidth": list(part_grid)}
+                if len(degrees) > 1:
+                    space["degree"] = degrees
+                part = list(ParameterGrid(space))
+                every.append(self._run(held_out, data, part, degrees))
+                if lam is not None:
+                    part = [{**p, "categorical_bandwidth": lam} for p in part]
+                params += part
         results = {key: np.concatenate([r[key] for r in every]) for key in every[0]}
         results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
         results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
@@ -355,7 +332,7 @@ class CandidateSearch(SearchParameters):
                 [p["categorical_bandwidth"] for p in params]
             )
         results["params"] = params
-        params, results = _in_grid_order(params, results)
+        params, results = _in_grid_order(params, results, list(dict.fromkeys(names)))
         return params, self.smoother_criteria(params, results)
 
     def _score_global_line(self, data):
@@ -413,17 +390,17 @@ class CandidateSearch(SearchParameters):
         if len(degrees) > 1:
             space["degree"] = degrees
         params = [{"bandwidth": 1.0, **p} for p in ParameterGrid(space)]
-        held_out = HeldOut(
-            data.X64,
-            data.Y,
-            data.weights,
-            [KERNELS[n] for n in names],
-            np.empty(0),
-            self.n_jobs,
-            degree=max(degrees),
-        )
-        adaptive = AdaptiveHeldOut(held_out, counts)
-        results = self._run(held_out, data, params, degrees, adaptive)
+        parts, every = [], []
+        for part_names, held_out, adaptive in adaptive_engines(
+            self, data, names, counts, max(degrees)
+        ):
+            part = [{"bandwidth": 1.0, **p} for p in ParameterGrid(space)]
+            part = [p for p in part if p["kernel"] in part_names]
+            every.append(self._run(held_out, data, part, degrees, adaptive))
+            parts += part
+        results = {key: np.concatenate([r[key] for r in every]) for key in every[0]}
+        if len(every) > 1:
+            results = _reorder(parts, results, params)[1]
         results["param_kernel"] = np.array([p["kernel"] for p in params], dtype=object)
         results["param_bandwidth"] = np.array([p["bandwidth"] for p in params])
         if len(degrees) > 1:
@@ -447,53 +424,3 @@ class CandidateSearch(SearchParameters):
         """Print ``message`` where ``verbose`` is at least ``level``."""
         if self.verbose >= level:
             print(f"[{self.name}] {message}")
-
-    def _say_search(self, X, names, grid, splits, n_degrees=1, counts=()):
-        n_lambdas = len(self._categorical[1])
-        n_widths = len(grid) * n_lambdas + len(counts)
-        n_candidates = len(names) * n_widths * n_degrees
-        what = f"{n_candidates} candidates ({len(names)} kernel(s) x {len(grid)} "
-        what += "bandwidths"
-        if n_lambdas > 1:
-            what += f" x {n_lambdas} categorical bandwidths"
-        if n_degrees > 1:
-            what += f" x {n_degrees} degrees"
-        if counts:
-            what += f" + {len(counts)} neighbour counts"
-        what += ")"
-        if splits is None:
-            self.say(
-                f"Scoring {what} by leave-one-out over {X.shape[0]} samples, "
-                "in one pass over the pairs of points"
-            )
-        else:
-            n_splits = len(splits)
-            self.say(
-                f"Fitting {n_splits} folds for each of {what}, totalling "
-                f"{n_splits * n_candidates} fits, in one pass over the pairs of "
-                "points"
-            )
-
-    def _say_scores(self, params, names):
-        scores = self.cv_results_["mean_test_score"]
-        for i, candidate in enumerate(params):
-            self.say(
-                f"kernel={candidate['kernel']!r}, {_width(candidate)}: "
-                f"score={scores[i]:.6g}",
-                level=3,
-            )
-        for name in names:
-            mine = [i for i, p in enumerate(params) if p["kernel"] == name]
-            if np.all(np.isnan(scores[mine])):
-                self.say(f"kernel={name!r}: no eligible bandwidth", level=2)
-                continue
-            best = mine[int(np.nanargmax(scores[mine]))]
-            self.say(
-                f"kernel={name!r}: best {_width(params[best], ' ')}, "
-                f"score={scores[best]:.6g}",
-                level=2,
-            )
-        self.say(
-            f"Selected kernel={self.kernel_!r}, {_width(self.best_params_)}, "
-            f"score={self.best_score_:.6g}"
-        )

@@ -56,21 +56,31 @@ _EXTENSION = 5
 _REACH = 10.0
 
 
-def _in_grid_order(params, results):
+def _in_grid_order(params, results, kernels=None):
     """The candidates and results in ``GridSearchCV``'s order.
 
     As :class:`~sklearn.model_selection.ParameterGrid` orders the union of
-    the candidates' values (the kernels in their given order).
+    the candidates' values, the kernels in the order of ``kernels`` (by
+    default, that in which they first appear).
     """
+    space = {name: sorted({p[name] for p in params}) for name in params[0]}
+    if kernels is None:
+        kernels = list(dict.fromkeys(p["kernel"] for p in params))
+    space["kernel"] = list(kernels)
+    return _reorder(params, results, list(ParameterGrid(space)))
+
+
+def _reorder(params, results, target):
+    """The candidates ``params`` and their ``results`` in the order of
+    ``target``, the same candidates in another order."""
 
     def key(p):
         return tuple(sorted(p.items()))
 
-    position = {key(p): i for i, p in enumerate(params)}
-    space = {name: sorted({p[name] for p in params}) for name in params[0]}
-    space["kernel"] = list(dict.fromkeys(p["kernel"] for p in params))
-    merged = list(ParameterGrid(space))
-    order = np.array([position[key(p)] for p in merged])
+    position = {}
+    for i, p in enumerate(params):
+        position.setdefault(key(p), []).append(i)
+    order = np.array([position[key(p)].pop() for p in target])
     ordered = {
         name: values[order] for name, values in results.items() if name != "params"
     }
