@@ -324,3 +324,99 @@ def test_categorical_columns_keep_the_subsample_lambda():
     ]
     assert reg.categorical_bandwidth_ == lam
     assert reg.score(frame, y) > 0.9
+
+
+@pytest.mark.parametrize("n_neighbors", [None, 30])
+def test_the_partially_linear_fit_takes_the_neighbour_lists(monkeypatch, n_neighbors):
+    # On large tables the leave-one-out fits behind coef_ come from a tree's
+    # neighbour lists for compact kernels: the same numbers as the dense pass.
+    rng = np.random.default_rng(11)
+    X, y = _data(700, 11)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    level = rng.integers(0, 3, 700)
+    frame["level"] = pd.Categorical(np.array(list("pqr"))[level])
+    y = y + 0.7 * level
+    params = {
+        "kernel": "epanechnikov",
+        "bandwidth": 1.0 if n_neighbors else 0.6,
+        "n_neighbors": n_neighbors,
+        "degree": 1,
+        "categorical_features": "from_dtype",
+        "linear_features": "categorical",
+    }
+    from sklearn_kernelpool._estimator import _partially_linear
+
+    name = "NeighbourAdaptiveHeldOut" if n_neighbors else "NeighbourHeldOut"
+    built = []
+    engine = getattr(_partially_linear, name)
+    spy = type(
+        name,
+        (engine,),
+        {
+            "__init__": lambda self, *a, **k: (
+                built.append(1),
+                engine.__init__(self, *a, **k),
+            )[1]
+        },
+    )
+    monkeypatch.setattr(_partially_linear, name, spy)
+    dense = KernelAttentionRegressor(**params).fit(frame, y)
+    assert not built
+    with neighbour_lists():
+        lists = KernelAttentionRegressor(**params).fit(frame, y)
+    assert built
+    np.testing.assert_allclose(lists.coef_, dense.coef_, rtol=1e-10)
+    np.testing.assert_allclose(lists.coef_se_, dense.coef_se_, rtol=1e-10)
+    np.testing.assert_allclose(lists.predict(frame), dense.predict(frame), rtol=1e-10)
+
+
+def test_a_partially_linear_model_scores_its_kernel_part_on_partial_residuals():
+    rng = np.random.default_rng(12)
+    X, y = _data(1500, 12)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    level = rng.integers(0, 4, 1500)
+    frame["level"] = pd.Categorical(np.array(list("pqrs"))[level])
+    y = y + 0.8 * level
+    reg = KernelAttentionRegressorCV(categorical_features="from_dtype", **SMALL)
+    reg.fit(frame, y)
+    assert reg.linear_features_ == "categorical"
+    # A compact kernel alone: its refit's leave-one-out fits take the lists.
+    assert set(reg.cv_results_["param_kernel"]) == {"epanechnikov"}
+    first = reg.subsample_results_
+    sub, held = _draw(1500, 500, 3)
+    with neighbour_lists():
+        exact = KernelAttentionRegressorCV(
+            kernels=("gaussian", "epanechnikov"),
+            categorical_features="from_dtype",
+            subsample=None,
+        ).fit(frame.iloc[sub], y[sub])
+    np.testing.assert_array_equal(
+        first["mean_test_score"], exact.cv_results_["mean_test_score"]
+    )
+    # The second stage: the kernel part on y - Z coef_ - intercept_ of the
+    # subsample's model, refitted without the held-out rows.
+    best = exact.best_estimator_
+    kernel_part = best.kernel_regressor_.predict(frame[["a", "b", "c"]])
+    residuals = y - (best.predict(frame) - kernel_part)
+    train = np.setdiff1d(np.arange(1500), held)
+    params = reg.cv_results_["params"][0]
+    part = KernelAttentionRegressor(
+        kernel="epanechnikov",
+        bandwidth=params["bandwidth"],
+        n_neighbors=params.get("n_neighbors"),
+        degree=reg.cv_results_["param_degree"][0],
+    ).fit(X[train], residuals[train])
+    r2 = r2_score(residuals[held], part.predict(X[held]))
+    np.testing.assert_allclose(reg.cv_results_["mean_test_score"][0], r2, rtol=1e-9)
+    # The selected kernel part, refitted as the partially linear model.
+    model = KernelAttentionRegressor(
+        kernel=reg.kernel_,
+        bandwidth=reg.bandwidth_,
+        n_neighbors=reg.n_neighbors_,
+        degree=reg.degree_,
+        categorical_features="from_dtype",
+        linear_features="categorical",
+    ).fit(frame, y)
+    np.testing.assert_allclose(reg.predict(frame), model.predict(frame), rtol=1e-10)
+    np.testing.assert_allclose(reg.best_estimator_.coef_, model.coef_, rtol=1e-10)
+    assert reg.n_features_in_ == 4 and list(reg.feature_names_in_) == list(frame)

@@ -36,7 +36,10 @@ from sklearn.utils import _safe_indexing
 from .._engine._pooling import resolve_kernel
 from .._held_out._adaptive import AdaptiveHeldOut
 from .._held_out._categorical import CategoricalHeldOut
+from .._held_out._neighbours import NeighbourHeldOut
+from .._held_out._neighbours_adaptive import NeighbourAdaptiveHeldOut
 from .._held_out._pool import HeldOut
+from .._search._engines import takes_neighbour_lists
 from .._search._passes import HeldOutPasses
 from .._utils._categorical_input import category_levels
 from ._base import fit_pool
@@ -126,6 +129,7 @@ def leave_one_out_fits(regressor, values):
     # (adaptive candidates take no fixed width, as in the search)
     grid = np.array([bandwidth]) if regressor.n_neighbors is None else np.empty(0)
     arguments = (Y, weights, [kernel], grid, regressor.n_jobs)
+    lists = False
     if codes is not None:
         held_out = CategoricalHeldOut(
             X,
@@ -136,7 +140,13 @@ def leave_one_out_fits(regressor, values):
             levels=category_levels(regressor),
         )
     else:
-        held_out = HeldOut(X, *arguments, degree=regressor.degree)
+        # Compact kernels on large tables: the neighbour lists of the search.
+        lists = kernel.is_compact and takes_neighbour_lists(np.count_nonzero(weights))
+        lists = lists and (regressor.n_neighbors is None or multiplier == 1.0)
+        engine = (
+            NeighbourHeldOut if lists and regressor.n_neighbors is None else HeldOut
+        )
+        held_out = engine(X, *arguments, degree=regressor.degree)
     # The leave-one-out pass of the search, for one candidate: predictions
     # only, no scores.
     passes = HeldOutPasses(None, regressor.on_empty)
@@ -149,7 +159,12 @@ def leave_one_out_fits(regressor, values):
                 "continuous features only); make the categorical features linear "
                 "too, or use a fixed bandwidth."
             )
-        adaptive = _ScaledAdaptive(held_out, [regressor.n_neighbors], multiplier)
+        if lists:
+            held_out = adaptive = NeighbourAdaptiveHeldOut(
+                held_out, [regressor.n_neighbors]
+            )
+        else:
+            adaptive = _ScaledAdaptive(held_out, [regressor.n_neighbors], multiplier)
     rows = np.arange(n)
     predictions, empty, flags = passes.held_out(
         held_out, rows, [regressor.degree], adaptive=adaptive

@@ -44,6 +44,11 @@ from .._held_out._criteria import SMOOTHER_CRITERIA
 from .._search._engines import neighbour_lists
 from .._utils._progress import new_stage_bar
 from ._large_dask import gathered_rows, is_dask
+from ._large_linear import (
+    is_partially_linear,
+    refit_partially_linear,
+    residual_rows,
+)
 from ._large_results import (
     finalist_kernels,
     merged_results,
@@ -167,16 +172,23 @@ def fit_large(estimator, X, y, sample_weight, fit_exact, stages):
         first = _fit_subsample(estimator, X, y, weights, sub, n)
         bar.total = 2 + len(finalist_kernels(first))
         bar.update(1)
+        linear = is_partially_linear(first)
+        data, changes = (X, y, weights), {}
+        if linear:
+            data, changes = residual_rows(first, data)
         finalists = _score_full_table(
-            estimator, first, (X, y, weights), (sub, held), stages[0], bar
+            estimator, first, data, (sub, held), (stages[0], changes), bar
         )
         final = _prefer_compact(estimator, finalists, held, stages[1])
         kept, search, rows = finalists[final]
-        stages[1](kept, search, rows)
+        if not linear:
+            stages[1](kept, search, rows)
         bar.update(1)
     finally:
         bar.close()
     _take_selection(estimator, first, finalists, final, m, held.size)
+    if linear:
+        refit_partially_linear(estimator, kept, first, (X, y, weights))
     return estimator
 
 
@@ -194,12 +206,14 @@ def _fit_subsample(estimator, X, y, weights, sub, n):
         return first.fit(_safe_indexing(X, sub), _safe_indexing(y, sub), rows_weights)
 
 
-def _score_full_table(estimator, first, data, rows, score, bar):
+def _score_full_table(estimator, first, data, rows, scoring, bar):
     """Stage 2: for the selected kernel, and the best compact kernel where
     another was selected, the rescaled candidates scored on the held-out
     rows at full n: ``[(fitted search, its search, its rows), ...]``, the
     selected kernel first. ``data`` are ``(X, y, weights)``, ``rows``
-    ``(sub, held)``."""
+    ``(sub, held)``, ``scoring`` the ``score`` of :func:`fit_large` and the
+    parameters that differ from the subsample's search."""
+    score, differ = scoring
     n = _num_samples(data[0])
     sub, held = rows
     train = np.setdiff1d(np.arange(n), held, assume_unique=True)
@@ -213,6 +227,7 @@ def _score_full_table(estimator, first, data, rows, score, bar):
             f"held-out rows against the other {train.size}",
         )
         changes.update({k: v for k, v in shared.items() if k in own})
+        changes.update(differ)
         second = clone(estimator).set_params(
             subsample=None, kernels=(kernel,), cv=[(train, held)], **changes
         )

@@ -63,18 +63,24 @@ def _kernel_degree(first, results, kernel):
 
 def finalist_kernels(first):
     """The kernel the subsample selected and, where it is not compact, the
-    best-scored compact kernel the subsample searched."""
+    best-scored compact kernel the subsample searched. A partially linear
+    model takes the compact one alone where there is one: the leave-one-out
+    fits behind its coefficients take the neighbour lists, where another
+    kernel's take every pair of rows."""
     results = first.cv_results_
     kernels = [first.kernel_]
-    if first.kernel_ == "constant" or np.isfinite(KERNELS[first.kernel_].support):
+    if first.kernel_ == "constant" or KERNELS[first.kernel_].is_compact:
         return kernels
     scores = np.asarray(results["mean_test_score"], dtype=float)
     names = np.asarray(results["param_kernel"])
-    compact = np.array([np.isfinite(KERNELS[name].support) for name in names])
+    compact = np.array([KERNELS[name].is_compact for name in names])
     candidates = np.flatnonzero(compact & ~np.isnan(scores))
-    if candidates.size:
-        kernels.append(str(names[candidates[np.argmax(scores[candidates])]]))
-    return kernels
+    if not candidates.size:
+        return kernels
+    best = str(names[candidates[np.argmax(scores[candidates])]])
+    if getattr(first, "linear_features_", None) is not None:
+        return [best]
+    return kernels + [best]
 
 
 def subsample_candidates(first, m, n, n_train):
@@ -94,7 +100,7 @@ def subsample_candidates(first, m, n, n_train):
     for kernel in finalist_kernels(first):
         degree = _kernel_degree(first, first.cv_results_, kernel)
         fixed, adaptive = _best_rows(first.cv_results_, kernel, degree)
-        if not np.isfinite(KERNELS[kernel].support) and kernel == first.kernel_:
+        if not KERNELS[kernel].is_compact and kernel == first.kernel_:
             fixed, adaptive = (None, adaptive) if first.n_neighbors_ else (fixed, None)
         widths = counts = None
         if fixed is not None:
