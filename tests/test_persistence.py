@@ -118,6 +118,13 @@ def _configurations():
     )
     yield "cv", KernelAttentionRegressorCV(bandwidths=4, cv=3), 2, None
     yield "cv_degree1", KernelAttentionRegressorCV(bandwidths=3, degree=1), 2, None
+    # The large-table selection: a subsample's search, then one split.
+    yield (
+        "cv_large",
+        KernelAttentionRegressorCV(bandwidths=4, subsample=600, random_state=0),
+        2,
+        None,
+    )
     yield "classifier_cv", KernelAttentionClassifierCV(bandwidths=3), 2, None
     yield (
         "cv_per_feature",
