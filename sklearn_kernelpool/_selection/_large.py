@@ -61,7 +61,7 @@ from ._large_results import (
 LARGE_TABLE_ROWS = 10_000
 SUBSAMPLE_ROWS = 4_000
 #: The most held-out rows that score the rescaled candidates.
-HELD_OUT_ROWS = 2_000
+HELD_OUT_ROWS = 1_000
 
 
 def large_kernels(estimator):
