@@ -17,8 +17,9 @@ Peers, each fitted and timed in its own child process so that the peak
 resident set is its own:
 
 - ``ours``: ``KernelAttentionRegressorCV()`` at its defaults
-  (``categorical_features="from_dtype"`` on the real tables, as the peer
-  gets, and ``random_state=0`` where the estimator has it);
+  (on the real tables ``categorical_features="from_dtype"``, as the peer
+  gets, after a ``StandardScaler`` of the numeric columns, as KNN gets;
+  ``random_state=0``);
 - ``hgb``: ``HistGradientBoostingRegressor(random_state=0)``
   (``categorical_features="from_dtype"`` on the real tables);
 - ``knn``: ``GridSearchCV`` over ``KNeighborsRegressor``'s ``n_neighbors``
@@ -111,14 +112,29 @@ def has_param(name):
     return name in KernelAttentionRegressorCV().get_params()
 
 
-def make_ours(real, extra=None):
+def make_ours(real, extra=None, X=None):
+    """Ours at its defaults; on a real table, after standardising the
+    numeric columns (the categorical ones passed through as categories)."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
     from sklearn_kernelpool import KernelAttentionRegressorCV
 
     params = {"categorical_features": "from_dtype"} if real else {}
     if has_param("random_state"):
         params["random_state"] = 0
     params.update(extra or {})
-    return KernelAttentionRegressorCV(**params)
+    ours = KernelAttentionRegressorCV(**params)
+    if not real or not hasattr(X, "dtypes"):
+        return ours
+    numeric = [c for c, dtype in X.dtypes.items() if dtype.name != "category"]
+    scale = ColumnTransformer(
+        [("numeric", StandardScaler(), numeric)],
+        remainder="passthrough",
+        verbose_feature_names_out=False,
+    ).set_output(transform="pandas")
+    return make_pipeline(scale, ours)
 
 
 def make_knn(X):
@@ -158,7 +174,7 @@ def make_estimator(name, X, real, extra=None):
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     if name == "ours":
-        return make_ours(real, extra)
+        return make_ours(real, extra, X)
     if name == "hgb":
         params = {"categorical_features": "from_dtype"} if real else {}
         return HistGradientBoostingRegressor(random_state=0, **params)

@@ -756,3 +756,12 @@ def _escaped(fragment):
 @pytest.mark.parametrize("estimator", FACTORIES)
 def test_the_tags_say_sparse_is_accepted(estimator):
     assert get_tags(FACTORIES[estimator].make({})).input_tags.sparse
+
+
+def test_a_rule_of_thumb_past_the_largest_float_is_a_documented_error():
+    # A spread near the largest float and a tiny total weight: the width
+    # overflows, which the rule refuses in words rather than warns about.
+    X = np.array([[-1e300], [1e300]])
+    reg = KernelAttentionRegressor(kernel="biweight", bandwidth="scott")
+    with pytest.raises(ValueError, match="'scott' rule gives bandwidths"):
+        reg.fit(X, np.zeros(2), sample_weight=np.full(2, 1e-291))

@@ -44,8 +44,10 @@ def rule_of_thumb(rule, X, sample_weight):
     log_n = np.log(np.sum(relative)) + np.log(unit)
     if rule == "silverman":
         log_n -= np.log(4.0 / (d + 2))
-    factor = float(np.exp(-log_n / (d + 4)))
-    h = _weighted_spread(X, relative) * factor
+    with np.errstate(over="ignore"):
+        # (a width past the largest float is refused below)
+        factor = float(np.exp(-log_n / (d + 4)))
+        h = _weighted_spread(X, relative) * factor
     if not np.all(np.isfinite(h) & (h > 0)):
         raise ValueError(
             f"The {rule!r} rule gives bandwidths {h.tolist()} for this X and "
