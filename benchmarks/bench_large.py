@@ -257,9 +257,11 @@ def run_case(case):
         "grow_mib": max(hwm - rss_start, 0) / 1024,
     }
     if case["estimator"] == "ours":
+        model = model[-1] if hasattr(model, "steps") else model
         record["selected"] = {
             key: str(value) for key, value in model.best_params_.items()
         }
+        record["selected"]["linear"] = str(getattr(model, "linear_features_", None))
         record["subsample"] = getattr(model, "subsample_", None) is not None
         if case.get("oracle"):
             record.update(oracle(model, X_train, y_train, X_test, y_test))

@@ -117,8 +117,33 @@ def test_the_counts_of_a_compact_kernel_are_rescaled():
     first = reg.subsample_results_
     k_m = first["param_n_neighbors"][np.argmax(first["mean_test_score"])]
     expected = np.unique(np.round(k_m * (1500 / 500) ** (4 / 7) * COUNT_STEPS))
-    np.testing.assert_array_equal(reg.cv_results_["param_n_neighbors"], expected)
-    assert reg.n_neighbors_ in expected
+    counts = np.asarray(reg.cv_results_["param_n_neighbors"])
+    np.testing.assert_array_equal(counts[: expected.size], expected)
+    # An edge selected: three more counts beyond it, the best kept.
+    k = counts[np.argmax(reg.cv_results_["mean_test_score"])]
+    assert reg.n_neighbors_ == k
+    if counts.size > expected.size:
+        edge = expected.max() if counts[-1] > expected.max() else expected.min()
+        step = 1.5 if edge == expected.max() else 1 / 1.5
+        extended = np.unique(np.round(edge * step ** np.arange(1, 4)).astype(int))
+        np.testing.assert_array_equal(np.sort(counts[expected.size :]), extended)
+
+
+def test_a_width_on_the_edge_of_the_rescaled_grid_is_extended(monkeypatch):
+    # A grid whose widest width is too narrow for the table: the second
+    # stage scores three wider ones, and keeps the best of all.
+    from sklearn_kernelpool._selection import _large_results
+
+    monkeypatch.setattr(_large_results, "WIDTH_STEPS", 1.2 ** np.arange(-12, -8))
+    X, y = _data(1500, 13)
+    reg = KernelAttentionRegressorCV(
+        kernels=("gaussian",), degree=0, n_neighbors=None, **SMALL
+    ).fit(X, y)
+    widths = reg.cv_results_["param_bandwidth"]
+    assert widths.size == 7
+    np.testing.assert_allclose(widths[4:], widths[3] * 1.2 ** np.arange(1, 4))
+    scores = reg.cv_results_["mean_test_score"]
+    assert reg.bandwidth_ == widths[np.argmax(scores)] and reg.bandwidth_ > widths[3]
 
 
 def test_a_random_state_reproduces_a_large_fit_and_another_draws_anew(large_fit):
@@ -420,3 +445,20 @@ def test_a_partially_linear_model_scores_its_kernel_part_on_partial_residuals():
     np.testing.assert_allclose(reg.predict(frame), model.predict(frame), rtol=1e-10)
     np.testing.assert_allclose(reg.best_estimator_.coef_, model.coef_, rtol=1e-10)
     assert reg.n_features_in_ == 4 and list(reg.feature_names_in_) == list(frame)
+
+
+def test_auto_draws_a_smaller_subsample_of_a_table_with_categorical_features(
+    monkeypatch,
+):
+    rng = np.random.default_rng(14)
+    X, y = _data(700, 14)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame["level"] = pd.Categorical(rng.choice(list("pq"), 700))
+    monkeypatch.setattr(_large, "LARGE_TABLE_ROWS", 300)
+    monkeypatch.setattr(_large, "SUBSAMPLE_ROWS", 400)
+    monkeypatch.setattr(_large, "CATEGORICAL_SUBSAMPLE_ROWS", 250)
+    params = {"kernels": ("gaussian",), "linear_features": None, "random_state": 0}
+    reg = KernelAttentionRegressorCV(categorical_features="from_dtype", **params)
+    assert reg.fit(frame, y).subsample_ == 250
+    # A table without categorical features draws the usual subsample.
+    assert KernelAttentionRegressorCV(**params).fit(X, y).subsample_ == 400

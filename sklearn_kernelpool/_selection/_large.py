@@ -42,6 +42,7 @@ from sklearn.utils.validation import _num_samples
 
 from .._held_out._criteria import SMOOTHER_CRITERIA
 from .._search._engines import neighbour_lists
+from .._utils._categorical_input import categorical_mask
 from .._utils._progress import new_stage_bar
 from ._large_dask import gathered_rows, is_dask
 from ._large_linear import (
@@ -50,6 +51,7 @@ from ._large_linear import (
     residual_rows,
 )
 from ._large_results import (
+    edge_extension,
     finalist_kernels,
     merged_results,
     row_losses,
@@ -60,6 +62,9 @@ from ._large_results import (
 #: stages, and the rows of its subsample.
 LARGE_TABLE_ROWS = 10_000
 SUBSAMPLE_ROWS = 4_000
+#: ... and of its subsample on a table with categorical features, whose
+#: search scores every width at each of their bandwidths.
+CATEGORICAL_SUBSAMPLE_ROWS = 2_000
 #: The most held-out rows that score the rescaled candidates.
 HELD_OUT_ROWS = 1_000
 
@@ -98,9 +103,10 @@ def _unsupported(estimator):
     return ""
 
 
-def subsample_rows(estimator, n_positive):
+def subsample_rows(estimator, n_positive, categorical=False):
     """The rows of the subsample of ``estimator`` on a table of
-    ``n_positive`` rows of positive weight, or None for the exact search."""
+    ``n_positive`` rows of positive weight (with ``categorical`` features),
+    or None for the exact search."""
     subsample = estimator.subsample
     if subsample is None:
         return None
@@ -108,7 +114,7 @@ def subsample_rows(estimator, n_positive):
     if isinstance(subsample, str):  # "auto"
         if n_positive <= LARGE_TABLE_ROWS or why:
             return None
-        return SUBSAMPLE_ROWS
+        return CATEGORICAL_SUBSAMPLE_ROWS if categorical else SUBSAMPLE_ROWS
     if why:
         raise ValueError(
             f"subsample={subsample} selects on a subsample, which "
@@ -116,6 +122,19 @@ def subsample_rows(estimator, n_positive):
             'subsample=None (the exact search) or "auto".'
         )
     return int(subsample) if n_positive > subsample else None
+
+
+def _categorical(estimator, X):
+    """Whether ``X`` has features that ``categorical_features`` declares
+    categorical (the fit explains a mask it cannot read)."""
+    features = getattr(estimator, "categorical_features", None)
+    if features is None:
+        return False
+    try:
+        mask = categorical_mask(features, X)
+    except (ValueError, TypeError):
+        return False
+    return mask is not None and bool(np.any(mask))
 
 
 def _draw(estimator, n, weights, y, m):
@@ -161,7 +180,7 @@ def fit_large(estimator, X, y, sample_weight, fit_exact, stages):
     m = None
     if weights is None or weights.shape == (n,):  # else the exact fit explains
         n_positive = n if weights is None else int(np.count_nonzero(weights > 0))
-        m = subsample_rows(estimator, n_positive)
+        m = subsample_rows(estimator, n_positive, _categorical(estimator, X))
     if m is None:
         estimator.subsample_ = estimator.n_held_out_ = None
         estimator.subsample_results_ = None
@@ -176,7 +195,7 @@ def fit_large(estimator, X, y, sample_weight, fit_exact, stages):
         data, changes = (X, y, weights), {}
         if linear:
             data, changes = residual_rows(first, data)
-        finalists = _score_full_table(
+        finalists, searched = _score_full_table(
             estimator, first, data, (sub, held), (stages[0], changes), bar
         )
         final = _prefer_compact(estimator, finalists, held, stages[1])
@@ -186,7 +205,7 @@ def fit_large(estimator, X, y, sample_weight, fit_exact, stages):
         bar.update(1)
     finally:
         bar.close()
-    _take_selection(estimator, first, finalists, final, m, held.size)
+    _take_selection(estimator, first, searched, kept, m, held.size)
     if linear:
         refit_partially_linear(estimator, kept, first, (X, y, weights))
     return estimator
@@ -219,7 +238,7 @@ def _score_full_table(estimator, first, data, rows, scoring, bar):
     train = np.setdiff1d(np.arange(n), held, assume_unique=True)
     own = set(estimator.get_params(deep=False))
     shared = {**_lambdas(first), **_linear(first)}
-    finalists = []
+    finalists, searched = [], []
     for kernel, changes in subsample_candidates(first, sub.size, n, train.size):
         _say(
             estimator,
@@ -232,9 +251,16 @@ def _score_full_table(estimator, first, data, rows, scoring, bar):
             subsample=None, kernels=(kernel,), cv=[(train, held)], **changes
         )
         with neighbour_lists():
-            finalists.append((second, *score(second, *data)))
+            parts = [(second, *score(second, *data))]
+            extension = edge_extension(second, changes, train.size)
+            if extension is not None:
+                _say(estimator, f"The best is on the edge: scoring {extension}")
+                third = clone(second).set_params(**extension)
+                parts.append((third, *score(third, *data)))
+        finalists.append(max(parts, key=lambda part: part[0].best_score_))
+        searched.extend(part[0] for part in parts)
         bar.update(1)
-    return finalists
+    return finalists, searched
 
 
 def _lambdas(first):
@@ -271,17 +297,18 @@ def _prefer_compact(estimator, finalists, held, refit):
     return kept
 
 
-def _take_selection(estimator, first, finalists, final, m, r):
-    """Give ``estimator`` the fitted state of the kept finalist, the merged
-    results of the second stage and the subsample's results."""
+def _take_selection(estimator, first, searched, kept, m, r):
+    """Give ``estimator`` the fitted state of the kept search, the merged
+    results of every search of the second stage and the subsample's
+    results."""
     params = set(estimator.get_params(deep=False))
-    kept = finalists[final][0]
     for name, value in vars(kept).items():
         if name not in params:
             estimator.__dict__[name] = value
-    results, offsets = merged_results([_with_degree(f[0]) for f in finalists])
+    results, offsets = merged_results([_with_degree(search) for search in searched])
     estimator.cv_results_ = results
-    estimator.best_index_ = offsets[final] + kept.best_index_
+    at = next(i for i, search in enumerate(searched) if search is kept)
+    estimator.best_index_ = offsets[at] + kept.best_index_
     estimator.subsample_ = m
     estimator.n_held_out_ = r
     estimator.subsample_results_ = first.cv_results_

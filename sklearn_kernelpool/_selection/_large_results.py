@@ -117,6 +117,31 @@ def subsample_candidates(first, m, n, n_train):
     return finalists
 
 
+def edge_extension(search, parameters, n_train):
+    """The parameters of a second search past the edge of the grid of
+    ``parameters`` where the fitted ``search`` selected its widest or
+    narrowest candidate: three more steps of the grid's ratio beyond it (of
+    its family alone), or None where the selection is interior."""
+    best = search.best_params_
+    if "n_neighbors" in best:
+        counts, k = np.asarray(parameters["n_neighbors"]), best["n_neighbors"]
+        if k not in (counts.min(), counts.max()) or counts.size < 2:
+            return None
+        step = COUNT_STEPS[1] / COUNT_STEPS[0] if k == counts.max() else 1 / 1.5
+        new = np.unique(np.round(k * step ** np.arange(1, 4)).astype(int))
+        new = new[(new >= 1) & (new <= n_train - 1) & ~np.isin(new, counts)]
+        return {"bandwidths": None, "n_neighbors": new} if new.size else None
+    widths = parameters.get("bandwidths")
+    if widths is None or len(widths) < 2 or np.ndim(best["bandwidth"]):
+        return None
+    h, ratio = best["bandwidth"], WIDTH_STEPS[1] / WIDTH_STEPS[0]
+    if h == np.max(widths):
+        return {"bandwidths": h * ratio ** np.arange(1, 4), "n_neighbors": None}
+    if h == np.min(widths):
+        return {"bandwidths": h * ratio ** -np.arange(1, 4), "n_neighbors": None}
+    return None
+
+
 def row_losses(estimator, search, rows, held, refit):
     """The held-out loss of each row of ``held`` under the candidate
     ``search`` selected for ``estimator``, refitted by ``refit`` on the
