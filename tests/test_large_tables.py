@@ -462,3 +462,18 @@ def test_auto_draws_a_smaller_subsample_of_a_table_with_categorical_features(
     assert reg.fit(frame, y).subsample_ == 250
     # A table without categorical features draws the usual subsample.
     assert KernelAttentionRegressorCV(**params).fit(X, y).subsample_ == 400
+
+
+@pytest.mark.parametrize("n, rare", [(800, 1), (502, 3)])
+def test_classes_too_rare_to_stratify_are_drawn_at_random(n, rare):
+    # One row of a class, or fewer held-out rows than classes: the rows of
+    # a regressor's draw.
+    X, y = _data(n, 15)
+    labels = (y > 0.3).astype(int)
+    labels[:rare] = 2
+    clf = KernelAttentionClassifierCV(kernels=("gaussian",), **SMALL)
+    sub, held = _large._draw(clf, n, None, labels, 500)
+    expected = _draw(n, 500, 3)
+    np.testing.assert_array_equal(sub, expected[0])
+    np.testing.assert_array_equal(held, expected[1])
+    assert clf.fit(X, labels).subsample_ == 500

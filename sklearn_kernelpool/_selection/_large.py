@@ -140,19 +140,19 @@ def _categorical(estimator, X):
 def _draw(estimator, n, weights, y, m):
     """The rows of the subsample and the held-out rows, sorted: a random
     draw of the rows of positive weight that depends only on them and on
-    ``random_state`` (stratified by class for a classifier, where every
-    class has two rows)."""
+    ``random_state`` (stratified by class for a classifier, where the
+    classes are common enough for the sizes)."""
     rng = check_random_state(estimator.random_state)
     positive = np.arange(n) if weights is None else np.flatnonzero(weights > 0)
     r = min(HELD_OUT_ROWS, positive.size - m)
     if is_classifier(estimator):
         labels = np.asarray(y)[positive]
-        if np.unique(labels, return_counts=True)[1].min() >= 2:
-            split = StratifiedShuffleSplit(
-                1, test_size=r, train_size=m, random_state=rng
-            )
+        split = StratifiedShuffleSplit(1, test_size=r, train_size=m, random_state=rng)
+        try:
             sub, held = next(split.split(positive.reshape(-1, 1), labels))
             return np.sort(positive[sub]), np.sort(positive[held])
+        except ValueError:
+            pass  # a class too rare for the sizes: the rows in random order
     order = rng.permutation(positive)
     return np.sort(order[:m]), np.sort(order[m : m + r])
 
