@@ -477,3 +477,23 @@ def test_classes_too_rare_to_stratify_are_drawn_at_random(n, rare):
     np.testing.assert_array_equal(sub, expected[0])
     np.testing.assert_array_equal(held, expected[1])
     assert clf.fit(X, labels).subsample_ == 500
+
+
+def test_the_memory_rule_sizes_the_sums_of_the_rows_a_split_holds(monkeypatch):
+    # A split scores its test rows alone: the rule that refuses the sums of
+    # every row past the physical memory sizes those of the test rows.
+    from sklearn_kernelpool._held_out import _sums
+
+    X, y = _data(2000, 16)
+    held = np.arange(0, 2000, 20)
+    train = np.setdiff1d(np.arange(2000), held)
+    params = {"kernels": ("gaussian",), "bandwidths": 8, "degree": 1}
+    params.update(n_neighbors=None, linear_features=None)
+    # Bytes per row: 8 widths, 16 columns of degree 1 in 3 features, three
+    # copies of the sums on one thread.
+    per_row = 8 * 8 * 16 * 3
+    monkeypatch.setattr(_sums, "physical_memory", lambda: per_row * 1000)
+    with pytest.raises(MemoryError):
+        KernelAttentionRegressorCV(**params).fit(X, y)
+    split = KernelAttentionRegressorCV(cv=[(train, held)], **params).fit(X, y)
+    assert np.all(np.isfinite(split.cv_results_["mean_test_score"]))

@@ -91,13 +91,16 @@ class HeldOut(HeldOutPairs):
         recomputed after underflow, else 0), for :meth:`in_sample`.
     """
 
-    def __init__(self, X, Y, weights, kernels, bandwidths, n_jobs=None, degree=0):
+    def __init__(
+        self, X, Y, weights, kernels, bandwidths, n_jobs=None, degree=0, held_rows=None
+    ):
         super().__init__(X, Y, weights, kernels, bandwidths, degree)
         self.support_radii = np.unique(
             [k.support * h for k in kernels if k.is_compact for h in bandwidths]
         ).astype(np.float64)
         self.n_jobs = n_jobs
-        self._check_size(X.shape[0], n_jobs)
+        # (the sums of the rows a pass holds: every row, or a split's test rows)
+        self._check_size(X.shape[0] if held_rows is None else held_rows, n_jobs)
         # Local-linear moments hold the values centred on their weighted
         # mean, as the engine's do: covariances are then differences of
         # moments of the order of the spread, not of the squared mean.

@@ -49,6 +49,7 @@ from .._held_out._neighbours_adaptive import NeighbourAdaptiveHeldOut
 from .._held_out._pool import HeldOut
 from .._utils._working_memory import row_batches
 from ..kernels import KERNELS
+from ._passes import _partition_groups
 
 # The fewest rows of positive weight on which a search takes the neighbour
 # lists (outside :func:`neighbour_lists`).
@@ -208,9 +209,29 @@ def grid_engines(search, data, names, grid, degree, lam=None):
         parts.append((names, grid[take], engine))
     if not take.all():
         rest = grid[~take] if take.any() else grid
-        engine = HeldOut(X, Y, weights, kernels, rest, search.n_jobs, degree=degree)
+        engine = HeldOut(
+            X,
+            Y,
+            weights,
+            kernels,
+            rest,
+            search.n_jobs,
+            degree=degree,
+            held_rows=held_rows(data),
+        )
         parts.append((names, rest, engine))
     return parts
+
+
+def held_rows(data):
+    """The rows whose held-out sums a pass of the search holds at once:
+    every row, or under splits that do not partition the rows (whose sums
+    are computed split by split, :meth:`.._held_out._sums.HeldOutPairs.sums_split`)
+    the largest test set."""
+    n = len(data.X64)
+    if data.splits is None or _partition_groups(data.splits, n) is not None:
+        return n
+    return max(len(test) for _, test in data.splits)
 
 
 def adaptive_engines(search, data, names, counts, degree):
