@@ -64,7 +64,7 @@ LARGE_TABLE_ROWS = 10_000
 SUBSAMPLE_ROWS = 4_000
 #: ... and of its subsample on a table with categorical features, whose
 #: search scores every width at each of their bandwidths.
-CATEGORICAL_SUBSAMPLE_ROWS = 2_000
+CATEGORICAL_SUBSAMPLE_ROWS = 2_500
 #: The most held-out rows that score the rescaled candidates.
 HELD_OUT_ROWS = 1_000
 
