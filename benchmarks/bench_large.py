@@ -49,6 +49,7 @@ import time
 import warnings
 
 import numpy as np
+from bench_memory import _reset_peak_rss, _status_kib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIB = 2**20
@@ -184,28 +185,6 @@ def make_estimator(name, X, real, extra=None):
 
 
 # -- one case in a child process -------------------------------------------------
-
-
-def _status_kib(field):
-    """A ``VmRSS`` / ``VmHWM`` line of /proc/self/status, in KiB, or None."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak_rss():
-    """Reset the peak resident set (Linux >= 4.0); whether it could."""
-    try:
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def oracle(model, X_train, y_train, X_test, y_test):
