@@ -77,6 +77,10 @@ class BruteChunks(BruteScorer):
         n_rows = self._chunk_rows(pool, n_queries, extra_row_bytes, n_threads)
         return list(gen_batches(n_queries, n_rows)), n_queries * self.keys.shape[0]
 
+    def query_order(self, pool, X):
+        """None: every chunk scores every key, in any order."""
+        return None
+
     def workspace(self, n_rows):
         """The buffers of a thread that computes chunks of ``n_rows`` rows."""
         return Workspace(n_rows, self.keys.shape[0], self.n_features, self)

@@ -46,6 +46,13 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 # The factor of a chunk is computed in blocks of rows of about this size.
 _BLOCK_BYTES = 2**21
+# The factor of sparse pairs is looked up in a table of the combinations of
+# categories of the queries and keys (:meth:`_Bound.pairs`) where the keys
+# hold at most this many combinations, the table at most this many entries
+# and fewer than the pairs, and the pairs more than the last.
+_MAX_COMBINATIONS = 4096
+_MAX_LOOKUP = 2**20
+_MIN_LOOKUP_PAIRS = 2**16
 
 CATEGORICAL_CONSTRAINTS = {
     "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
@@ -137,6 +144,27 @@ class CategoricalFactor:
         # Features of lambda 1 change nothing.
         self.active = np.flatnonzero(self.lambdas < 1)
         self.excludes = bool(np.any(self.lambdas == 0))
+        self._combinations = None
+
+    def key_combinations(self):
+        """``(grid, of_key)``: the factor of the distinct combinations of the
+        keys' categories in the features of lambda below 1 (the others 0),
+        and each key's row in it; None where there are more than
+        :data:`_MAX_COMBINATIONS` or no such feature. Built on first use
+        (a race builds it twice, the same)."""
+        if self._combinations is None:
+            combos = False
+            if len(self.active) and len(self.keys):
+                grid, of_key = np.unique(
+                    self.keys[:, self.active], axis=0, return_inverse=True
+                )
+                if len(grid) <= _MAX_COMBINATIONS:
+                    codes = np.zeros((len(grid), self.keys.shape[1]), dtype=np.intp)
+                    codes[:, self.active] = grid
+                    factor = CategoricalFactor(codes, self.lambdas, self.levels)
+                    combos = factor, of_key.reshape(-1)
+            self._combinations = combos
+        return self._combinations or None
 
     def for_queries(self, codes):
         """The factor of these queries' codes, shape (n_queries, n_categorical)."""
@@ -220,7 +248,35 @@ class _Bound:
         return out
 
     def pairs(self, rows, cols):
-        """The factor of the (query, key) pairs ``(rows, cols)``."""
+        """The factor of the (query, key) pairs ``(rows, cols)``.
+
+        Where the keys hold few combinations of categories, the factor of
+        each combination of the queries' and the keys' is computed once,
+        by :meth:`_each_pair`, and looked up: the same products, in the
+        same order, as pair by pair.
+        """
+        combos = self.factor.key_combinations()
+        if combos is not None and len(rows) > _MIN_LOOKUP_PAIRS:
+            grid, of_key = combos
+            active = self.factor.active
+            # np.unique(axis=0) sorts lexicographically, whatever the codes.
+            mine, of_query = np.unique(
+                self.codes[:, active], axis=0, return_inverse=True
+            )
+            n_grid = len(grid.keys)
+            if len(mine) * n_grid <= min(_MAX_LOOKUP, len(rows)):
+                codes = np.zeros((len(mine), self.codes.shape[1]), dtype=np.intp)
+                codes[:, active] = mine
+                table = _Bound(grid, codes)._each_pair(
+                    np.repeat(np.arange(len(mine)), n_grid),
+                    np.tile(np.arange(n_grid), len(mine)),
+                )
+                table = table.reshape(len(mine), n_grid)
+                return table[of_query.reshape(-1)[rows], of_key[cols]]
+        return self._each_pair(rows, cols)
+
+    def _each_pair(self, rows, cols):
+        """The factor of the pairs ``(rows, cols)``, feature by feature."""
         out = np.ones(len(rows))
         for j in self.factor.active:
             codes = self.codes[rows, j]

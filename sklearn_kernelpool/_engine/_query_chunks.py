@@ -51,8 +51,18 @@ def run_chunks(pool, X, width, work, n_jobs, extra_row_bytes=0, empty_row_pairs=
     row of sparse weights). The rows fill an (n_queries, width) array of the
     pool's dtype, or, for ``width=None``, a list of each chunk's rows in
     order; the empty queries are reported (:mod:`._fallbacks`).
+
+    Where the scorer orders the queries (``query_order``, the trees: nearby
+    queries in one chunk visit the same nodes and keys), the chunks follow
+    that order and their rows are written back in place. Each query's row
+    is computed alone, so the order changes no value.
     """
     n_queries = X.shape[0]
+    order = None
+    if width is not None:
+        order = pool.scorer.query_order(pool, X)
+        if order is not None:
+            X = X[order]
     # Each thread holds a chunk: the chunks share working_memory.
     max_threads = engine_threads(n_jobs)
     batches, pairs = pool.scorer.plan_batches(
@@ -72,7 +82,10 @@ def run_chunks(pool, X, width, work, n_jobs, extra_row_bytes=0, empty_row_pairs=
             batch = batches[i]
             # Sparse queries are made dense a chunk at a time.
             rows, empty[batch] = work(dense_rows(X, batch), workspace)
-            out[batch if width is not None else i] = rows
+            if width is None:
+                out[i] = rows
+            else:
+                out[batch if order is None else order[batch]] = rows
             bar.update(batch.stop - batch.start)
 
     def run_all():
