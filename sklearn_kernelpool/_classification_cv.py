@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._classification import ON_EMPTY_CLASSIFIER, KernelAttentionClassifier
 from ._estimator._input_kinds import validate_query_input
-from ._estimator._persistence import restore_added_parameters
+from ._estimator._persistence import check_loaded_search, restore_added_parameters
 from ._projection import KernelAttentionProjection
 from ._search._params import SEARCH_CONSTRAINTS
 from ._selection._classifier_search import (
@@ -372,6 +372,7 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
     def __setstate__(self, state):
         super().__setstate__(state)
         restore_added_parameters(self)
+        check_loaded_search(self)
 
     def _queries(self, X, method):
         """The queries of ``method`` validated, and mapped by a kept map."""

@@ -473,3 +473,81 @@ def test_float32_keys_just_inside_the_edge_keep_their_weight(path):
     reg = KernelAttentionRegressor(kernel="boxcar", bandwidth=1.0 + 1e-8)
     pred = _predict_on(path, reg, X, y, np.zeros((1, 1), dtype=np.float32))
     assert_allclose(pred, [3.0])
+
+
+# -- the large-table selection ---------------------------------------------------
+def _drawn_rows(n, m, seed, weights):
+    """The subsample and the held-out rows of the large-table selection, by
+    its documented rule: a permutation of the rows of positive weight by
+    ``RandomState(seed)``, its first ``m`` rows the subsample, the next (up
+    to 1,000) held out."""
+    positive = np.flatnonzero(weights > 0)
+    order = np.random.RandomState(seed).permutation(positive)
+    return np.sort(order[:m]), np.sort(order[m : m + min(1000, positive.size - m)])
+
+
+KERNEL_SUPPORT = {"gaussian": np.inf, "epanechnikov": 1.0, "tricube": 1.0}
+LARGE_CASES = [
+    pytest.param(kernel, degree, weighted, marks=() if fast else pytest.mark.slow)
+    for kernel in ("gaussian", "epanechnikov", "tricube")
+    for degree in (0, 1)
+    for weighted in (False, True)
+    for fast in [(kernel, degree, weighted) == ("epanechnikov", 1, True)]
+]
+
+
+@pytest.mark.parametrize("kernel, degree, weighted", LARGE_CASES)
+def test_the_large_selection_scores_its_candidates_as_a_plain_loop(
+    kernel, degree, weighted
+):
+    # The second stage scores the rescaled widths at full n, one split: the
+    # rows held out against every other (compact kernels on the neighbour
+    # lists). Each candidate's score is the weighted mean squared error of
+    # the plain loop's fit of the other rows at the held-out ones.
+    from _reference import FORMULAS, safeguarded_fit
+
+    rng = np.random.default_rng(5)
+    n, m = 1300, 500
+    X = rng.uniform(-2, 2, size=(n, 2))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.2 * rng.normal(size=n)
+    w = np.ones(n)
+    if weighted:
+        w = rng.uniform(0.3, 3.0, n)
+        w[rng.choice(n, 60, replace=False)] = 0.0
+    search = KernelAttentionRegressorCV(
+        kernels=(kernel,),
+        degree=degree,
+        n_neighbors=None,
+        subsample=m,
+        random_state=0,
+        scoring="neg_mean_squared_error",
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        search.fit(X, y, sample_weight=w if weighted else None)
+    _, held = _drawn_rows(n, m, 0, w)
+    train = np.setdiff1d(np.arange(n), held)
+    assert search.n_held_out_ == held.size == 800 - 60 * weighted
+    results = search.cv_results_
+    keys, values, weights = X[train], y[train], w[train]
+    distances = np.sqrt(((X[held, None, :] - keys[None, :, :]) ** 2).sum(axis=2))
+    distances[:, weights == 0] = np.inf
+    nearest = values[np.argmin(distances, axis=1)]
+    for h, score in zip(
+        results["param_bandwidth"], results["mean_test_score"], strict=True
+    ):
+        # A held-out row with no key inside the support takes its nearest
+        # key's value (on_empty="nearest"; no ties on these coordinates).
+        inside = np.any(distances / h < KERNEL_SUPPORT[kernel], axis=1)
+        mean = nearest.copy()
+        fit = safeguarded_fit(
+            keys, values, X[held][inside], FORMULAS[kernel], h, weights
+        )
+        mean[inside] = (fit["mean"] if degree == 1 else fit["local_mean"])[:, 0]
+        errors = (y[held] - mean) ** 2
+        expected = -np.sum(w[held] * errors) / np.sum(w[held])
+        assert_allclose(score, expected, rtol=RTOL)
+    assert len(results["params"]) >= 9
+    if kernel != "gaussian":  # the narrowest widths leave rows empty
+        assert results["empty_fraction"][0] > 0

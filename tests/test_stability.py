@@ -560,3 +560,55 @@ def test_the_global_line_and_a_partially_linear_fit_far_from_the_origin(offset):
     model = KernelAttentionRegressor(bandwidth=0.8, linear_features=[0])
     near = model.fit(X, y).predict(Q)
     assert_allclose(model.fit(X + offset, y).predict(Q + offset), near, atol=1e-6)
+
+
+# -- the large-table selection ---------------------------------------------------
+LARGE_CASES = [
+    pytest.param(kernel, degree, offset, marks=() if fast else pytest.mark.slow)
+    for kernel in ("gaussian", "epanechnikov")
+    for degree in (0, 1)
+    for offset in (0.0, 1e8)
+    for fast in [(kernel, degree, offset) == ("epanechnikov", 1, 1e8)]
+]
+
+
+@pytest.mark.parametrize("kernel, degree, offset", LARGE_CASES)
+def test_the_large_selection_scores_data_far_from_the_origin(kernel, degree, offset):
+    # The second stage scores the rescaled widths on the rows held out
+    # against all the others (compact kernels on the neighbour lists): each
+    # candidate's score against the slow reference's, with coordinates and
+    # values offset by 1e8.
+    rng = np.random.default_rng(11)
+    n, m = 1300, 500
+    z = rng.uniform(-3, 3, size=(n, 1))
+    y = offset + np.sin(2 * z[:, 0]) + 0.2 * rng.normal(size=n)
+    X = offset + z
+    search = KernelAttentionRegressorCV(
+        kernels=(kernel,),
+        degree=degree,
+        n_neighbors=None,
+        subsample=m,
+        random_state=2,
+        scoring="neg_mean_squared_error",
+    )
+    results = quietly(search.fit, X, y).cv_results_
+    order = np.random.RandomState(2).permutation(n)
+    held = np.sort(order[m : m + 800])
+    train = np.setdiff1d(np.arange(n), held)
+    scale = np.max(np.abs(y - y.mean()))
+    compared = 0
+    for h, score, empty in zip(
+        results["param_bandwidth"],
+        results["mean_test_score"],
+        results["empty_fraction"],
+        strict=True,
+    ):
+        if empty > 0:  # the on_empty fallback, not in the reference
+            continue
+        mean, _ = slow_fit(X[train], y[train], X[held], kernel, h, degree=degree)
+        expected = -np.mean((y[held] - mean) ** 2)
+        atol = scale * (1e-10 + 16 * EPS * magnitude(X, X, h))
+        tolerance = 2 * np.sqrt(-expected) * atol + atol**2
+        assert abs(score - expected) <= tolerance, (h, score, expected)
+        compared += 1
+    assert compared >= 5

@@ -27,7 +27,9 @@ from numpy.testing import assert_array_equal
 import sklearn_kernelpool
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
+    KernelAttentionClassifierCV,
     KernelAttentionRegressor,
+    KernelAttentionRegressorCV,
     skops_trusted_types,
 )
 from sklearn_kernelpool._engine._pooling import KernelPool
@@ -344,3 +346,85 @@ def test_altered_parts_of_a_partially_linear_fit_are_refused(alteration, refused
     alteration(model)
     with pytest.raises(ValueError, match=refused):
         pickle.loads(pickle.dumps(model))
+
+
+# -- a search, and its large-table selection --------------------------------------
+def _large_fit(classifier=False):
+    rng = np.random.default_rng(4)
+    X_large = rng.uniform(-2, 2, size=(900, 2))
+    y_large = np.sin(2 * X_large[:, 0]) + 0.2 * rng.normal(size=900)
+    if classifier:
+        return KernelAttentionClassifierCV(subsample=500, random_state=0).fit(
+            X_large, y_large > 0
+        )
+    return KernelAttentionRegressorCV(subsample=500, random_state=0).fit(
+        X_large, y_large
+    )
+
+
+def _other_row(search):
+    """The index of a row of cv_results_ whose parameters are not the best's."""
+    rows = search.cv_results_["params"]
+    return next(i for i, row in enumerate(rows) if row != search.best_params_)
+
+
+SEARCH_ALTERATIONS = {
+    "best_params": (
+        lambda s: setattr(s, "best_params_", s.cv_results_["params"][_other_row(s)]),
+        "best_params_",
+    ),
+    "best_index": (lambda s: setattr(s, "best_index_", _other_row(s)), "best_params_"),
+    "best_index-range": (lambda s: setattr(s, "best_index_", 10**6), "best_index_"),
+    "best_estimator-kernel": (
+        lambda s: setattr(s.best_estimator_, "kernel", "boxcar"),
+        "best_estimator_",
+    ),
+    "subsample": (lambda s: setattr(s, "subsample_", -500), "subsample_"),
+    "n_held_out": (lambda s: setattr(s, "n_held_out_", 2.5), "n_held_out_"),
+}
+
+
+@pytest.fixture(scope="module")
+def large_fits():
+    return {False: _large_fit(), True: _large_fit(classifier=True)}
+
+
+@pytest.mark.parametrize("classifier", [False, True])
+@pytest.mark.parametrize("name", SEARCH_ALTERATIONS)
+def test_a_search_that_disagrees_with_itself_is_refused(large_fits, name, classifier):
+    search = large_fits[classifier]
+    assert search.subsample_ == 500 and search.n_held_out_ == 400
+    query = X[:5]
+    method = "predict_proba" if classifier else "predict"
+    loaded = pickle.loads(pickle.dumps(search))
+    assert_array_equal(getattr(loaded, method)(query), getattr(search, method)(query))
+    alter, refused = SEARCH_ALTERATIONS[name]
+    alter(loaded)
+    with pytest.raises(ValueError, match=f"{REFUSED}: {refused}"):
+        pickle.loads(pickle.dumps(loaded))
+    sio = pytest.importorskip("skops.io")
+    with pytest.raises(ValueError, match=f"{REFUSED}: {refused}"):
+        sio.loads(sio.dumps(loaded), trusted=skops_trusted_types())
+
+
+@pytest.mark.parametrize("name", ["keys-nan", "weights-negative", "degree"])
+def test_the_model_of_a_large_fit_with_altered_engine_arguments_is_refused(
+    large_fits, name
+):
+    search = large_fits[False]
+    best = search.best_estimator_
+    changes = ALTERATIONS[name]
+    if name == "keys-nan":
+        changes = {"keys": _nan_at_first(best._pool._arguments["keys"])}
+    if name == "weights-negative":
+        changes = {"sample_weight": -np.ones(len(best._pool._arguments["keys"]))}
+    pool = best._pool
+    arguments = {**pool._arguments, **changes}
+    original = KernelPool.__getstate__
+    try:
+        KernelPool.__getstate__ = lambda self: {"arguments": arguments}
+        dumped = pickle.dumps(search)
+    finally:
+        KernelPool.__getstate__ = original
+    with pytest.raises(ValueError, match=REFUSED):
+        pickle.loads(dumped)

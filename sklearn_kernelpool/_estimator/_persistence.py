@@ -4,6 +4,7 @@ a loaded estimator (its engine's are in :mod:`.._engine._saved_state`)."""
 import copy
 import inspect
 import pickle
+from numbers import Integral
 
 import numpy as np
 from sklearn.exceptions import NotFittedError
@@ -116,6 +117,50 @@ def check_loaded_estimator(estimator):
     classes = state.get("classes_")
     if classes is not None and np.shape(classes) != (pool.n_outputs,):
         _refuse("classes_", f"has shape {np.shape(classes)}, not ({pool.n_outputs},)")
+
+
+def check_loaded_search(search):
+    """Refuse a loaded search whose selection disagrees with itself.
+
+    ``best_params_`` must be the row ``best_index_`` of ``cv_results_``, its
+    kernel that of ``best_estimator_`` (which has checked itself when it
+    was loaded), and the sizes of a large-table selection, ``subsample_``
+    and ``n_held_out_``, positive integers: a file altered in one of them
+    would predict with one model and report another.
+    """
+    state = vars(search)
+    best = state.get("best_estimator_")
+    params = state.get("best_params_")
+    if best is None or params is None:
+        return  # unfitted, or refitted by a refit=False search
+    rows = state.get("cv_results_", {}).get("params")
+    index = state.get("best_index_")
+    if rows is not None:
+        if not isinstance(index, Integral) or not 0 <= index < len(rows):
+            _refuse("best_index_", f"is {index!r}, not a row of cv_results_")
+        if not _same_params(rows[index], params):
+            _refuse("best_params_", f"differ from row {index} of cv_results_")
+    if "kernel" in params and not _same_params(
+        {"kernel": params["kernel"]}, {"kernel": getattr(best, "kernel", None)}
+    ):
+        _refuse("best_estimator_", f"has another kernel than {params['kernel']!r}")
+    for name in ("subsample_", "n_held_out_"):
+        value = state.get(name)
+        if value is not None and not (isinstance(value, Integral) and value > 0):
+            _refuse(name, f"is {value!r}, not a positive integer")
+
+
+def _same_params(a, b):
+    """Whether two dicts of parameters hold the same names and values."""
+    if not isinstance(a, dict) or set(a) != set(b):
+        return False
+    for name, value in a.items():
+        try:
+            if not np.array_equal(np.asarray(value), np.asarray(b[name])):
+                return False
+        except (TypeError, ValueError):
+            return False
+    return True
 
 
 def _check_robustness_weights(state, arguments):

@@ -14,7 +14,7 @@ from .._estimator._partially_linear_methods import (
     is_partially_linear,
     refuse_smoother_diagnostics,
 )
-from .._estimator._persistence import restore_added_parameters
+from .._estimator._persistence import check_loaded_search, restore_added_parameters
 from .._estimator._pool_estimator import PoolEstimatorMixin
 from .._estimator._regression_inspection import InspectionMethods
 from .._estimator._regression_intervals import IntervalMethods
@@ -103,6 +103,7 @@ class BestEstimatorMethods:
     def __setstate__(self, state):
         super().__setstate__(state)
         restore_added_parameters(self)
+        check_loaded_search(self)
 
     def _best_queries(self, X, method):
         """``X`` validated as the queries of this search's ``method``, for
