@@ -8,6 +8,7 @@ join by adding factories.
 """
 
 import pickle
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -16,7 +17,7 @@ from _memory import peak_predict_memory
 from joblib import hash as joblib_hash
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn import config_context
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_info, threadpool_limits
 
 from sklearn_kernelpool import (
     KernelAttentionClassifier,
@@ -24,7 +25,11 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
 )
 from sklearn_kernelpool._engine import _query_chunks as _chunk_plan
-from sklearn_kernelpool._utils._threads import engine_threads, single_threaded_blas
+from sklearn_kernelpool._utils._threads import (
+    _in_own_thread,
+    engine_threads,
+    single_threaded_blas,
+)
 
 CONFIGURATIONS = {
     "brute-gaussian": lambda: KernelAttentionRegressor(bandwidth=0.05),
@@ -357,3 +362,38 @@ def test_blas_runs_one_thread_inside_predict_whatever_n_jobs(n_jobs, monkeypatch
     assert blas_threads() == before
     if n_jobs is None:
         assert engine_threads(n_jobs) == max(before)
+
+
+def test_the_categorical_held_out_sums_run_blas_on_one_thread(monkeypatch):
+    # Their products are of a few rows against every key, where BLAS threads
+    # cost more than they save (as in the dense pass of the other searches).
+    from sklearn_kernelpool._held_out import _categorical
+
+    seen = []
+    original = _categorical.pairwise_squared
+
+    def spy(*args, **kwargs):
+        # The sums' batches (the refits of rows whose moments cancel, of
+        # whole rows of keys, keep the threads, as in the dense pass).
+        if sys._getframe(1).f_code.co_name == "_sums":
+            seen.append(tuple(blas_threads()))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_categorical, "pairwise_squared", spy)
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(size=(300, 2)), rng.integers(0, 3, 300)])
+    y = X[:, 0] + X[:, 2] + rng.normal(scale=0.1, size=300)
+    # Two BLAS threads, set from a thread that ends (as the engine sets its
+    # limits: some OpenBLAS builds ignore a change made by another thread
+    # while the one that last changed them is alive).
+    limiter = _in_own_thread(lambda: ThreadpoolController().limit(limits=2))
+    try:
+        before = blas_threads()
+        assert max(before) == 2
+        KernelAttentionRegressorCV(
+            bandwidths=3, categorical_features=[2], linear_features=None
+        ).fit(X, y)
+        assert blas_threads() == before
+    finally:
+        _in_own_thread(limiter.restore_original_limits)
+    assert seen and set(seen) == {tuple(1 for _ in before)}
