@@ -389,7 +389,8 @@ def test_the_categorical_held_out_sums_run_blas_on_one_thread(monkeypatch):
     limiter = _in_own_thread(lambda: ThreadpoolController().limit(limits=2))
     try:
         before = blas_threads()
-        assert max(before) == 2
+        if max(before, default=1) < 2:
+            pytest.skip("this BLAS cannot be set to two threads")
         KernelAttentionRegressorCV(
             bandwidths=3, categorical_features=[2], linear_features=None
         ).fit(X, y)

@@ -17,6 +17,7 @@ from sklearn import config_context
 
 from sklearn_kernelpool import KernelAttentionRegressor
 from sklearn_kernelpool._engine import _categorical
+from sklearn_kernelpool._engine import _query_chunks as _chunk_plan
 from sklearn_kernelpool._engine._categorical import CategoricalFactor
 
 # Queries between the clusters take the fallbacks, which must keep their
@@ -38,7 +39,10 @@ def clustered(n, d, seed=0):
 
 @pytest.mark.parametrize("degree", [0, 1])
 @pytest.mark.parametrize("algorithm", ["kd_tree", "ball_tree"])
-def test_queries_in_any_order_get_their_own_rows(degree, algorithm):
+def test_queries_in_any_order_get_their_own_rows(degree, algorithm, monkeypatch):
+    # Threads from the first pair on, and a working_memory that cuts the
+    # queries into many chunks: rows written back from several threads.
+    monkeypatch.setattr(_chunk_plan, "MIN_THREADED_PAIRS", 0)
     X, y = clustered(3000, 3)
     Q, _ = clustered(1500, 3, seed=1)
     reg = KernelAttentionRegressor(
@@ -49,8 +53,7 @@ def test_queries_in_any_order_get_their_own_rows(degree, algorithm):
         kernel="epanechnikov", bandwidth=0.6, degree=degree, algorithm="brute"
     ).fit(X, y)
     shuffle = np.random.default_rng(2).permutation(len(Q))
-    # A small working_memory: many chunks, planned from the counts.
-    with config_context(working_memory=1):
+    with config_context(working_memory=0.05):
         for n_jobs in (1, 2):
             reg.set_params(n_jobs=n_jobs)
             mean, std = reg.predict(Q, return_std=True)
@@ -63,6 +66,27 @@ def test_queries_in_any_order_get_their_own_rows(degree, algorithm):
     expected, spread = brute.predict(Q, return_std=True)
     assert_allclose(mean, expected, rtol=1e-10, atol=1e-10)
     assert_allclose(std, spread, rtol=1e-8, atol=1e-6)
+
+
+def test_adaptive_widths_order_their_queries_by_the_typical_radius():
+    X, y = clustered(3000, 2)
+    Q, _ = clustered(800, 2, seed=1)
+    reg = KernelAttentionRegressor(
+        kernel="epanechnikov", n_neighbors=5, algorithm="kd_tree"
+    ).fit(X, y)
+    pool = reg._pool
+    order = pool.scorer.query_order(pool, Q)
+    # Cells of the radius that holds about 5 of the 3,000 keys: many cells,
+    # not the few of the bandwidth's multiplier 1.
+    cells = np.unique(np.floor(Q / 1.0), axis=0)
+    assert len(cells) < 100
+    side = pool.kernel.support * (np.ptp(X, axis=0).max() * (5 / 3000) ** 0.5)
+    ordered = np.floor(Q[order] / side)
+    step = np.diff(ordered, axis=0)
+    assert np.all((step[:, 0] > 0) | ((step[:, 0] == 0) & (step[:, 1] >= 0)))
+    assert len(np.unique(ordered, axis=0)) > 100
+    shuffle = np.random.default_rng(0).permutation(len(Q))
+    assert_array_equal(reg.predict(Q[shuffle]), reg.predict(Q)[shuffle])
 
 
 def test_the_queries_are_pooled_in_the_order_of_their_cells():

@@ -71,8 +71,11 @@ class BruteChunks(BruteScorer):
         rows = max(rows // block, 1) * block
         return int(min(rows, self.padded(max(n_queries, 1))))
 
-    def plan_batches(self, pool, X, extra_row_bytes, n_threads, empty_row_pairs):
-        """Chunks of a fixed number of rows, and the pairs they hold."""
+    def plan_batches(
+        self, pool, X, extra_row_bytes, n_threads, empty_row_pairs, order=None
+    ):
+        """Chunks of a fixed number of rows, and the pairs they hold (the
+        queries are taken in their order: ``order`` is None)."""
         n_queries = X.shape[0]
         n_rows = self._chunk_rows(pool, n_queries, extra_row_bytes, n_threads)
         return list(gen_batches(n_queries, n_rows)), n_queries * self.keys.shape[0]

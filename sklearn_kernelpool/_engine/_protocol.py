@@ -88,12 +88,13 @@ returned to the thread.
   of a fitted pool, ``scaled`` its uncentred scaled keys;
 - ``weights_folded``: whether the scores carry the sample weights (then the
   matrices of the sums leave them out);
-- ``plan_batches(pool, X, extra_row_bytes, n_threads, empty_row_pairs)``:
-  the chunks of queries, as slices within each thread's share of
+- ``plan_batches(pool, X, extra_row_bytes, n_threads, empty_row_pairs,
+  order=None)``: the chunks of queries, as slices (of ``order``, that of
+  ``query_order``, where given) within each thread's share of
   ``working_memory``, and the number of (query, key) pairs they hold;
 - ``query_order(pool, X)``: a permutation of the queries that the chunks
-  follow (their rows are written back in place), or None to keep their
-  order;
+  follow (each gathers its rows and writes them back in place), or None to
+  keep their order;
 - ``workspace(n_rows)``: the buffers one thread reuses for its chunks, or
   None;
 - ``support_counts(pool, X, n_jobs)``: the number (or a bound on it) of

@@ -53,20 +53,17 @@ def run_chunks(pool, X, width, work, n_jobs, extra_row_bytes=0, empty_row_pairs=
     order; the empty queries are reported (:mod:`._fallbacks`).
 
     Where the scorer orders the queries (``query_order``, the trees: nearby
-    queries in one chunk visit the same nodes and keys), the chunks follow
-    that order and their rows are written back in place. Each query's row
-    is computed alone, so the order changes no value.
+    queries in one chunk visit the same nodes and keys), the chunks are cut
+    from that order, each gathers its own rows of ``X`` and writes them back
+    in place. Each query's row is computed alone, so the order changes no
+    value.
     """
     n_queries = X.shape[0]
-    order = None
-    if width is not None:
-        order = pool.scorer.query_order(pool, X)
-        if order is not None:
-            X = X[order]
+    order = None if width is None else pool.scorer.query_order(pool, X)
     # Each thread holds a chunk: the chunks share working_memory.
     max_threads = engine_threads(n_jobs)
     batches, pairs = pool.scorer.plan_batches(
-        pool, X, extra_row_bytes, max_threads, empty_row_pairs
+        pool, X, extra_row_bytes, max_threads, empty_row_pairs, order=order
     )
     n_rows = max((b.stop - b.start for b in batches), default=1)
     if width is None:
@@ -81,11 +78,9 @@ def run_chunks(pool, X, width, work, n_jobs, extra_row_bytes=0, empty_row_pairs=
         for i in group:
             batch = batches[i]
             # Sparse queries are made dense a chunk at a time.
-            rows, empty[batch] = work(dense_rows(X, batch), workspace)
-            if width is None:
-                out[i] = rows
-            else:
-                out[batch if order is None else order[batch]] = rows
+            at = batch if order is None else order[batch]
+            rows, empty[batch] = work(dense_rows(X, at), workspace)
+            out[i if width is None else at] = rows
             bar.update(batch.stop - batch.start)
 
     def run_all():

@@ -122,11 +122,11 @@ def check_loaded_estimator(estimator):
 def check_loaded_search(search):
     """Refuse a loaded search whose selection disagrees with itself.
 
-    ``best_params_`` must be the row ``best_index_`` of ``cv_results_``, its
-    kernel that of ``best_estimator_`` (which has checked itself when it
-    was loaded), and the sizes of a large-table selection, ``subsample_``
-    and ``n_held_out_``, positive integers: a file altered in one of them
-    would predict with one model and report another.
+    ``best_params_`` must be the row ``best_index_`` of ``cv_results_`` and
+    its kernel that of ``best_estimator_`` (which has checked itself when it
+    was loaded): a file altered in one of them would predict with one model
+    and report another. The sizes of a large-table selection,
+    ``subsample_`` and ``n_held_out_``, must be positive integers.
     """
     state = vars(search)
     best = state.get("best_estimator_")
