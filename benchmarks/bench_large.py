@@ -418,7 +418,8 @@ def section_dask(args):
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1"
     )
     try:
-        with Client(cluster):
+        with Client(cluster) as client:
+            client.wait_for_workers(2)
             start = time.perf_counter()
             try:
                 on_dask = make_ours(False).fit(dX, dy)
@@ -433,6 +434,13 @@ def section_dask(args):
     memory_s = time.perf_counter() - start
     a, b = np.asarray(on_dask.predict(X_test)), in_memory.predict(X_test)
     print(f"fit on dask {dask_s:.1f} s; in memory {memory_s:.1f} s")
+    same = np.array_equal(
+        on_dask.cv_results_["mean_test_score"], in_memory.cv_results_["mean_test_score"]
+    )
+    print(
+        f"same selection: {on_dask.best_params_ == in_memory.best_params_}"
+        f" ({on_dask.best_params_}); second-stage scores equal: {same}"
+    )
     print(
         f"predictions equal to the in-memory fit: {np.array_equal(a, b)}"
         f" (largest difference {np.max(np.abs(a - b)):.3g})"

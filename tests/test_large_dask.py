@@ -55,13 +55,81 @@ def test_the_classifier_fits_dask_arrays(client):
     labels = (y > 0.3).astype(int)
     params = {"subsample": 500, "random_state": 0, "kernels": ("gaussian",)}
     in_memory = KernelAttentionClassifierCV(**params).fit(X, labels)
-    chunked = KernelAttentionClassifierCV(**params).fit(
-        da.from_array(X, chunks=400), da.from_array(labels, chunks=400)
-    )
+    distributed = pytest.importorskip("distributed")
+    with distributed.get_task_stream(client) as stream:
+        chunked = KernelAttentionClassifierCV(**params).fit(
+            da.from_array(X, chunks=400), da.from_array(labels, chunks=400)
+        )
+    assert "_split_rows" in _task_names(stream.data)
     np.testing.assert_array_equal(
         chunked.cv_results_["mean_test_score"], in_memory.cv_results_["mean_test_score"]
     )
     np.testing.assert_array_equal(chunked.predict_proba(X), in_memory.predict_proba(X))
+
+
+def _task_names(records):
+    """The functions of the tasks of a task stream, by their keys."""
+    names = []
+    for record in records:
+        key = record["key"]
+        key = key[0] if isinstance(key, tuple) else key
+        names.append(str(key).split("-", 1)[0])
+    return names
+
+
+def test_the_held_out_rows_are_scored_in_blocks_on_the_workers(client):
+    distributed = pytest.importorskip("distributed")
+    from sklearn_kernelpool._utils._row_blocks import BLOCK_ROWS
+
+    X, y = _data(2000)  # the subsample selects the Gaussian: two finalists
+    params = {"subsample": 500, "random_state": 1}
+    in_memory = KernelAttentionRegressorCV(**params).fit(X, y)
+    with distributed.get_task_stream(client) as stream:
+        chunked = KernelAttentionRegressorCV(**params).fit(
+            da.from_array(X, chunks=500), da.from_array(y, chunks=500)
+        )
+    names = _task_names(stream.data)
+    # Every second-stage search scores its held-out rows in blocks, as tasks;
+    # with two finalist kernels, the comparison predicts them in blocks too.
+    blocks = -(-chunked.n_held_out_ // BLOCK_ROWS)
+    assert blocks > 1
+    assert names.count("_split_rows") >= 2 * blocks
+    assert names.count("_predicted_rows") == 2 * blocks
+    np.testing.assert_array_equal(
+        chunked.cv_results_["mean_test_score"], in_memory.cv_results_["mean_test_score"]
+    )
+    assert chunked.best_params_ == in_memory.best_params_
+    np.testing.assert_array_equal(chunked.predict(X), in_memory.predict(X))
+
+
+def test_without_a_distributed_client_the_blocks_run_on_the_default_scheduler(
+    monkeypatch,
+):
+    import dask
+
+    from sklearn_kernelpool._selection import _large_dask
+
+    calls = []
+    mapper = _large_dask.map_on_dask
+
+    def counted(function, shared, blocks):
+        calls.append(len(blocks))
+        return mapper(function, shared, blocks)
+
+    monkeypatch.setattr(_large_dask, "_client", lambda: None)
+    monkeypatch.setattr("sklearn_kernelpool._selection._large.map_on_dask", counted)
+    X, y = _data(1500, 5)
+    params = {"subsample": 500, "random_state": 0, "kernels": ("epanechnikov",)}
+    in_memory = KernelAttentionRegressorCV(**params).fit(X, y)
+    with dask.config.set(scheduler="threads"):
+        chunked = KernelAttentionRegressorCV(**params).fit(
+            da.from_array(X, chunks=500), da.from_array(y, chunks=500)
+        )
+    assert calls and min(calls) > 1
+    np.testing.assert_array_equal(
+        chunked.cv_results_["mean_test_score"], in_memory.cv_results_["mean_test_score"]
+    )
+    assert chunked.best_params_ == in_memory.best_params_
 
 
 @pytest.mark.parametrize("subsample", [None, "auto", 2000])

@@ -91,6 +91,21 @@ class NeighbourFits:
     def _n_sums(self):
         return len(self.kernels) * len(self.bandwidths)
 
+    # -- the tree of the keys ----------------------------------------------------
+    def _pass_tree(self, keys):
+        """A tree over the points ``keys``. The last two are kept for the
+        next passes over the same keys: the blocks of held-out rows of one
+        split (:mod:`.._utils._row_blocks`) share the tree of its training
+        keys, and that of the keys of the ``on_empty="nearest"`` fallback."""
+        trees = self.__dict__.setdefault("_pass_trees", [])
+        for kept, tree in trees:
+            if np.array_equal(kept, keys):
+                return tree
+        tree = KDTree(self.X_raw[keys])
+        trees.insert(0, (keys, tree))
+        del trees[2:]
+        return tree
+
     # -- the refits ------------------------------------------------------------
     def _refit_batches(self, n_rows, n_outputs):
         """Slices of :data:`REFIT_ROWS` rows: their weights are held over
@@ -117,7 +132,7 @@ class NeighbourFits:
             The keys each query may pool.
         """
         keys = np.flatnonzero(self.weights > 0)
-        tree = KDTree(self.X_raw[keys])
+        tree = self._pass_tree(keys)
         Q = self.X_raw[queries]
         nearest = self._nearest_allowed(tree, keys, Q, allowed)
         values = np.empty((len(Q), self.Y.shape[1]))

@@ -164,7 +164,7 @@ class NeighbourHeldOut(NeighbourFits, HeldOut):
         Rows are taken in chunks sized from the pairs of the previous one,
         so that a chunk's pairs fit ``working_memory``.
         """
-        tree = KDTree(self.X_raw[keys])
+        tree = self._pass_tree(keys)
         reach = max(k.support for k in self.kernels) * self.bandwidths.max()
         budget = working_memory_bytes()
         points, at = rows

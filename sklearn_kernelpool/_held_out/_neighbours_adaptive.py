@@ -149,7 +149,7 @@ class NeighbourAdaptiveHeldOut(NeighbourFits, AdaptiveHeldOut):
         chunks sized from the pairs of the previous one, within
         ``working_memory``.
         """
-        tree = KDTree(self.X_raw[keys])
+        tree = self._pass_tree(keys)
         budget = working_memory_bytes()
         points, at = rows
         start, step = 0, _FIRST_CHUNK

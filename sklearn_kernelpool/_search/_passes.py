@@ -6,6 +6,7 @@ import numpy as np
 
 from .._held_out._criteria import in_sample_criteria
 from .._held_out._fits import FALLBACK_BYTES_PER_KEY
+from .._utils._row_blocks import map_row_blocks
 from .._utils._working_memory import row_batches
 
 
@@ -279,17 +280,25 @@ class HeldOutPasses:
         else:
             per_split = []
             for train, test in splits:
-                pred, emp, sing = self.held_out(
-                    held_out, test, degrees, train=train, adaptive=adaptive
-                )
-                keep = np.zeros(n, dtype=bool)
-                keep[train] = True
-                self.fallback(
-                    held_out,
-                    pred,
-                    emp,
-                    test,
-                    lambda rows, keep=keep: np.tile(keep, (len(rows), 1)),
-                )
-                per_split.append((test, pred, emp, sing))
+                # (in blocks of rows where a caller maps them: on dask)
+                light = HeldOutPasses(None, self.on_empty)
+                shared = (light, held_out, train, degrees, adaptive)
+                parts = map_row_blocks(_split_rows, shared, test)
+                per_split.append((test, *parts))
         return per_split
+
+
+def _split_rows(shared, test):
+    """``(predictions, empty, flags)`` of the ``test`` rows of one split,
+    their fallbacks filled; ``shared`` are ``(passes, held_out, train,
+    degrees, adaptive)``."""
+    passes, held_out, train, degrees, adaptive = shared
+    pred, emp, sing = passes.held_out(
+        held_out, test, degrees, train=train, adaptive=adaptive
+    )
+    keep = np.zeros(held_out.X.shape[0], dtype=bool)
+    keep[train] = True
+    passes.fallback(
+        held_out, pred, emp, test, lambda rows: np.tile(keep, (len(rows), 1))
+    )
+    return pred, emp, sing

@@ -33,6 +33,8 @@ References
    Applications", Chapman & Hall (1996), section 3.2.
 """
 
+from contextlib import nullcontext
+
 import numpy as np
 from sklearn.base import clone, is_classifier
 from sklearn.model_selection import StratifiedShuffleSplit
@@ -44,7 +46,8 @@ from .._held_out._criteria import SMOOTHER_CRITERIA
 from .._search._engines import neighbour_lists
 from .._utils._categorical_input import categorical_mask
 from .._utils._progress import new_stage_bar
-from ._large_dask import gathered_rows, is_dask
+from .._utils._row_blocks import mapped_row_blocks
+from ._large_dask import gathered_rows, is_dask, map_on_dask
 from ._large_linear import (
     is_partially_linear,
     refit_partially_linear,
@@ -171,7 +174,8 @@ def fit_large(estimator, X, y, sample_weight, fit_exact, stages):
     ``(search, rows)``, with ``rows`` starting ``(X, y, sample_weight)`` as
     validated; ``refit(estimator, search, rows)`` refits the selected one on
     ``rows``."""
-    if is_dask(X):
+    on_dask = is_dask(X)
+    if on_dask:
         X, y, sample_weight = gathered_rows(
             estimator, X, y, sample_weight, subsample_rows
         )
@@ -195,10 +199,13 @@ def fit_large(estimator, X, y, sample_weight, fit_exact, stages):
         data, changes = (X, y, weights), {}
         if linear:
             data, changes = residual_rows(first, data)
-        finalists, searched = _score_full_table(
-            estimator, first, data, (sub, held), (stages[0], changes), bar
-        )
-        final = _prefer_compact(estimator, finalists, held, stages[1])
+        # (the held-out rows in blocks, as tasks on the cluster, on dask)
+        blocks = mapped_row_blocks(map_on_dask) if on_dask else nullcontext()
+        with blocks:
+            finalists, searched = _score_full_table(
+                estimator, first, data, (sub, held), (stages[0], changes), bar
+            )
+            final = _prefer_compact(estimator, finalists, held, stages[1])
         kept, search, rows = finalists[final]
         if not linear:
             stages[1](kept, search, rows)

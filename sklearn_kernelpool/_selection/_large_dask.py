@@ -10,8 +10,16 @@ the selection and the refitted model hold as they do in memory (the model
 pools every key: ``8 n d`` bytes of keys, 40 MB at 1e6 rows of 5 features).
 The draw depends only on the rows of positive weight and ``random_state``,
 so the fit equals the fit of the same rows in memory, bit for bit.
-``predict`` maps ``best_estimator_`` over the chunks of dask queries on the
-cluster.
+The second stage, which scores the candidates on the held-out rows at full
+``n``, runs on the cluster: the held-out predictions of every candidate are
+computed in blocks of held-out rows (:mod:`.._utils._row_blocks`), one task
+each, with the held-out engine (which holds the rows) scattered to every
+worker once; so are the predictions that compare a compact finalist with
+the selected one. A row's prediction does not depend on the other rows of
+its block, so the scores equal those in memory. The subsample's search
+(a few thousand rows) and the refit (the model stores the rows) run on the
+client. ``predict`` maps ``best_estimator_`` over the chunks of dask
+queries on the cluster.
 """
 
 import numpy as np
@@ -52,3 +60,34 @@ def gathered_rows(estimator, X, y, sample_weight, subsample_rows):
         )
     X, y = dask.compute(X, y)
     return np.asarray(X), np.asarray(y), weights
+
+
+def map_on_dask(function, shared, blocks):
+    """``[function(shared, rows) for rows in blocks]`` as dask tasks (the
+    mapper of :func:`.._utils._row_blocks.mapped_row_blocks`): on the
+    workers of the running distributed client, with ``shared`` scattered to
+    each of them once, else on dask's default scheduler."""
+    client = _client()
+    if client is None:
+        import dask
+
+        task = dask.delayed(function, pure=False)
+        return list(dask.compute(*[task(shared, rows) for rows in blocks]))
+    [scattered] = client.scatter([shared], broadcast=True, hash=False)
+    futures = client.map(function, [scattered] * len(blocks), blocks, pure=False)
+    try:
+        return client.gather(futures)
+    finally:
+        client.cancel([*futures, scattered])
+
+
+def _client():
+    """The running distributed client, or None."""
+    try:
+        from distributed import default_client
+    except ImportError:
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None

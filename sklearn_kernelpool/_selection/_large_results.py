@@ -11,6 +11,7 @@ from sklearn.utils._indexing import _safe_indexing
 from sklearn.utils.validation import _num_samples
 
 from .._search._grid import _rank
+from .._utils._row_blocks import map_row_blocks
 from ..kernels import KERNELS
 
 #: The widths and counts of the second stage, relative to the rescaled ones:
@@ -156,14 +157,13 @@ def row_losses(estimator, search, rows, held, refit):
         # (a comparison: the kept candidate's refit and predictions warn)
         warnings.simplefilter("ignore")
         refit(estimator, search, train_rows)
-        model = estimator.best_estimator_
-        if is_classifier(estimator):
-            proba = model.predict_proba(queries)
-        else:
-            predicted = model.predict(queries)
+    model = estimator.best_estimator_
+    # (in blocks of rows where a caller maps them: on dask)
+    shared = (model, queries)
+    (predicted,) = map_row_blocks(_predicted_rows, shared, np.arange(held.size), 0)
     if is_classifier(estimator):
         true = np.searchsorted(model.classes_, truth)
-        true_proba = proba[np.arange(held.size), true]
+        true_proba = predicted[np.arange(held.size), true]
         loss = -np.log(np.clip(true_proba, np.finfo(float).tiny, None))
     else:
         error = predicted.reshape(held.size, -1) - truth.reshape(held.size, -1)
@@ -172,6 +172,19 @@ def row_losses(estimator, search, rows, held, refit):
         return loss
     weights = np.asarray(weights)
     return loss * weights[held] / np.mean(weights[held])
+
+
+def _predicted_rows(shared, rows):
+    """The predictions (the probabilities of a classifier) of the fitted
+    ``model`` at the ``rows`` of ``queries``, ``shared = (model, queries)``,
+    as a tuple of one array."""
+    model, queries = shared
+    queries = _safe_indexing(queries, rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if is_classifier(model):
+            return (model.predict_proba(queries),)
+        return (model.predict(queries),)
 
 
 def _rows_of(part, rows):
