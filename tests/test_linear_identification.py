@@ -14,6 +14,7 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
     WeakIdentificationWarning,
 )
+from sklearn_kernelpool._estimator._identification import identified_fractions
 
 
 def reproduced(n=120, seed=0):
@@ -34,6 +35,23 @@ def nearly_reproduced(n=120, seed=1):
     z = (rng.uniform(size=n) < 0.5).astype(float)
     y = np.sin(2 * x) + 0.5 * z_weak - z + 0.2 * rng.normal(size=n)
     return np.column_stack([x, z_weak, z]), y
+
+
+def lots_and_loose(seed=0):
+    """Four continuous features: five lots of 12 near-duplicate rows, each
+    of grade ``a`` or ``b``, and 80 loose rows of grade ``a``, ``b`` or ``c``
+    at random; ``Z`` the dummies of ``b`` and ``c``. At width 0.2 the
+    safeguard keeps the slopes of most rows of the lots alone, about which
+    the grade is constant."""
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-3, 3, (5, 4))
+    lots = np.repeat(centres, 12, axis=0) + 0.01 * rng.normal(size=(60, 4))
+    loose = rng.uniform(-3, 3, (80, 4))
+    grade = np.r_[np.repeat(np.arange(5) % 2, 12), rng.integers(0, 3, 80)]
+    Z = np.column_stack([grade == 1, grade == 2]).astype(float)
+    X = np.vstack([lots, loose])
+    y = np.sin(X[:, 0]) + X[:, 1] + Z @ [0.5, -0.5] + 0.1 * rng.normal(size=140)
+    return X, Z, y
 
 
 def fractions_by_refits(X, Z, params, weights):
@@ -148,3 +166,84 @@ def test_a_function_of_the_kernel_features_at_degree_0_is_warned_of():
         warnings.simplefilter("error", WeakIdentificationWarning)
         search.fit(X, y)
     assert search.cv_results_["identified_fraction"].min() > 0.1
+
+
+def _fractions_by_lstsq(Z, fits, weights, rss_rows):
+    """``fraction_j`` by its definition, ``RSS`` over ``rss_rows`` and
+    ``TSS`` over all the rows, each per unit of their weight."""
+    E = Z - fits
+    mean = np.average(Z, axis=0, weights=weights)
+    total = np.average((Z - mean) ** 2, axis=0, weights=weights)
+    root = np.sqrt(weights[rss_rows] / weights[rss_rows].sum())[:, None]
+    E = E[rss_rows] * root
+    fractions = []
+    for j in range(Z.shape[1]):
+        others = np.delete(E, j, axis=1)
+        coef = np.linalg.lstsq(others, E[:, j], rcond=None)[0]
+        residual = E[:, j] - others @ coef
+        fractions.append(residual @ residual / total[j])
+    return np.array(fractions)
+
+
+def test_the_residuals_are_read_on_the_kept_rows_where_they_are_most_of_them():
+    rng = np.random.default_rng(7)
+    Z = rng.normal(size=(60, 2))
+    fits = Z + rng.normal(scale=[0.1, 1.0], size=(60, 2))
+    fits[:25] = Z[:25]  # reproduced about the first 25 rows
+    weights = rng.uniform(0.5, 2.0, 60)
+    rows = np.arange(60)
+    # The kept rows hold most of the weight: RSS over them alone.
+    kept = rows >= 10
+    assert weights[kept].sum() > weights.sum() / 2
+    assert_allclose(
+        identified_fractions(Z, fits, weights, kept),
+        _fractions_by_lstsq(Z, fits, weights, kept),
+        rtol=1e-10,
+    )
+    # Less than half the weight (the rows about which the fits reproduce
+    # the columns): RSS over all the rows, not the 0 of the kept ones.
+    kept = rows < 25
+    assert weights[kept].sum() < weights.sum() / 2
+    fractions = identified_fractions(Z, fits, weights, kept)
+    assert_allclose(fractions, _fractions_by_lstsq(Z, fits, weights, rows >= 0))
+    assert np.all(fractions > 1e-3)
+    assert np.all(_fractions_by_lstsq(Z, fits, weights, kept) < 1e-20)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn_kernelpool.LocalLinearFallbackWarning")
+def test_a_column_constant_about_the_kept_rows_of_a_narrow_width_is_scored():
+    # At width 0.2 the smoother reproduces the dummies about the rows of the
+    # lots, whose slopes it keeps, not about the loose rows, which hold most
+    # of the table: the search refused the columns "at a candidate" before.
+    X, Z, y = lots_and_loose()
+    params = {"bandwidth": 0.2, "degree": 1}
+    fits = np.array(
+        [
+            KernelAttentionRegressor(**params)
+            .fit(np.delete(X, i, axis=0), np.delete(Z, i, axis=0))
+            .predict(X[i : i + 1])[0]
+            for i in range(len(y))
+        ]
+    )
+    reproduced = np.all(np.abs(Z - fits) < 1e-10, axis=1)
+    assert 30 <= np.count_nonzero(reproduced[:60]) and np.mean(reproduced) < 0.5
+    data = np.column_stack([X, Z])
+    search = KernelAttentionRegressorCV(
+        bandwidths=[0.2, 1.0, 2.0], degree=1, n_neighbors=None, linear_features=[4, 5]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WeakIdentificationWarning)
+        search.fit(data, y)
+    expected = fractions_by_refits(X, Z, params, np.ones(len(y)))
+    assert_allclose(
+        search.cv_results_["identified_fraction"][0], expected.min(), rtol=1e-8
+    )
+    assert expected.min() > 0.1
+    # linear_features="auto" scores the grade linear against it in the kernel.
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    frame["grade"] = pd.Categorical(np.array(["a", "b", "c"])[(Z @ [1, 2]).astype(int)])
+    auto = KernelAttentionRegressorCV(
+        bandwidths=[0.2, 1.0, 2.0], degree=1, n_neighbors=None, categorical_features=[4]
+    ).fit(frame, y)
+    assert auto.linear_scores_ is not None
+    assert_allclose(auto.linear_scores_["linear"], search.best_score_, rtol=1e-10)

@@ -57,7 +57,12 @@ class PartiallyLinearScoring(RegressionScoring):
     that the smoother of a candidate reproduces is a function of the kernel's
     features that the kernel part can take, whatever the width: the search
     refuses it as the refit would (other candidates identify it only through
-    the bias of their smoother). ``names`` are those of the columns of ``Z``.
+    the bias of their smoother). The residuals that show it are those of the
+    rows whose slope the safeguard keeps where they are most of the rows;
+    where the safeguard shrinks most slopes, the kept rows are the dense part
+    of the table, about which a column can be constant without being a
+    function of the features, and all the rows are read.
+    ``names`` are those of the columns of ``Z``.
     """
 
     # The one-standard-error rule of small tables reads the per-point errors
@@ -75,7 +80,7 @@ class PartiallyLinearScoring(RegressionScoring):
         """The held-out predictions of ``y`` from the leave-one-out fits of
         ``[Y, Z]`` of one candidate, its ``coef(h)`` held, and the smallest
         fraction of its linear columns (over the rows ``kept``, whose slope
-        the safeguard kept)."""
+        the safeguard kept, where they are most of the rows)."""
         k = self.Y.shape[1]
         usable = (weights > 0) & np.all(np.isfinite(fits), axis=1)
         if not usable.any():
