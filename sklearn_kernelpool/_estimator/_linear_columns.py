@@ -216,6 +216,17 @@ class LinearDesign:
         self.feature_names = np.asarray(names, dtype=object)
         return self.transform(X)
 
+    def seen_rows(self, X):
+        """Whether each row of ``X`` holds, in its categorical linear
+        columns, only categories seen in fit (:meth:`transform` refuses
+        the others)."""
+        seen = np.ones(X.shape[0], dtype=bool)
+        for categories, j in zip(
+            self.categories, self.columns[self.encoded], strict=True
+        ):
+            seen &= encode(np.asarray(_column(X, j), dtype=object), categories, j) >= 0
+        return seen
+
     def transform(self, X):
         """The design ``Z`` (float64) of the linear columns of ``X``."""
         n = X.shape[0]

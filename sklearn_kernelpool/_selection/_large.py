@@ -42,15 +42,18 @@ from sklearn.utils import check_random_state
 from sklearn.utils._indexing import _safe_indexing
 from sklearn.utils.validation import _num_samples
 
+from .._estimator._identification import NotIdentifiedError
 from .._held_out._criteria import SMOOTHER_CRITERIA
 from .._search._engines import neighbour_lists
 from .._utils._categorical_input import categorical_mask
 from .._utils._progress import new_stage_bar
 from .._utils._row_blocks import mapped_row_blocks
+from ._alternative import keeping_the_alternative
 from ._large_dask import gathered_rows, is_dask, map_on_dask
 from ._large_linear import (
+    adopt_partially_linear,
     is_partially_linear,
-    refit_partially_linear,
+    partially_linear_model,
     residual_rows,
 )
 from ._large_results import (
@@ -191,31 +194,56 @@ def fit_large(estimator, X, y, sample_weight, fit_exact, stages):
         return fit_exact(estimator, X, y, sample_weight)
     sub, held = _draw(estimator, n, weights, y, m)
     bar = new_stage_bar(4)
+    rows, draw, route = (X, y, weights), (sub, held), (stages, bar, on_dask)
     try:
-        first = _fit_subsample(estimator, X, y, weights, sub, n)
-        bar.total = 2 + len(finalist_kernels(first))
+        with keeping_the_alternative() as alternative:
+            first = _fit_subsample(estimator, X, y, weights, sub, n)
         bar.update(1)
-        linear = is_partially_linear(first)
-        data, changes = (X, y, weights), {}
-        if linear:
-            data, changes = residual_rows(first, data)
-        # (the held-out rows in blocks, as tasks on the cluster, on dask)
-        blocks = mapped_row_blocks(map_on_dask) if on_dask else nullcontext()
-        with blocks:
-            finalists, searched = _score_full_table(
-                estimator, first, data, (sub, held), (stages[0], changes), bar
+        try:
+            kept, searched, model = _full_table(estimator, first, rows, draw, route)
+        except NotIdentifiedError as error:
+            if "search" not in alternative:
+                raise
+            _say(
+                estimator,
+                f"At full n: {error} The categorical features go in the kernel, "
+                "as the subsample's search of them selected",
             )
-            final = _prefer_compact(estimator, finalists, held, stages[1])
-        kept, search, rows = finalists[final]
-        if not linear:
-            stages[1](kept, search, rows)
-        bar.update(1)
+            first = alternative["search"]
+            kept, searched, model = _full_table(estimator, first, rows, draw, route)
     finally:
         bar.close()
     _take_selection(estimator, first, searched, kept, m, held.size)
-    if linear:
-        refit_partially_linear(estimator, kept, first, (X, y, weights))
+    if model is not None:
+        adopt_partially_linear(estimator, model, first)
     return estimator
+
+
+def _full_table(estimator, first, rows, draw, route):
+    """Stages 2 and 3 after the subsample's search ``first``, and the refit
+    on ``rows`` ``(X, y, weights)``: ``(kept search, every search of stage 2,
+    the partially linear model or None)``. ``draw`` are ``(sub, held)``,
+    ``route`` the ``stages`` of :func:`fit_large`, its progress bar and
+    whether the rows came from dask."""
+    stages, bar, on_dask = route
+    bar.total = 2 + len(finalist_kernels(first))
+    linear = is_partially_linear(first)
+    data, changes = rows, {}
+    if linear:
+        data, changes = residual_rows(first, rows)
+    # (the held-out rows in blocks, as tasks on the cluster, on dask)
+    blocks = mapped_row_blocks(map_on_dask) if on_dask else nullcontext()
+    with blocks:
+        finalists, searched = _score_full_table(
+            estimator, first, data, draw, (stages[0], changes), bar
+        )
+        final = _prefer_compact(estimator, finalists, draw[1], stages[1])
+    kept, search, kept_rows = finalists[final]
+    model = partially_linear_model(kept, first, rows) if linear else None
+    if not linear:
+        stages[1](kept, search, kept_rows)
+    bar.update(1)
+    return kept, searched, model
 
 
 def _fit_subsample(estimator, X, y, weights, sub, n):

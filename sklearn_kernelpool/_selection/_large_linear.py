@@ -14,7 +14,9 @@ fits of a compact kernel from its neighbour lists).
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.utils._indexing import _safe_indexing
 
+from .._estimator._linear_columns import validate_linear_input
 from .._estimator._partially_linear_methods import _linear_parts
 
 
@@ -26,25 +28,42 @@ def is_partially_linear(first):
 def residual_rows(first, data):
     """``(rows, changes)``: the kernel columns of ``data`` ``(X, y,
     weights)``, their partial residuals under ``first``'s coefficients and the
-    weights; and the parameters of a search of the kernel part alone."""
+    weights; and the parameters of a search of the kernel part alone.
+
+    A row whose linear columns hold a category the subsample did not draw
+    (a rare one) has no coefficient to take its partial residual: it gets
+    weight zero here, and the refit on all the rows estimates its
+    coefficient (:func:`partially_linear_model`)."""
     X, y, weights = data
     best = first.best_estimator_
-    linear, X_kernel = _linear_parts(best, X)
+    X, _ = validate_linear_input(best, X)
+    design = best._linear_design
+    seen = design.seen_rows(X)
     Y = np.asarray(y, dtype=np.float64)
-    residuals = Y - (linear[:, 0] if Y.ndim == 1 else linear)
+    Y = Y.reshape(len(Y), -1)
+    residuals = np.zeros_like(Y)
+    rows = np.flatnonzero(seen)
+    linear, _ = _linear_parts(best, _safe_indexing(X, rows))
+    residuals[rows] = Y[rows] - linear
+    if not seen.all():
+        weights = np.ones(len(Y)) if weights is None else np.array(weights, float)
+        weights[~seen] = 0.0
+    X_kernel = _safe_indexing(X, np.flatnonzero(~design.mask), axis=1)
     kernel = best.kernel_regressor_
     changes = {
         "linear_features": None,
         "categorical_features": kernel.categorical_features,
         "ordered_features": kernel.ordered_features,
     }
+    residuals = residuals[:, 0] if np.ndim(y) == 1 else residuals
     return (X_kernel, residuals, weights), changes
 
 
-def refit_partially_linear(estimator, kept, first, data):
-    """``estimator.best_estimator_``: the partially linear model of
-    ``first`` with the kernel part ``kept`` selected, fitted on ``data``;
-    the attributes of its columns as the subsample's search set them."""
+def partially_linear_model(kept, first, data):
+    """The partially linear model of ``first`` with the kernel part
+    ``kept`` selected, fitted on ``data`` ``(X, y, weights)``; a
+    :class:`.._estimator._identification.NotIdentifiedError` where a linear
+    column is not identified at full ``n``."""
     X, y, weights = data
     model = clone(first.best_estimator_).set_params(
         kernel=kept.kernel_,
@@ -52,7 +71,14 @@ def refit_partially_linear(estimator, kept, first, data):
         degree=kept.degree_,
         n_neighbors=kept.n_neighbors_,
     )
-    estimator.best_estimator_ = model.fit(X, y, sample_weight=weights)
+    return model.fit(X, y, sample_weight=weights)
+
+
+def adopt_partially_linear(estimator, model, first):
+    """``estimator.best_estimator_``: the fitted partially linear ``model``;
+    the attributes of its columns as the subsample's search ``first`` set
+    them."""
+    estimator.best_estimator_ = model
     estimator.linear_features_ = first.linear_features_
     for name in ("is_categorical_", "categories_", "is_ordered_"):
         setattr(estimator, name, getattr(model, name, None))

@@ -28,6 +28,22 @@ def _continuous_features(first):
     return max(first.n_features_in_ - n_categorical, 1)
 
 
+def _kept_route(first):
+    """The subsample's ``cv_results_``, of the kept route alone where
+    ``linear_features="auto"`` scored both (its ``param_linear_features``):
+    the other route's candidates are not the kept model's."""
+    results = first.cv_results_
+    labels = results.get("param_linear_features")
+    if labels is None:
+        return results
+    rows = np.flatnonzero(
+        np.asarray(labels, dtype=object) == getattr(first, "linear_features_", None)
+    )
+    kept = {key: value[rows] for key, value in results.items() if key != "params"}
+    kept["params"] = [results["params"][i] for i in rows]
+    return kept
+
+
 def _best_rows(results, kernel, degree):
     """The best fixed-width row and the best adaptive row of ``kernel`` (at
     ``degree`` where the results have degrees) in ``results``, or None."""
@@ -68,7 +84,7 @@ def finalist_kernels(first):
     model takes the compact one alone where there is one: the leave-one-out
     fits behind its coefficients take the neighbour lists, where another
     kernel's take every pair of rows."""
-    results = first.cv_results_
+    results = _kept_route(first)
     kernels = [first.kernel_]
     if first.kernel_ == "constant" or KERNELS[first.kernel_].is_compact:
         return kernels
@@ -97,18 +113,19 @@ def subsample_candidates(first, m, n, n_train):
     d = _continuous_features(first)
     width_rate = (m / n) ** (1.0 / (4 + d))
     count_rate = (n / m) ** (4.0 / (4 + d))
+    results = _kept_route(first)
     finalists = []
     for kernel in finalist_kernels(first):
-        degree = _kernel_degree(first, first.cv_results_, kernel)
-        fixed, adaptive = _best_rows(first.cv_results_, kernel, degree)
+        degree = _kernel_degree(first, results, kernel)
+        fixed, adaptive = _best_rows(results, kernel, degree)
         if not KERNELS[kernel].is_compact and kernel == first.kernel_:
             fixed, adaptive = (None, adaptive) if first.n_neighbors_ else (fixed, None)
         widths = counts = None
         if fixed is not None:
-            h_m = float(first.cv_results_["param_bandwidth"][fixed])
+            h_m = float(results["param_bandwidth"][fixed])
             widths = h_m * width_rate * WIDTH_STEPS
         if adaptive is not None:
-            k_m = float(first.cv_results_["param_n_neighbors"][adaptive])
+            k_m = float(results["param_n_neighbors"][adaptive])
             counts = np.unique(np.round(k_m * count_rate * COUNT_STEPS).astype(int))
             counts = np.unique(np.clip(counts, 1, n_train - 1))
         parameters = {"bandwidths": widths, "n_neighbors": counts}

@@ -14,12 +14,14 @@ Without categorical features it is the search of ``linear_features=None``.
 """
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.utils.validation import _num_samples
 
 from .._estimator._identification import NotIdentifiedError
 from .._estimator._linear_columns import categorical_columns
 from .._held_out._criteria import SMOOTHER_CRITERIA
 from .._search._grid import _rank
+from ._alternative import ALTERNATIVE
 from ._fit import refit_search, score_search
 
 #: The rows of positive weight that ``"auto"`` asks per linear coefficient,
@@ -157,6 +159,11 @@ def fit_auto(estimator, X, y, sample_weight):
         f"{scores['kernel']:.6g})",
     )
     refit_search(keep, *(linear_search if keep is linear else kernel_search))
+    holder = ALTERNATIVE.get()
+    if holder is not None and keep is linear:
+        # (the large-table selection falls back on it, see ._alternative)
+        refit_search(kernel, *kernel_search)
+        holder["search"] = _adopt(clone(estimator), kernel, kernel, linear)
     return _adopt(estimator, keep, kernel, linear)
 
 
