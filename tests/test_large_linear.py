@@ -23,12 +23,13 @@ pytestmark = [
 N, M, SEED = 2000, 500, 3
 
 
-def _undrawn(k):
-    """``k`` rows that neither the subsample nor the held-out rows hold, by
-    the selection's documented draw (a permutation by ``RandomState``)."""
+def _undrawn(k, held_out=False):
+    """``k`` rows that the subsample does not hold, by the selection's
+    documented draw (a permutation by ``RandomState``): held-out rows, or
+    rows that neither the subsample nor the held-out rows hold."""
     order = np.random.RandomState(SEED).permutation(N)
     assert N - M - min(_large.HELD_OUT_ROWS, N - M) >= k
-    return order[-k:]
+    return order[M : M + k] if held_out else order[-k:]
 
 
 def _table(seed=12):
@@ -52,9 +53,10 @@ def _search():
     )
 
 
-def test_a_category_the_subsample_did_not_draw_is_estimated_by_the_refit():
+@pytest.mark.parametrize("held_out", [False, True])
+def test_a_category_the_subsample_did_not_draw_is_estimated_by_the_refit(held_out):
     X, codes, y = _table()
-    rare = _undrawn(3)
+    rare = _undrawn(3, held_out)
     codes[rare] = "t"
     y[rare] += 2.0
     frame = _frame(X, codes)
@@ -94,12 +96,16 @@ def test_a_category_the_subsample_did_not_draw_is_estimated_by_the_refit():
         n_neighbors=params.get("n_neighbors"),
         degree=reg.cv_results_["param_degree"][0],
     ).fit(X[train], residuals[[at[row] for row in train]])
+    held = held[np.isin(held, seen)]  # the rare held-out rows weigh zero
     truth = residuals[[at[row] for row in held]]
     r2 = r2_score(truth, part.predict(X[held]))
     np.testing.assert_allclose(reg.cv_results_["mean_test_score"][0], r2, rtol=1e-9)
 
 
-def test_a_linear_column_not_identified_at_full_n_falls_back_to_the_kernel():
+@pytest.mark.parametrize("categorical_features", ["from_dtype", None])
+def test_a_linear_column_not_identified_at_full_n_falls_back_to_the_kernel(
+    categorical_features,
+):
     X, codes, y = _table()
     # A category the subsample never sees, held by a tight cluster of rows
     # far from the others: at full n its column is a function of the kernel
@@ -108,7 +114,8 @@ def test_a_linear_column_not_identified_at_full_n_falls_back_to_the_kernel():
     X[rare] = 4.0 + 0.01 * np.random.default_rng(0).standard_normal((20, 3))
     codes[rare] = "t"
     frame = _frame(X, codes)
-    reg = _search().set_params(verbose=1)
+    # (None: "auto" finds the categorical column in the dtypes itself)
+    reg = _search().set_params(verbose=1, categorical_features=categorical_features)
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         reg.fit(frame, y)

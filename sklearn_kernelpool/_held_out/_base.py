@@ -79,6 +79,11 @@ class HeldOutSums:
 class HeldOutPoints:
     """The held-out points, their values and the candidates.
 
+    ``rows_apart`` (a class attribute) says whether a held-out row's fit of
+    a split is computed alike, down to the bit, whatever the other rows of
+    the call (in blocks of :data:`.._utils._row_blocks.BLOCK_ROWS`), so that
+    the rows may be computed in blocks (:mod:`.._utils._row_blocks`).
+
     Parameters
     ----------
     X : ndarray of shape (n, n_features)
@@ -105,6 +110,8 @@ class HeldOutPoints:
     weighted_values : ndarray of shape (n, n_outputs + 1)
         ``w * [y, 1]``, for the fallbacks.
     """
+
+    rows_apart = True
 
     def __init__(self, X, Y, weights, kernels, bandwidths, degree=0):
         weights = np.asarray(weights, dtype=np.float64)

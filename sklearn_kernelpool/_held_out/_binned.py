@@ -93,6 +93,10 @@ class BinnedHeldOut(HeldOutPoints):
         The largest degree scored; degree 0 comes from the same sums.
     """
 
+    # The grid sums of a split are those of all the rows less the held-out
+    # rows' where they are the rest of them: not computed row by row.
+    rows_apart = False
+
     def __init__(self, X, Y, weights, kernels, bandwidths, degree=0):
         super().__init__(X, Y, weights, kernels, bandwidths, degree)
         d = X.shape[1]

@@ -283,7 +283,10 @@ class HeldOutPasses:
                 # (in blocks of rows where a caller maps them: on dask)
                 light = HeldOutPasses(None, self.on_empty)
                 shared = (light, held_out, train, degrees, adaptive)
-                parts = map_row_blocks(_split_rows, shared, test)
+                if getattr(held_out, "rows_apart", False):
+                    parts = map_row_blocks(_split_rows, shared, test)
+                else:
+                    parts = _split_rows(shared, test)
                 per_split.append((test, *parts))
         return per_split
 

@@ -226,7 +226,8 @@ def _full_table(estimator, first, rows, draw, route):
     ``route`` the ``stages`` of :func:`fit_large`, its progress bar and
     whether the rows came from dask."""
     stages, bar, on_dask = route
-    bar.total = 2 + len(finalist_kernels(first))
+    # (after a fallback, the stages of both routes)
+    bar.total = bar.n + 1 + len(finalist_kernels(first))
     linear = is_partially_linear(first)
     data, changes = rows, {}
     if linear:
@@ -272,7 +273,7 @@ def _score_full_table(estimator, first, data, rows, scoring, bar):
     sub, held = rows
     train = np.setdiff1d(np.arange(n), held, assume_unique=True)
     own = set(estimator.get_params(deep=False))
-    shared = {**_lambdas(first), **_linear(first)}
+    shared = {**_lambdas(first), **_linear(first), **_kernel_columns(first)}
     finalists, searched = [], []
     for kernel, changes in subsample_candidates(first, sub.size, n, train.size):
         _say(
@@ -303,6 +304,23 @@ def _lambdas(first):
     candidate."""
     lam = getattr(first, "categorical_bandwidth_", None)
     return {} if lam is None else {"categorical_bandwidths": (float(np.mean(lam)),)}
+
+
+def _kernel_columns(first):
+    """The categorical and ordered features of the subsample's kernel
+    route, as its refitted model took them (``"auto"`` may have found them
+    in the dtypes of ``X`` itself); nothing for a partially linear route,
+    whose second stage names its kernel columns (:mod:`._large_linear`)."""
+    best = first.best_estimator_
+    if getattr(best, "coef_", None) is not None:
+        return {}
+    features = getattr(best, "categorical_features", None)
+    if features is None:
+        return {}
+    return {
+        "categorical_features": features,
+        "ordered_features": getattr(best, "ordered_features", None),
+    }
 
 
 def _linear(first):

@@ -42,10 +42,13 @@ def residual_rows(first, data):
     Y = np.asarray(y, dtype=np.float64)
     Y = Y.reshape(len(Y), -1)
     residuals = np.zeros_like(Y)
-    rows = np.flatnonzero(seen)
-    linear, _ = _linear_parts(best, _safe_indexing(X, rows))
-    residuals[rows] = Y[rows] - linear
-    if not seen.all():
+    if seen.all():
+        linear, _ = _linear_parts(best, X)
+        residuals = Y - linear
+    else:
+        rows = np.flatnonzero(seen)
+        linear, _ = _linear_parts(best, _safe_indexing(X, rows))
+        residuals[rows] = Y[rows] - linear
         weights = np.ones(len(Y)) if weights is None else np.array(weights, float)
         weights[~seen] = 0.0
     X_kernel = _safe_indexing(X, np.flatnonzero(~design.mask), axis=1)

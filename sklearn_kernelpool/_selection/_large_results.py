@@ -11,7 +11,6 @@ from sklearn.utils._indexing import _safe_indexing
 from sklearn.utils.validation import _num_samples
 
 from .._search._grid import _rank
-from .._utils._row_blocks import map_row_blocks
 from ..kernels import KERNELS
 
 #: The widths and counts of the second stage, relative to the rescaled ones:
@@ -41,6 +40,7 @@ def _kept_route(first):
     )
     kept = {key: value[rows] for key, value in results.items() if key != "params"}
     kept["params"] = [results["params"][i] for i in rows]
+    kept["rank_test_score"] = _rank(np.asarray(kept["mean_test_score"], dtype=float))
     return kept
 
 
@@ -174,10 +174,11 @@ def row_losses(estimator, search, rows, held, refit):
         # (a comparison: the kept candidate's refit and predictions warn)
         warnings.simplefilter("ignore")
         refit(estimator, search, train_rows)
-    model = estimator.best_estimator_
-    # (in blocks of rows where a caller maps them: on dask)
-    shared = (model, queries)
-    (predicted,) = map_row_blocks(_predicted_rows, shared, np.arange(held.size), 0)
+        model = estimator.best_estimator_
+        if is_classifier(estimator):
+            predicted = model.predict_proba(queries)
+        else:
+            predicted = model.predict(queries)
     if is_classifier(estimator):
         true = np.searchsorted(model.classes_, truth)
         true_proba = predicted[np.arange(held.size), true]
@@ -189,19 +190,6 @@ def row_losses(estimator, search, rows, held, refit):
         return loss
     weights = np.asarray(weights)
     return loss * weights[held] / np.mean(weights[held])
-
-
-def _predicted_rows(shared, rows):
-    """The predictions (the probabilities of a classifier) of the fitted
-    ``model`` at the ``rows`` of ``queries``, ``shared = (model, queries)``,
-    as a tuple of one array."""
-    model, queries = shared
-    queries = _safe_indexing(queries, rows)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if is_classifier(model):
-            return (model.predict_proba(queries),)
-        return (model.predict(queries),)
 
 
 def _rows_of(part, rows):

@@ -74,6 +74,7 @@ def progress_bar(**options):
 
 class _NoBar:
     total = None
+    n = 0
 
     def update(self, n):
         pass

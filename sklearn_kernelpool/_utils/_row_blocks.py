@@ -5,8 +5,12 @@ is fitted from the training keys alone. :func:`map_row_blocks` computes them
 in one call, or, inside :func:`mapped_row_blocks`, in blocks of
 :data:`BLOCK_ROWS` rows that the given mapper runs where it likes (the
 large-table selection of a dask array runs them as tasks on the cluster,
-:mod:`.._selection._large_dask`). A row's value does not depend on the
-other rows of its block, so both give the same answer.
+:mod:`.._selection._large_dask`). The exact held-out engines compute a row
+alike whatever the other rows of its call, down to the bit, provided the
+blocks start on the boundaries of the dense pass's tiles of 256 rows (its
+matrix products, and its choice of exact distances, are per tile): so
+both give the same answer, bit for bit. The binned engine, whose sums of a
+split depend on the rows held out, is computed in one call.
 """
 
 import contextlib
@@ -14,8 +18,9 @@ import contextvars
 
 import numpy as np
 
-#: The held-out rows of one task.
-BLOCK_ROWS = 250
+#: The held-out rows of one task: a multiple of the tiles of the dense pass
+#: (``BLOCK`` of :mod:`.._held_out._sums`).
+BLOCK_ROWS = 256
 
 _MAPPER = contextvars.ContextVar("sklearn_kernelpool_row_block_mapper", default=None)
 
