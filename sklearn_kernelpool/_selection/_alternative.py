@@ -14,9 +14,10 @@ ALTERNATIVE = contextvars.ContextVar("linear_alternative", default=None)
 @contextlib.contextmanager
 def keeping_the_alternative():
     """Within this context, a fit of ``"auto"`` that compares both searches
-    and keeps the linear columns also refits the search of the categorical
-    features in the kernel, as a fitted search of its own with the merged
-    results, and leaves it under ``"search"`` in the dict this yields."""
+    and keeps the linear columns leaves under ``"refit"``, in the dict this
+    yields, a function of no argument that refits the search of the
+    categorical features in the kernel and returns it, as a fitted search of
+    its own with the merged results (only a fallback pays for the refit)."""
     holder = {}
     token = ALTERNATIVE.set(holder)
     try:

@@ -202,14 +202,14 @@ def fit_large(estimator, X, y, sample_weight, fit_exact, stages):
         try:
             kept, searched, model = _full_table(estimator, first, rows, draw, route)
         except NotIdentifiedError as error:
-            if "search" not in alternative:
+            if "refit" not in alternative:
                 raise
             _say(
                 estimator,
                 f"At full n: {error} The categorical features go in the kernel, "
                 "as the subsample's search of them selected",
             )
-            first = alternative["search"]
+            first = alternative["refit"]()
             kept, searched, model = _full_table(estimator, first, rows, draw, route)
     finally:
         bar.close()

@@ -161,9 +161,12 @@ def fit_auto(estimator, X, y, sample_weight):
     refit_search(keep, *(linear_search if keep is linear else kernel_search))
     holder = ALTERNATIVE.get()
     if holder is not None and keep is linear:
-        # (the large-table selection falls back on it, see ._alternative)
-        refit_search(kernel, *kernel_search)
-        holder["search"] = _adopt(clone(estimator), kernel, kernel, linear)
+        # (the large-table selection may fall back on it, see ._alternative)
+        def alternative():
+            refit_search(kernel, *kernel_search)
+            return _adopt(clone(estimator), kernel, kernel, linear)
+
+        holder["refit"] = alternative
     return _adopt(estimator, keep, kernel, linear)
 
 
