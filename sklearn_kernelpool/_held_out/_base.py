@@ -79,10 +79,9 @@ class HeldOutSums:
 class HeldOutPoints:
     """The held-out points, their values and the candidates.
 
-    ``rows_apart`` (a class attribute) says whether a held-out row's fit of
-    a split is computed alike, down to the bit, whatever the other rows of
-    the call (in blocks of :data:`.._utils._row_blocks.BLOCK_ROWS`), so that
-    the rows may be computed in blocks (:mod:`.._utils._row_blocks`).
+    ``rows_apart`` (a class attribute) says whether the held-out rows of a
+    split may be computed in blocks (:mod:`.._utils._row_blocks`): each
+    row's fit from the training keys alone.
 
     Parameters
     ----------

@@ -94,7 +94,8 @@ class BinnedHeldOut(HeldOutPoints):
     """
 
     # The grid sums of a split are those of all the rows less the held-out
-    # rows' where they are the rest of them: not computed row by row.
+    # rows' where they are the rest of them: blocks would bin the training
+    # rows once each.
     rows_apart = False
 
     def __init__(self, X, Y, weights, kernels, bandwidths, degree=0):

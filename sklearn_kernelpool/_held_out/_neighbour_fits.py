@@ -69,11 +69,6 @@ class NeighbourFits:
     ``_full_weights_of_keys`` from its lists.
     """
 
-    # The refits of a batch of rows hold the union of their keys, whose
-    # products round a row by the others of its batch: not computed row by
-    # row (:mod:`.._utils._row_blocks`).
-    rows_apart = False
-
     # -- the memory rule -------------------------------------------------------
     def sums_bytes(self, n, n_jobs):
         """Bytes the neighbour pass holds for ``n`` points.

@@ -33,8 +33,6 @@ References
    Applications", Chapman & Hall (1996), section 3.2.
 """
 
-from contextlib import nullcontext
-
 import numpy as np
 from sklearn.base import clone, is_classifier
 from sklearn.model_selection import StratifiedShuffleSplit
@@ -47,7 +45,7 @@ from .._held_out._criteria import SMOOTHER_CRITERIA
 from .._search._engines import neighbour_lists
 from .._utils._categorical_input import categorical_mask
 from .._utils._progress import new_stage_bar
-from .._utils._row_blocks import mapped_row_blocks
+from .._utils._row_blocks import map_in_turn, mapped_row_blocks
 from ._alternative import keeping_the_alternative
 from ._large_dask import gathered_rows, is_dask, map_on_dask
 from ._large_linear import (
@@ -232,9 +230,9 @@ def _full_table(estimator, first, rows, draw, route):
     data, changes = rows, {}
     if linear:
         data, changes = residual_rows(first, rows)
-    # (the held-out rows in blocks, as tasks on the cluster, on dask)
-    blocks = mapped_row_blocks(map_on_dask) if on_dask else nullcontext()
-    with blocks:
+    # The held-out rows in blocks: as tasks on the cluster on dask, in turn
+    # in memory, so that both compute every row alike.
+    with mapped_row_blocks(map_on_dask if on_dask else map_in_turn):
         finalists, searched = _score_full_table(
             estimator, first, data, draw, (stages[0], changes), bar
         )

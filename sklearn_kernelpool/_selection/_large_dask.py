@@ -14,11 +14,11 @@ The second stage, which scores the candidates on the held-out rows at full
 ``n``, runs on the cluster: the held-out predictions of every candidate are
 computed in blocks of held-out rows (:mod:`.._utils._row_blocks`), one task
 each, with the held-out engine of each search (which holds the rows)
-scattered to every worker once. A row's prediction is computed alike
-whatever the other rows of its block, so the scores equal those in memory
-bit for bit. The subsample's search (a few thousand rows), the comparison
-of a compact finalist with the selected one (the predictions of 1,000 rows)
-and the refit (the model stores the rows) run on the client. ``predict``
+scattered to every worker once. A fit in memory computes the same blocks
+in turn, so the scores equal those in memory bit for bit. The subsample's
+search (a few thousand rows), the comparison of a compact finalist with the
+selected one (the predictions of 1,000 rows) and the refit (the model
+stores the rows) run on the client. ``predict``
 maps ``best_estimator_`` over the chunks of dask queries on the cluster.
 """
 

@@ -1,16 +1,18 @@
-"""Blocks of held-out rows that a caller maps elsewhere (a dask cluster).
+"""Blocks of held-out rows, computed in turn or mapped elsewhere (dask).
 
 The held-out predictions of one split are independent row by row: each row
 is fitted from the training keys alone. :func:`map_row_blocks` computes them
-in one call, or, inside :func:`mapped_row_blocks`, in blocks of
-:data:`BLOCK_ROWS` rows that the given mapper runs where it likes (the
-large-table selection of a dask array runs them as tasks on the cluster,
-:mod:`.._selection._large_dask`). The exact held-out engines compute a row
-alike whatever the other rows of its call, down to the bit, provided the
-blocks start on the boundaries of the dense pass's tiles of 256 rows (its
-matrix products, and its choice of exact distances, are per tile): so
-both give the same answer, bit for bit. The binned engine, whose sums of a
-split depend on the rows held out, is computed in one call.
+in one call or, inside :func:`mapped_row_blocks`, in blocks of
+:data:`BLOCK_ROWS` rows that the given mapper runs where it likes: in turn
+(:func:`map_in_turn`), or as tasks on a dask cluster
+(:mod:`.._selection._large_dask`). The large-table selection computes its
+second stage in these blocks in memory and on dask alike, so both give the
+same answer, bit for bit. The blocks also equal one call bit for bit on the
+dense, categorical and adaptive engines, whose matrix products and choice
+of exact distances are per tile of 256 rows; the neighbour lists refit
+rows in batches over the union of their keys, which rounds a row by the
+others of its batch (equal to one call within rounding). The binned engine,
+whose sums of a split depend on the rows held out, is computed in one call.
 """
 
 import contextlib
@@ -49,3 +51,9 @@ def map_row_blocks(function, shared, rows, axis=1):
     parts = mapper(function, shared, [rows[s : s + BLOCK_ROWS] for s in starts])
     columns = zip(*parts, strict=True)
     return tuple(np.concatenate(arrays, axis=axis) for arrays in columns)
+
+
+def map_in_turn(function, shared, blocks):
+    """``[function(shared, rows) for rows in blocks]``, one after the other
+    (the mapper of a fit in memory)."""
+    return [function(shared, rows) for rows in blocks]
