@@ -47,6 +47,19 @@ def _frame(X, codes):
     return frame
 
 
+def _linear_refit(reg):
+    """The partially linear model of the candidate ``reg`` selected, with
+    the categorical features linear, unfitted."""
+    return KernelAttentionRegressor(
+        kernel=reg.kernel_,
+        bandwidth=reg.bandwidth_,
+        n_neighbors=reg.n_neighbors_,
+        degree=reg.degree_,
+        categorical_features="from_dtype",
+        linear_features="categorical",
+    )
+
+
 def _search():
     return KernelAttentionRegressorCV(
         categorical_features="from_dtype", subsample=M, random_state=SEED
@@ -65,14 +78,7 @@ def test_a_category_the_subsample_did_not_draw_is_estimated_by_the_refit(held_ou
     assert "level_t" in reg.best_estimator_.linear_feature_names_
     # The refit is the partially linear model of the selected kernel part
     # on every row, the rare ones included.
-    model = KernelAttentionRegressor(
-        kernel=reg.kernel_,
-        bandwidth=reg.bandwidth_,
-        n_neighbors=reg.n_neighbors_,
-        degree=reg.degree_,
-        categorical_features="from_dtype",
-        linear_features="categorical",
-    ).fit(frame, y)
+    model = _linear_refit(reg).fit(frame, y)
     np.testing.assert_allclose(reg.best_estimator_.coef_, model.coef_, rtol=1e-10)
     np.testing.assert_allclose(reg.predict(frame), model.predict(frame), rtol=1e-10)
     # The second stage scores the kernel part on the partial residuals of
@@ -131,14 +137,7 @@ def test_a_linear_column_not_identified_at_full_n_falls_back_to_the_kernel(
     }
     assert reg.linear_scores_["linear"] > reg.linear_scores_["kernel"]
     with pytest.raises(ValueError, match="not identified|reproduce"):
-        KernelAttentionRegressor(
-            kernel=reg.kernel_,
-            bandwidth=reg.bandwidth_,
-            n_neighbors=reg.n_neighbors_,
-            degree=reg.degree_,
-            categorical_features="from_dtype",
-            linear_features="categorical",
-        ).fit(frame, y)
+        _linear_refit(reg).fit(frame, y)
     # The model predicts the rare rows from the keys of their category.
     assert np.all(np.isfinite(reg.predict(frame.iloc[rare])))
 

@@ -54,6 +54,19 @@ def lots_and_loose(seed=0):
     return X, Z, y
 
 
+def _residual_fractions(E, total):
+    """Each column of the weighted residuals ``E``: its residual after the
+    other columns by ``numpy.linalg.lstsq``, its squared norm over
+    ``total``."""
+    fractions = []
+    for j in range(E.shape[1]):
+        others = np.delete(E, j, axis=1)
+        coef = np.linalg.lstsq(others, E[:, j], rcond=None)[0]
+        residual = E[:, j] - others @ coef
+        fractions.append(residual @ residual / total[j])
+    return np.array(fractions)
+
+
 def fractions_by_refits(X, Z, params, weights):
     """Each linear column's fraction by its definition: the leave-one-out
     fits of ``Z`` by refits of the kernel part without each row, the
@@ -71,13 +84,7 @@ def fractions_by_refits(X, Z, params, weights):
     E, Zr = (Z[rows] - fits[rows]) * root, Z[rows]
     mean = np.average(Zr, axis=0, weights=weights[rows])
     total = np.sum(weights[rows][:, None] * (Zr - mean) ** 2, axis=0)
-    fractions = []
-    for j in range(Z.shape[1]):
-        others = np.delete(E, j, axis=1)
-        coef = np.linalg.lstsq(others, E[:, j], rcond=None)[0]
-        residual = E[:, j] - others @ coef
-        fractions.append(residual @ residual / total[j])
-    return np.array(fractions)
+    return _residual_fractions(E, total)
 
 
 def test_a_column_the_smoother_reproduces_is_refused_naming_it():
@@ -176,13 +183,7 @@ def _fractions_by_lstsq(Z, fits, weights, rss_rows):
     total = np.average((Z - mean) ** 2, axis=0, weights=weights)
     root = np.sqrt(weights[rss_rows] / weights[rss_rows].sum())[:, None]
     E = E[rss_rows] * root
-    fractions = []
-    for j in range(Z.shape[1]):
-        others = np.delete(E, j, axis=1)
-        coef = np.linalg.lstsq(others, E[:, j], rcond=None)[0]
-        residual = E[:, j] - others @ coef
-        fractions.append(residual @ residual / total[j])
-    return np.array(fractions)
+    return _residual_fractions(E, total)
 
 
 def test_the_residuals_are_read_on_the_kept_rows_where_they_are_most_of_them():
