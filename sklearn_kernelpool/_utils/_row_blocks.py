@@ -39,9 +39,9 @@ def mapped_row_blocks(mapper):
         _MAPPER.reset(token)
 
 
-def map_row_blocks(function, shared, rows, axis=1):
-    """``function(shared, rows)``, a tuple of arrays whose ``axis`` runs
-    over ``rows``: in one call, or in blocks of rows by the mapper of
+def map_row_blocks(function, shared, rows):
+    """``function(shared, rows)``, a tuple of arrays whose axis 1 runs over
+    ``rows``: in one call, or in blocks of rows by the mapper of
     :func:`mapped_row_blocks`, concatenated."""
     mapper = _MAPPER.get()
     rows = np.asarray(rows)
@@ -50,7 +50,7 @@ def map_row_blocks(function, shared, rows, axis=1):
     starts = range(0, rows.size, BLOCK_ROWS)
     parts = mapper(function, shared, [rows[s : s + BLOCK_ROWS] for s in starts])
     columns = zip(*parts, strict=True)
-    return tuple(np.concatenate(arrays, axis=axis) for arrays in columns)
+    return tuple(np.concatenate(arrays, axis=1) for arrays in columns)
 
 
 def map_in_turn(function, shared, blocks):
