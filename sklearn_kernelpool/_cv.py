@@ -397,7 +397,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
             callable,
             None,
         ],
-        "degree": [Interval(Integral, 0, 1, closed="both"), StrOptions({"auto"})],
+        "degree": [Interval(Integral, 0, 2, closed="both"), StrOptions({"auto"})],
         "on_empty": [StrOptions(set(ON_EMPTY))],
         **CATEGORICAL_FEATURE_CONSTRAINTS,
         "categorical_bandwidths": ["array-like"],

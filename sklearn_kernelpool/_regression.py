@@ -419,7 +419,7 @@ class KernelAttentionRegressor(
     _parameter_constraints: dict = {
         **POOL_PARAMETER_CONSTRAINTS,
         **CATEGORICAL_CONSTRAINTS,
-        "degree": [Interval(Integral, 0, 1, closed="both")],
+        "degree": [Interval(Integral, 0, 2, closed="both")],
         "on_empty": [StrOptions(set(ON_EMPTY))],
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
         "n_bins": [Interval(Integral, 2, None, closed="left"), "array-like", None],
@@ -489,9 +489,9 @@ class KernelAttentionRegressor(
         tags.target_tags.multi_output = True
         tags.regressor_tags.poor_score = self.kernel == "constant"
         # SciPy sparse X, on the brute-force path, without categorical features.
-        tags.input_tags.sparse = self.linear_features is None and takes_sparse(
-            self.algorithm, self.categorical_features
-        )
+        tags.input_tags.sparse = (
+            self.linear_features is None and self.degree != 2
+        ) and takes_sparse(self.algorithm, self.categorical_features)
         # The array API path: degree 0, a named kernel, brute force...
         tags.array_api_support = takes_array_api(self)
         return tags

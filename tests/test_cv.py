@@ -631,7 +631,7 @@ def test_invalid_parameter_types(data):
         {"bandwidths": 0},
         {"cv": 1},
         {"on_empty": "zero"},
-        {"degree": 2},
+        {"degree": 3},
         {"degree": 0.5},
     ):
         with pytest.raises(ValueError, match="parameter of KernelAttentionRegressor"):

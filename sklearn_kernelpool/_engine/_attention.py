@@ -1,8 +1,8 @@
 """Attention weights of the NumPy engine, dense or sparse.
 
 The normalised scores of each query over the training rows, with the
-``on_empty`` fallback rows, and for ``degree=1`` the equivalent kernel of the
-local-linear fit, of a :class:`._pooling.KernelPool`, within the memory.
+``on_empty`` fallback rows, and for ``degree`` 1 and 2 the equivalent kernel
+of the local polynomial fit, of a :class:`._pooling.KernelPool`, within the memory.
 """
 
 import numpy as np
@@ -31,16 +31,15 @@ def attention_weights(pool, X, n_jobs=None, sparse=False, counts=None):
         )
     counts = [] if counts is None else counts
     moments = pool.degree == 1 and pool.moments.uses_moment_matrix()
-    if pool.degree == 1 and not moments:
-        pool.moments.check_fit_memory(n_jobs)
+    if pool.degree >= 1 and not moments:
+        pool.moments.check_fit_memory(n_jobs, pool.degree)
 
     def work(X_chunk, workspace):
         queries = pool._queries(X_chunk)
         weights, empty = pool._normalized_scores(queries, workspace, sparse)
-        if pool.degree == 1:
-            weights, rank, s = equivalent_kernel(
-                pool.moments, weights, queries[1], empty, pool.kernel, moments
-            )
+        if pool.degree >= 1:
+            fit = (queries[1], empty, pool.kernel, moments, pool.degree)
+            weights, rank, s = equivalent_kernel(pool.moments, weights, *fit)
             counts.append(fit_counts(rank, s, pool.keys.shape[1], ~empty))
         if sparse:
             weights = _weights.compact_indices(weights)
@@ -62,7 +61,7 @@ def attention_weights(pool, X, n_jobs=None, sparse=False, counts=None):
     # A chunk's dense rows: the weights (the trees' scores made dense, or
     # brute scores weighted), and for degree 1 the factors that turn
     # them into the equivalent kernel.
-    dense_row = (3 if pool.degree == 1 else 1) * 8 * pool.keys.shape[0]
+    dense_row = (3 if pool.degree >= 1 else 1) * 8 * pool.keys.shape[0]
     try:
         out = run_chunks(
             pool, X, pool.keys.shape[0], work, n_jobs, extra_row_bytes=dense_row

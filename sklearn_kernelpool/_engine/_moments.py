@@ -18,7 +18,7 @@ from .._utils._threads import engine_threads
 from .._utils._warn import warn
 from .._utils._warnings import LocalLinearFallbackWarning, LocalLinearMemoryWarning
 from .._utils._working_memory import working_memory_bytes
-from . import _centred_fit, _local_linear
+from . import _centred_fit, _local_linear, _local_quadratic
 from . import _query_chunks as _chunk_plan
 from . import _weight_rows as _weights
 from ._protocol import moment_spread, normalise, square_sums
@@ -187,6 +187,20 @@ class LocalMoments:
         """``[k, upper(k k^T), 1]``, for weights that are already normalised."""
         return _local_linear.moment_matrix(self.keys)
 
+    @functools.cached_property
+    def quadratic_layout(self):
+        """The layout of local quadratic fits (a
+        :class:`._local_quadratic.QuadraticLayout`)."""
+        n_keys, n_features = self.keys.shape
+        return _local_quadratic.QuadraticLayout(n_features, self.n_outputs, n_keys)
+
+    def row_bytes(self, degree=1):
+        """Bytes of the two-pass fit of one query of ``degree`` 1 or 2."""
+        n_keys, d = self.keys.shape
+        if degree == 2:
+            return _local_quadratic.fit_bytes(n_keys, d, self.n_outputs)
+        return _centred_fit.fit_bytes(n_keys, d, self.n_outputs)
+
     @property
     def moment_columns(self):
         """The number of local-linear moments pooled per key."""
@@ -199,27 +213,29 @@ class LocalMoments:
         budget = working_memory_bytes() / MOMENT_MATRIX_SHARE
         return size <= max(budget, MOMENT_MATRIX_FLOOR)
 
-    def check_fit_memory(self, n_jobs):
-        """Refuse local-linear fits whose single query exceeds the memory;
-        warn when one exceeds ``working_memory`` (queries one at a time)."""
+    def check_fit_memory(self, n_jobs, degree=1):
+        """Refuse local-polynomial fits whose single query exceeds the
+        memory; warn when one exceeds ``working_memory`` (queries one at a
+        time)."""
         n_keys, d = self.keys.shape
-        row = _centred_fit.fit_bytes(n_keys, d, self.n_outputs)
+        row = self.row_bytes(degree)
         limit = _weights.physical_memory()
         if limit is not None and row > limit:
             raise MemoryError(
-                f"Local-linear pooling (degree=1) with {d} features and {n_keys} "
-                f"keys needs about {row / 2**30:.1f} GiB for the local design of "
-                f"a single query, more than the {limit / 2**30:.1f} GiB of "
+                f"Local-polynomial pooling (degree={degree}) with {d} features "
+                f"and {n_keys} keys needs about {row / 2**30:.1f} GiB for the "
+                "local design of a single query, more than the "
+                f"{limit / 2**30:.1f} GiB of "
                 "physical memory. Reduce the number of features (for example "
                 "with sklearn.decomposition.PCA or feature selection), or use "
-                "degree=0, whose memory does not grow with the features squared."
+                "a lower degree, whose memory grows more slowly with the features."
             )
         budget = working_memory_bytes() / engine_threads(n_jobs)
         if row > budget:
             warn(
                 LocalLinearMemoryWarning(
-                    f"The local design of one query of local-linear pooling "
-                    f"(degree=1, {d} features, {n_keys} keys) takes about "
+                    f"The local design of one query of local-polynomial pooling "
+                    f"(degree={degree}, {d} features, {n_keys} keys) takes about "
                     f"{row / 2**20:.3g} MiB, more than the working_memory of "
                     f"{budget / 2**20:.3g} MiB per thread: the queries are "
                     "solved one at a time, and the memory used exceeds "
@@ -231,10 +247,10 @@ class LocalMoments:
                 )
             )
 
-    def fit_step(self):
-        """Rows of a batch of two-pass local-linear fits."""
-        n_keys, d = self.keys.shape
-        row = _centred_fit.fit_bytes(n_keys, d, self.n_outputs) + 8 * n_keys
+    def fit_step(self, degree=1):
+        """Rows of a batch of two-pass local fits of ``degree`` 1 or 2."""
+        n_keys = self.keys.shape[0]
+        row = self.row_bytes(degree) + 8 * n_keys
         return int(max(1, min(working_memory_bytes(), _chunk_plan.CHUNK_BYTES) // row))
 
 
@@ -329,31 +345,70 @@ def refit_rows(pool, redo, queries, workspace, mean, std, fits=None):
         return
     local = pool.moments
     n_keys = pool.keys.shape[0]
-    if pool.degree == 1:
-        step = local.fit_step()
-    else:
+    if pool.degree == 0:
         width = 3 * pool.n_outputs + 2
         step = max(1, _chunk_plan.CHUNK_BYTES // (8 * n_keys * width))
+        fit_rows, layout = _centred_fit.centred_fit, None
+    elif pool.degree == 1:
+        step = local.fit_step()
+        fit_rows, layout = _centred_fit.centred_fit, local.layout
+    else:
+        step = local.fit_step(2)
+        fit_rows, layout = _local_quadratic.quadratic_fit, local.quadratic_layout
     batches = pool.scorer.refit_scores(queries, workspace, redo, step, pool.weights)
     for rows, scores in batches:
         p = scores / scores.sum(axis=1, keepdims=True)
-        fit = _centred_fit.centred_fit(
+        fit = fit_rows(
             p,
             pool.keys,
             local.centered_values,
             queries[1][rows],
-            local.layout if pool.degree == 1 else None,
+            layout,
             std is not None,
             return_shrinkage=True,
             kernel=pool.kernel,
         )  # the keys are centred on their mean: centers is the origin
-        if pool.degree == 1:
+        if pool.degree >= 1:
             mean[rows], fits[0][rows], fits[1][rows] = fit[0], fit[2], fit[3]
         if std is not None:
             std[rows] = fit[1]
 
 
-def equivalent_kernel(moments, weights, queries, empty, kernel, use_matrix=True):
+def _quadratic_kernel(moments, weights, queries, empty, kernel):
+    """The equivalent kernel of the local quadratic fit of a chunk's
+    normalised weights (:func:`._local_quadratic.quadratic_kernel`), dense
+    or on the stored entries of sparse ones; the rows of ``empty`` queries
+    keep their weights."""
+    keys, layout = moments.keys, moments.quadratic_layout
+    n, d = len(queries), keys.shape[1]
+    rank, s = np.full(n, d), np.ones(n)
+    sparse = not isinstance(weights, np.ndarray)
+    out = weights.tocsr(copy=True) if sparse else weights.astype(np.float64)
+    redo = np.flatnonzero(~empty)
+    step = moments.fit_step(2)
+    for start in range(0, len(redo), step):
+        rows = redo[start : start + step]
+        p = weights[rows]
+        p = np.asarray(p.toarray() if sparse else p, np.float64)
+        kernel_rows, rank[rows], s[rows] = _local_quadratic.quadratic_kernel(
+            p, keys, queries[rows], layout, kernel=kernel
+        )
+        if sparse:
+            for r, row in zip(rows, kernel_rows, strict=True):
+                span = slice(out.indptr[r], out.indptr[r + 1])
+                out.data[span] = row[out.indices[span]]
+        else:
+            out[rows] = kernel_rows
+    if sparse:
+        out.data = out.data.astype(keys.dtype, copy=False)
+        out.eliminate_zeros()
+        return out, rank, s
+    return out.astype(keys.dtype, copy=False), rank, s
+
+
+def equivalent_kernel(
+    moments, weights, queries, empty, kernel, use_matrix=True, degree=1
+):
     """Local-linear equivalent-kernel weights from local-constant ones.
 
     ``moments`` is the pool's :class:`LocalMoments`, ``queries`` the
@@ -365,6 +420,8 @@ def equivalent_kernel(moments, weights, queries, empty, kernel, use_matrix=True)
     """
     keys, layout = moments.keys, moments.layout
     n_keys, d = keys.shape
+    if degree == 2:
+        return _quadratic_kernel(moments, weights, queries, empty, kernel)
     if use_matrix:
         means = weights @ moments.geometry_matrix
         kish = kish_ratio(square_sums(weights, len(queries)), means[:, -1], kernel)

@@ -118,9 +118,10 @@ class KernelPool:
     algorithm : {"auto", "brute", "kd_tree", "ball_tree"}
         The path, or "auto" to let :func:`._algorithm.choose_algorithm`
         pick one; the choice is the attribute ``algorithm``.
-    degree : {0, 1}
+    degree : {0, 1, 2}
         0 pools the values (local-constant); 1 fits a local-linear model
-        around each query (:mod:`._local_linear`).
+        around each query (:mod:`._local_linear`), 2 a local quadratic one
+        (:mod:`._local_quadratic`).
     categorical_bandwidth : ndarray of shape (n_categorical,) or None
         With categorical features, the weight ``lambda_j`` in [0, 1] of a key
         of another category than the query's for each of them; the last
@@ -342,7 +343,7 @@ class KernelPool:
         (:func:`._moments.report_fits`), or appended to ``counts``
         when it is a list, for the caller to report.
         """
-        if self.degree == 1 or return_std:
+        if self.degree >= 1 or return_std:
             report = counts is None
             counts = [] if report else counts
             work, extra = self._moment_work(return_std, counts, n_jobs)
@@ -371,9 +372,9 @@ class KernelPool:
         if self.degree == 0:
             work = spread_work(self)
             return work, 8 * self.moments.spread_matrix.shape[1]
-        moments = self.moments.uses_moment_matrix()
+        moments = self.degree == 1 and self.moments.uses_moment_matrix()
         if not moments:
-            self.moments.check_fit_memory(n_jobs)
+            self.moments.check_fit_memory(n_jobs, self.degree)
             # Fits one batch at a time.
             return local_linear_work(self, return_std, counts, False), 8 * (
                 self.n_outputs + 1

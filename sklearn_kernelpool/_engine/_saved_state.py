@@ -112,7 +112,7 @@ def check_pool_arguments(arguments, on_empty_options):
     for name, options in [
         ("on_empty", on_empty_options),
         ("algorithm", ALGORITHMS),
-        ("degree", (0, 1)),
+        ("degree", (0, 1, 2)),
         ("user_kernel", (False, True)),
     ]:
         value = arguments.get(name)

@@ -81,9 +81,9 @@ def fit_pool(estimator, X, values, sample_weight, **options):
         and mask is None
         and not callable(estimator.kernel)
         and options.get("n_neighbors") is None
+        and options.get("degree", 0) < 2
         and prefers_binned(
-            X.shape[0],
-            X.shape[1],
+            *X.shape,
             estimator.bandwidth_,
             key_span(X),
             resolve_kernel(estimator.kernel),

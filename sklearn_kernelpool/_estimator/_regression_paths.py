@@ -22,6 +22,7 @@ def fit_regressor(estimator, X, y, sample_weight):
     linear = estimator.linear_features is not None
     kinds = ("linear",) if linear else KINDS
     data = validate_fit_input(estimator, X, y, sample_weight, kinds=kinds)
+    check_quadratic_path(estimator, data.kind)
     if data.kind == "linear":
         return fit_partially_linear(estimator, data)
     X, y, sample_weight = data.X, data.y, data.sample_weight
@@ -44,6 +45,39 @@ def fit_regressor(estimator, X, y, sample_weight):
     estimator.values_ = y
     fit_robust(estimator)
     return estimator
+
+
+#: The paths that fit local quadratics (``degree=2``).
+QUADRATIC_PATHS = (
+    'algorithm="auto", "brute", "kd_tree" or "ball_tree" on dense NumPy '
+    "arrays or DataFrames (with categorical or ordered features, adaptive "
+    "widths, sample weights and several outputs)"
+)
+
+
+def check_quadratic_path(estimator, kind):
+    """Refuse ``degree=2`` on the paths that do not fit local quadratics:
+    the binned grid sums (``algorithm="binned"`` and dask arrays), arrays of
+    another array API namespace, SciPy sparse X and the partially linear
+    fit."""
+    if estimator.degree != 2:
+        return
+    path = None
+    if kind in ("dask", "array_api", "sparse"):
+        path = {
+            "dask": "dask arrays (the binned grid sums)",
+            "array_api": "arrays of another array API namespace",
+            "sparse": "SciPy sparse X",
+        }[kind]
+    elif estimator.algorithm == "binned":
+        path = 'algorithm="binned" (the binned grid sums)'
+    elif estimator.linear_features is not None:
+        path = "linear_features (the partially linear fit)"
+    if path is not None:
+        raise ValueError(
+            f"degree=2 (local quadratic fits) is not available with {path}. "
+            f"It is available with {QUADRATIC_PATHS}; use degree=0 or 1 here."
+        )
 
 
 class PredictionMethods:

@@ -136,7 +136,7 @@ def fit_robust(estimator):
         # A copy: loading checks that the two agree.
         estimator.robustness_weights_ = delta.copy()
     estimator.algorithm_ = estimator._pool.algorithm
-    if counts and estimator._pool.degree == 1:
+    if counts and estimator._pool.degree >= 1:
         counts.append(_final_fit_counts(estimator, keys))
         report_shrunk_slopes(estimator, counts, len(rows))
 

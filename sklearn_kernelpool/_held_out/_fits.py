@@ -17,6 +17,7 @@ from .._engine._protocol import normalise
 from .._engine._safeguard import kish_ratio
 from .._utils._working_memory import row_batches
 from ._base import HeldOutPoints
+from ._quadratic import quadratic_predictions
 
 # Rows of an in-sample local-linear fit computed again together.
 _REFIT_ROWS = 32
@@ -91,8 +92,10 @@ class HeldOutFits(HeldOutPoints):
             None means leave-one-out.
         train : ndarray of int or None
             The training points of :meth:`sums_split`.
-        degree : {0, 1} or None
+        degree : {0, 1, 2} or None
             The degree of the predictions; None means that of the moments.
+            Degree 2 is computed from the weights of each point
+            (:func:`._quadratic.quadratic_predictions`).
             Degree 0 from the moments of degree 1 takes their columns
             ``[y, 1]``: the local-constant sums are part of the local-linear
             ones.
@@ -116,6 +119,8 @@ class HeldOutFits(HeldOutPoints):
             safeguard of :mod:`.._engine._local_linear` shrank (``s < 1``); all False
             for degree 0.
         """
+        if degree == 2:
+            return quadratic_predictions(self, sums, rows, groups, train)
         moments = sums.moments
         if self.degree == 0 or degree == 0:
             columns = slice(None)

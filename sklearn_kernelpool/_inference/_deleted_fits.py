@@ -5,7 +5,8 @@ model without each training row ``i`` (jackknife+) or without each fold
 (CV+), by the closed forms of :mod:`._conformal` (the deleted weight for
 degree 0, the case-deletion formula of the local weighted least squares for
 degree 1, its slope shrunk by the safeguard of the fit without the row:
-:mod:`._case_deletion`), and by the definition (an engine built without the
+:mod:`._case_deletion`; for degree 2 those of the nested local fits,
+:mod:`._quadratic_deletion`), and by the definition (an engine built without the
 row) where they are undefined; on dense weights or on the sparse weights of
 the neighbours. The fits without a fold are those of the local fits over
 the kept keys, safeguard included, its effective number of keys that of
@@ -18,11 +19,13 @@ import numpy as np
 from scipy.sparse import csr_array
 
 from .._engine import _centred_fit, _local_linear
+from .._engine._local_quadratic import quadratic_fit
 from .._engine._protocol import square_sums
 from .._engine._safeguard import kish_ratio
 from .._utils._warnings import EmptyNeighborhoodWarning, LocalLinearFallbackWarning
 from .._utils._working_memory import working_memory_bytes
 from ._case_deletion import CaseDeletion
+from ._quadratic_deletion import deleted_quadratic
 from ._sparse_case_deletion import _TINY_REST, SparseLeaveOut
 
 
@@ -141,7 +144,7 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         less than gathering the neighbours of each block.
         """
         r, n = P.shape
-        if self.degree == 1 and not self.moments:
+        if self.degree >= 1 and not self.moments:
             allowed = False
         if not allowed or isinstance(P, np.ndarray):
             return np.empty(0, np.intp), None, np.arange(r), _dense(P)
@@ -185,7 +188,7 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         else:
             Psel = P[np.arange(r), cols][:, None]
         local = np.zeros(r, dtype=bool)
-        if self.degree == 1:  # weights are never negative: a finite sum
+        if self.degree >= 1:  # weights are never negative: a finite sum
             local = ~empty & np.isfinite(P.sum(axis=1))  # has finite terms
         if np.all(local):
             mu, hard = self._linear(P, Q, cols)
@@ -260,6 +263,11 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         cancel are computed about their own local means.
         """
         P = P / P.sum(axis=1, keepdims=True)
+        if self.degree == 2:
+            layout = self.pool.moments.quadratic_layout
+            kernel = self.pool.kernel
+            mu = deleted_quadratic(P, self.keys, self.Y, Q, layout, kernel, cols)
+            return mu, np.zeros(mu.shape[:2], dtype=bool)
         layout = self.pool.moments.layout
         r, d = len(P), self.keys.shape[1]
         k = self.Y.shape[1]
@@ -313,9 +321,11 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         r = len(P)
         mu = np.empty((r, n_folds, self.Y.shape[1]))
         local = np.zeros(r, dtype=bool)
-        if self.degree == 1:
+        if self.degree >= 1:
             local = ~empty & np.all(np.isfinite(P), axis=1)
         layout = self.pool.moments.layout
+        if self.degree == 2:
+            layout = self.pool.moments.quadratic_layout
         for k in range(n_folds):
             keep = self._kept(fold, k)
             Pk = P[:, keep]
@@ -345,6 +355,8 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         Pk = Pk / Pk.sum(axis=1, keepdims=True)
         keys, Y = self.keys[keep], self.Y[keep]
         kernel = self.pool.kernel
+        if self.degree == 2:
+            return quadratic_fit(Pk, keys, Y, Q, layout, False, kernel=kernel)[0]
         if self.moments:
             matrix = self._cache.get(("moments", k))
             if matrix is None:

@@ -24,6 +24,11 @@ the normalised attention weights ``p_i`` of the query give:
   y_i`` (the slope rows of ``(Z^T P Z)^+ Z^T P`` for the design
   ``Z = [1, K]``), so ``G_i = C^+ p_i (K_i - m) / h``, with the pseudo-inverse
   over the numerical rank of :mod:`.._engine._local_linear`.
+- ``degree=2``: the linear coefficients of the local quadratic fit at the
+  query, the gradient there of the fitted quadratic
+  (:mod:`.._engine._local_quadratic`):
+  ``G_i = p_i (s1 C^+ K_i + s2 (J(q - m) - B)^T Cr^+ R_i) / h``, with both
+  safeguard factors as in the fit.
 
 The standard errors are ``sqrt(sum_i G_i^2 sigma_i^2)`` with the residual
 variances of :func:`._residuals.residual_variance`.
@@ -52,6 +57,7 @@ from .._engine._adaptive import safe_radii
 from .._engine._array_api import is_array_api_pool
 from .._engine._centred_fit import _centred_scale
 from .._engine._local_linear import MomentLayout, _pseudo_inverse
+from .._engine._local_quadratic import QuadraticLayout, quadratic_gradient
 from .._engine._safeguard import kish_ratio
 from .._utils._input import validate_queries
 from .._utils._threads import engine_threads
@@ -107,6 +113,11 @@ def _gradient_factors(pool, p, diff, r2, layout, centers):
         diff *= a[:, None, :]
         diff *= (1.0 / (h[None, :] * r2[:, None]))[:, :, None]
         return diff, diff.sum(axis=2)
+    if pool.degree == 2:
+        frames = np.negative(diff, out=diff)
+        G = quadratic_gradient(p, frames, layout, centers, kernel=pool.kernel)
+        G /= h[None, :, None]
+        return G, None
     # The local frame: K_i = z_i - z_q, centred on its weighted mean m. The
     # keys are first taken from the heaviest one, which then sits exactly at
     # 0: where it carries almost all the weight, m is within rounding of it,
@@ -226,7 +237,8 @@ class _ChunkGradients:
         self.variance = variance
         self.return_se = return_se
         self.n_keys, self.d = pool.keys.shape
-        self.layout = MomentLayout(self.d, values.shape[1], self.n_keys)
+        layout = QuadraticLayout if pool.degree == 2 else MomentLayout
+        self.layout = layout(self.d, values.shape[1], self.n_keys)
         # The unscaled keys of positive weight (float64), one row per feature.
         self.keys_t = np.ascontiguousarray(pool.exact.keys.T)
         self.h_column = np.broadcast_to(pool.bandwidth, (self.d,))[:, None]

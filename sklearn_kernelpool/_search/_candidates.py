@@ -271,6 +271,10 @@ class CandidateSearch(SearchParameters):
         mode = self.per_feature_mode()
         if not mode:
             return
+        if self.degree_ == 2:
+            # The widths are learned on fits of degree 0 or 1.
+            self.say("Kept the isotropic bandwidth of the local quadratic fit")
+            return
         if is_global_line(self.best_params_):
             # The line's weights do not depend on the distance: no width.
             self.say("Kept the global line: it has no widths to learn")
@@ -310,7 +314,7 @@ class CandidateSearch(SearchParameters):
         params, every = [], []
         for lam in lambdas:
             for part_names, part_grid, held_out in grid_engines(
-                self, data, names, grid, max(degrees), lam
+                self, data, names, grid, pooled_degree(degrees), lam
             ):
                 space = {"kernel": part_names, "bandwidth": list(part_grid)}
                 if len(degrees) > 1:
@@ -392,7 +396,7 @@ class CandidateSearch(SearchParameters):
         params = [{"bandwidth": 1.0, **p} for p in ParameterGrid(space)]
         parts, every = [], []
         for part_names, held_out, adaptive in adaptive_engines(
-            self, data, names, counts, max(degrees)
+            self, data, names, counts, pooled_degree(degrees)
         ):
             part = [{"bandwidth": 1.0, **p} for p in ParameterGrid(space)]
             part = [p for p in part if p["kernel"] in part_names]
@@ -424,3 +428,10 @@ class CandidateSearch(SearchParameters):
         """Print ``message`` where ``verbose`` is at least ``level``."""
         if self.verbose >= level:
             print(f"[{self.name}] {message}")
+
+
+def pooled_degree(degrees):
+    """The degree of the moments a held-out pass pools for ``degrees``: at
+    most 1, those of degree 2 being fitted from the weights of each point
+    (:mod:`.._held_out._quadratic`)."""
+    return min(max(degrees), 1)

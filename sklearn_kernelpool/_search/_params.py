@@ -218,6 +218,7 @@ class SearchParameters:
                 "categorical_features=...) directly."
             )
         self.check_smoother_scoring()
+        self.check_quadratic()
         learned = self.per_feature_mode() is True
         if self.smoother_scoring() and learned and codes is not None:
             raise ValueError(
@@ -232,6 +233,27 @@ class SearchParameters:
                 "and scores them there: it needs cv=None; got "
                 f"cv={self.cv!r}. per_feature='auto' judges them on the splits "
                 "of cv."
+            )
+
+    def check_quadratic(self):
+        """Refuse what the search does not score with ``degree=2``."""
+        if self.degree != 2:
+            return
+        problems = []
+        if self.smoother_scoring():
+            problems.append(f"scoring={self.scoring!r}")
+        if self.per_feature_mode() is True:
+            problems.append("per_feature=True")
+        if self.algorithm == "binned":
+            problems.append("algorithm='binned'")
+        if problems:
+            raise ValueError(
+                "degree=2 (local quadratic fits) is scored by exact "
+                "leave-one-out or K-fold fits of fixed or adaptive widths; it "
+                "cannot take " + "; ".join(problems) + ". Use degree=0 or 1 "
+                "with these options, or scoring=None, per_feature=False or "
+                "'auto' and algorithm='auto', 'brute', 'kd_tree' or "
+                "'ball_tree' with degree=2."
             )
 
     def per_feature_mode(self):
@@ -308,6 +330,7 @@ class SearchParameters:
             return True
         if (
             self.algorithm != "auto"
+            or self.degree == 2
             or codes is not None
             or not len(grid)
             or explicit_counts

@@ -194,7 +194,7 @@ class HeldOutPasses:
         if self.point_errors:
             # The per-point losses of the degree rule (small tables only).
             self.last_errors = np.mean((predictions - held_out.Y[None]) ** 2, axis=2)
-        shrunk = singular[..., 2] if held_out.degree == 1 else None
+        shrunk = singular[..., 2] if max(degrees) >= 1 else None
         results = self.policy.loo_scores(
             held_out,
             predictions,
@@ -207,7 +207,7 @@ class HeldOutPasses:
             shrunk=shrunk,
         )
         results["empty_fraction"] = empty.mean(axis=1)
-        if held_out.degree == 1:
+        if max(degrees) >= 1:
             results["singular_fraction"] = singular[..., 0].mean(axis=1)
             results["rank_deficient_fraction"] = singular[..., 1].mean(axis=1)
             results["shrunk_fraction"] = singular[..., 2].mean(axis=1)
@@ -250,7 +250,7 @@ class HeldOutPasses:
         results["mean_test_score"] = split_scores.mean(axis=1)
         results["std_test_score"] = split_scores.std(axis=1)
         results["empty_fraction"] = n_empty / n_held_out
-        if held_out.degree == 1:
+        if max(degrees) >= 1:
             results["singular_fraction"] = n_singular[:, 0] / n_held_out
             results["rank_deficient_fraction"] = n_singular[:, 1] / n_held_out
             results["shrunk_fraction"] = n_singular[:, 2] / n_held_out

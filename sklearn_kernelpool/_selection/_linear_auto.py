@@ -69,6 +69,8 @@ def steps_aside(estimator, categorical):
         return f"scoring={scoring!r} (no smoother criterion there)"
     if estimator.projection is not None:
         return f"projection={estimator.projection!r} (no map there)"
+    if estimator.degree == 2:
+        return "degree=2 (no partially linear fit of local quadratics)"
     return ""
 
 

@@ -1,0 +1,132 @@
+"""Leave-one-out fits of the local quadratic fit (``degree=2``) at a query.
+
+The fit of :mod:`.._engine._local_quadratic` at ``q`` from normalised
+weights ``p`` combines three weighted least-squares fits of the values: the
+local mean ``ybar``, the local line ``f1`` and the local quadratic ``f2``,
+as ``ybar + s1 (f1 - ybar) + s2 (f2 - f1)``. In the basis ``[1, K, R]`` of
+the nested design (orthogonal under ``p``) the normal matrices are
+``diag(1, C)`` and ``diag(1, C, Cr)``, so that for a key ``i`` of weight
+``w = p_i`` the case-deletion (Sherman--Morrison) formulas of each fit need
+only, per key, ``u_i = phi_q^T A^-1 phi_i`` (the equivalent-kernel factor),
+``h_i = w phi_i^T A^-1 phi_i`` (the key's leverage) and the residual ``e_i``
+of the fit at the key (Cook & Weisberg, "Residuals and Influence in
+Regression", 1982)::
+
+    f_{-i} = f - w u_i e_i / (1 - h_i)
+    L_{-i} = (1 - w) (L + w u_i**2 / (1 - h_i))
+
+with ``L = phi_q^T A^-1 phi_q``, ``1 + D1**2`` for the line and
+``1 + D1**2 + Dr**2`` for the quadratic (the leverage of the safeguard, for
+the weights normalised without the key), ``ybar_{-i} = ybar - w e0_i / (1 -
+w)`` and ``kish_{-i} = (kish - w**2) / (1 - w)**2``. The safeguard's factors
+of the fit without the key follow from these, as in the fit.
+
+The formulas are exact where both blocks have full rank; rows whose design
+is rank-deficient, or where a key carries the rank (``1 - h_i`` below
+:data:`MIN_REST`), are refitted without each key by definition.
+"""
+
+import numpy as np
+
+from .._engine._local_quadratic import _Row, quadratic_fit, tolerances
+from .._engine._safeguard import kish_ratio, slope_shrinkage
+
+#: The smallest ``1 - h_i`` of a key for which a row's deleted fits are
+#: taken by the case-deletion formulas; below it, by refits.
+MIN_REST = 1e-6
+
+
+def _closed_form(row, Y, kish):
+    """The fits without each key of positive weight of one row, or None
+    where the formulas do not hold (see the module docstring)."""
+    d, P2 = row.K.shape[1], row.R.shape[1]
+    if row.rank < d or row.quadratic_rank < P2:
+        return None
+    w, K, R = row.w, row.K, row.R
+    V = Y[row.nz]
+    ybar = w @ V
+    E = V - ybar
+    beta = row.C_pinv @ (row.wK.T @ E)
+    gamma = row.Cr_pinv @ (row.wR.T @ E)
+    e1 = E - K @ beta
+    e2 = e1 - R @ gamma
+    c1 = np.einsum("nf,fg,ng->n", K, row.C_pinv, K)
+    h1 = w * (1.0 + c1)
+    h2 = h1 + w * np.einsum("nf,fg,ng->n", R, row.Cr_pinv, R)
+    if np.any(1.0 - h2 < MIN_REST):
+        return None
+    u1 = 1.0 + K @ row.a1
+    u2 = u1 + R @ row.a2
+    f1 = ybar + row.offset @ beta
+    f2 = f1 + row.r_q @ gamma
+    L1 = 1.0 + row.offset @ row.a1
+    L2 = L1 + row.r_q @ row.a2
+    rest = 1.0 - w
+    mean = ybar - (w / rest)[:, None] * E
+    line = f1 - (w * u1 / (1.0 - h1))[:, None] * e1
+    quadratic = f2 - (w * u2 / (1.0 - h2))[:, None] * e2
+    kish = np.zeros_like(w) if kish == 0 else (kish - w * w) / (rest * rest)
+    lev1 = rest * (L1 + w * u1 * u1 / (1.0 - h1))
+    lev2 = rest * (L2 + w * u2 * u2 / (1.0 - h2))
+    s1 = slope_shrinkage(np.maximum(lev1 - 1.0, 0.0), kish)[:, None]
+    s2 = slope_shrinkage(np.maximum(lev2 - 1.0, 0.0), kish)[:, None]
+    return mean + s1 * (line - mean) + s2 * (quadratic - line)
+
+
+def _refits(p, keys, Y, query, layout, kernel, drop):
+    """The fits of one row without each key of ``drop``, by definition."""
+    rows = np.repeat(p[None], len(drop), axis=0)
+    rows[np.arange(len(drop)), drop] = 0.0
+    total = rows.sum(axis=1, keepdims=True)
+    out = np.full((len(drop), Y.shape[1]), np.nan)
+    fine = total[:, 0] > 0
+    if np.any(fine):
+        queries = np.repeat(query[None], int(np.count_nonzero(fine)), axis=0)
+        out[fine] = quadratic_fit(
+            rows[fine] / total[fine], keys, Y, queries, layout, False, kernel=kernel
+        )[0]
+    return out
+
+
+def deleted_quadratic(P, keys, Y, Q, layout, kernel, cols=None):
+    """The local quadratic fits at the queries without each key.
+
+    Parameters
+    ----------
+    P : ndarray of shape (n_rows, n_keys)
+        Normalised weights (float64) of non-empty rows.
+    keys, Y : ndarray
+        The scaled keys and centred values of the engine.
+    Q : ndarray of shape (n_rows, n_features)
+        The queries, in the frame of ``keys``.
+    layout : QuadraticLayout
+        The layout of the fits.
+    kernel : Kernel
+        The kernel of the weights, for the safeguard.
+    cols : ndarray of shape (n_rows,) or None
+        One key per row to leave out, or None for every key.
+
+    Returns
+    -------
+    mu : ndarray of shape (n_rows, n_keys or 1, n_outputs)
+        The fits without each key (without a key of weight zero: the fit).
+    """
+    r, n = P.shape
+    width = n if cols is None else 1
+    mu = np.empty((r, width, Y.shape[1]))
+    kish = kish_ratio(np.einsum("rn,rn->r", P, P), 1.0, kernel)
+    tol = tolerances(layout, r)
+    for j in range(r):
+        row = _Row(P[j], keys, Q[j], layout, None, kish[j], tol[j])
+        full, _ = row.fit(Y, False)
+        mu[j] = full
+        at = row.nz if cols is None else np.intersect1d(row.nz, cols[j : j + 1])
+        if not len(at):
+            continue
+        fits = _closed_form(row, Y, kish[j])
+        if fits is None:
+            fits = _refits(P[j], keys, Y, Q[j], layout, kernel, at)
+        elif cols is not None:
+            fits = fits[np.searchsorted(row.nz, at)]
+        mu[j, at if cols is None else 0] = fits
+    return mu
