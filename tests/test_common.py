@@ -49,6 +49,9 @@ def _configurations():
     yield KernelAttentionRegressor(degree=1)
     yield KernelAttentionRegressor(kernel="epanechnikov", bandwidth=3.0, degree=1)
     yield KernelAttentionRegressor(kernel="boxcar", bandwidth=1.0, degree=1)
+    # Local quadratic fits (no sparse X: its tags say so).
+    yield KernelAttentionRegressor(degree=2)
+    yield KernelAttentionRegressor(kernel="epanechnikov", bandwidth=3.0, degree=2)
 
     # An explicit tree refuses sparse X, and says so in its tags.
     yield KernelAttentionRegressor(
@@ -156,7 +159,7 @@ NEIGHBOUR_WEIGHT_REASON = (
 # The safeguard of degree 1 counts the keys behind a local line by Kish's
 # effective number of their weights, which does not depend on their scale.
 SAFEGUARD_WEIGHT_REASON = (
-    "the safeguard of degree 1 counts the keys behind a local line by Kish's "
+    "the safeguard of degrees 1 and 2 counts the keys behind a local fit by Kish's "
     "effective number of their weights, (sum w)**2 / sum w**2, so an integer "
     "weight is not the same as repeated rows where it shrinks a slope"
 )
@@ -199,7 +202,7 @@ def expected_failed_checks(estimator):
         return _refuses_sparse_weight_check(estimator)
     if getattr(estimator, "n_neighbors", None) is not None and estimator.degree == 0:
         return dict.fromkeys(WEIGHT_CHECKS, NEIGHBOUR_WEIGHT_REASON)
-    if getattr(estimator, "degree", 0) == 1 and estimator.kernel != "boxcar":
+    if getattr(estimator, "degree", 0) >= 1 and estimator.kernel != "boxcar":
         # (the narrow boxcar's fits of the checks' data shrink no slope)
         return dict.fromkeys(WEIGHT_CHECKS, SAFEGUARD_WEIGHT_REASON)
     if isinstance(estimator.bandwidth, list):
@@ -231,6 +234,7 @@ def _in_the_default_run(estimator):
         KernelAttentionRegressor(bandwidth="scott"),
         KernelAttentionRegressor(bandwidth=PER_FEATURE_BANDWIDTH),
         KernelAttentionRegressor(degree=1),
+        KernelAttentionRegressor(degree=2),
         KernelAttentionRegressor(
             kernel="epanechnikov", bandwidth=3.0, algorithm="kd_tree"
         ),
