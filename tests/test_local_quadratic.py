@@ -276,3 +276,31 @@ def test_a_saved_quadratic_fit_predicts_the_same():
 
 def test_every_registered_kernel_is_covered():
     assert {k.name for k in KERNELS.values()} <= set(CANONICAL)
+
+
+def test_the_pooled_held_out_fits_equal_the_exact_ones_or_leave_them():
+    from sklearn_kernelpool._engine._local_quadratic import (
+        QuadraticLayout,
+        quadratic_fit,
+    )
+    from sklearn_kernelpool._held_out._quadratic_moments import pooled_quadratic
+
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-1, 1, size=(300, 2)) + 50.0  # far from the origin
+    y = (np.sin(2 * X[:, 0]) + X[:, 1] ** 2)[:, None]
+    Q = X[:40]
+    W = np.exp(-0.5 * np.sum((Q[:, None] - X[None]) ** 2, axis=2) / 0.3**2)
+    W[np.arange(40), np.arange(40)] = 0.0  # leave-one-out
+    gaussian = KERNELS["gaussian"]
+    mean, ok, s1 = pooled_quadratic(W, X, y, Q, gaussian)
+    p = W / W.sum(axis=1, keepdims=True)
+    layout = QuadraticLayout(2, 1, len(X))
+    exact = quadratic_fit(p, X, y, Q, layout, False, None, True, kernel=gaussian)
+    assert ok.all()
+    assert_allclose(mean, exact[0], rtol=1e-9, atol=1e-10)
+    assert_allclose(s1, exact[3], rtol=1e-9)
+    # A feature of two levels: the quadratic block is singular, the points
+    # are left to the exact fit.
+    X[:, 1] = rng.integers(0, 2, len(X))
+    _, ok, _ = pooled_quadratic(W, X, y, X[:40], gaussian)
+    assert not ok.any()

@@ -71,6 +71,10 @@ class QuadraticLayout(MomentLayout):
         self.quadratic_tolerance = 10.0 * self.n_products * np.sqrt(n_keys) * _EPS
 
 
+#: The work of one batch of rows fitted together.
+BATCH_BYTES = 2**25
+
+
 def fit_bytes(n_keys, n_features, n_outputs=1):
     """Bytes of the work of one row of :func:`quadratic_fit`.
 
@@ -84,84 +88,127 @@ def fit_bytes(n_keys, n_features, n_outputs=1):
     return 8 * (n_keys * per_key + 6 * (d * d + P2 * P2) + 8 * (d + P2))
 
 
-def _inverse(matrix, threshold):
-    """The pseudo-inverse of a symmetric matrix over its eigenvalues above
-    ``threshold`` (none when it is not finite), and their number."""
-    values, vectors = np.linalg.eigh(matrix)
-    kept = values > threshold if np.isfinite(threshold) else np.zeros(len(values), bool)
-    inverse = (vectors[:, kept] / values[kept]) @ vectors[:, kept].T
-    return inverse, int(np.count_nonzero(kept))
+def _inverse(matrices, thresholds):
+    """Pseudo-inverses of symmetric matrices (n, k, k) over their
+    eigenvalues above ``thresholds`` (none where a threshold is not
+    finite), and the number of them."""
+    values, vectors = np.linalg.eigh(matrices)
+    finite = np.isfinite(thresholds)
+    kept = (values > np.where(finite, thresholds, 0.0)[:, None]) & finite[:, None]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        inverse = np.where(kept, 1.0 / values, 0.0)
+    pinv = np.matmul(vectors * inverse[:, None, :], vectors.transpose(0, 2, 1))
+    return pinv, np.count_nonzero(kept, axis=1)
 
 
 def _jacobian(x, layout):
-    """The derivative of the products ``upper(x x^T)`` at ``x``, (P2, d)."""
+    """The derivatives of the products ``upper(x x^T)`` at the rows of ``x``
+    (n, d), shape (n, P2, d)."""
     first, second = layout.pairs
-    J = np.zeros((layout.n_products, layout.n_features))
+    J = np.zeros((len(x), layout.n_products, layout.n_features))
     rows = np.arange(layout.n_products)
-    np.add.at(J, (rows, first), x[second])
-    np.add.at(J, (rows, second), x[first])
+    J[:, rows, first] += x[:, second]
+    J[:, rows, second] += x[:, first]
     return J
 
 
-class _Row:
-    """The nested design of one row of weights, and its query's factors."""
+def _times(A, B):
+    """Batched ``A @ B``."""
+    return np.matmul(A, B)
 
-    def __init__(self, p, keys, query, layout, center, kish, tolerances):
-        self.nz = np.flatnonzero(p)
-        w = self.w = p[self.nz]
-        K = np.array(keys[self.nz], dtype=np.float64)
-        m = w @ K
-        K -= m
-        wK = K * w[:, None]
-        C = wK.T @ K
-        scale = _centred_scale(m[None], C[None], center)[0]
-        self.C_pinv, self.rank = _inverse(C, tolerances[0] * scale)
+
+def _t(A):
+    """Batched transpose."""
+    return A.transpose(0, 2, 1)
+
+
+class _Rows:
+    """The nested designs of rows of normalised weights, and their queries'
+    factors, computed together.
+
+    ``keys`` (n_keys, d), shared, or (n_rows, d, n_keys), one frame per row;
+    only the keys that some row weighs enter. Holds, per row: ``K`` the keys
+    about the local mean, ``R`` the residual quadratic features, their
+    weighted copies ``wK`` and ``wR``, the pseudo-inverses ``C_pinv`` and
+    ``Cr_pinv`` with their ranks, ``B``, the query's ``offset = q - m`` and
+    ``r_q``, ``a1 = C^+ offset``, ``a2 = Cr^+ r_q``, and ``s1``, ``s2``.
+    """
+
+    def __init__(self, p, keys, queries, layout, centers, kish):
+        used = np.flatnonzero(np.any(p != 0, axis=0))
+        self.used = used if len(used) < p.shape[1] else slice(None)
+        self.p = w = np.asarray(p[:, self.used], dtype=np.float64)
+        if keys.ndim == 2:
+            K = np.array(keys[self.used], dtype=np.float64)[None]
+        else:
+            K = _t(np.asarray(keys[:, :, self.used], dtype=np.float64))
+        m = np.einsum("rn,rnf->rf", w, K)
+        K = K - m[:, None, :]
+        wK = K * w[:, :, None]
+        C = _times(_t(wK), K)
+        tol = tolerances(layout, len(w))
+        scale = _centred_scale(m, C, centers)
+        self.C_pinv, self.rank = _inverse(C, tol[:, 0] * scale)
         first, second = layout.pairs
-        Psi = K[:, first] * K[:, second]
-        scale = w @ np.einsum("nf,nf->n", Psi, Psi)
-        psibar = w @ Psi
-        Psi -= psibar
-        self.B = ((Psi * w[:, None]).T @ K) @ self.C_pinv
+        Psi = K[:, :, first] * K[:, :, second]
+        scale = np.einsum("rn,rnp,rnp->r", w, Psi, Psi)
+        psibar = np.einsum("rn,rnp->rp", w, Psi)
+        Psi -= psibar[:, None, :]
+        self.B = _times(_times(_t(Psi * w[:, :, None]), K), self.C_pinv)
         R = Psi
-        R -= K @ self.B.T
-        wR = R * w[:, None]
-        tolerance = tolerances[1] * scale
-        self.Cr_pinv, self.quadratic_rank = _inverse(wR.T @ R, tolerance)
+        R -= _times(K, _t(self.B))
+        wR = R * w[:, :, None]
+        self.Cr_pinv, self.quadratic_rank = _inverse(
+            _times(_t(wR), R), tol[:, 1] * scale
+        )
         self.K, self.wK, self.R, self.wR = K, wK, R, wR
-        offset = self.offset = query - m
-        self.r_q = offset[first] * offset[second] - psibar - self.B @ offset
-        self.a1 = self.C_pinv @ offset
-        self.a2 = self.Cr_pinv @ self.r_q
-        d1 = max(float(offset @ self.a1), 0.0)
-        d2 = d1 + max(float(self.r_q @ self.a2), 0.0)
-        self.s1, self.s2 = slope_shrinkage(np.array([d1, d2]), np.array([kish, kish]))
+        offset = self.offset = queries - m
+        products = offset[:, first] * offset[:, second]
+        self.r_q = products - psibar - np.einsum("rpf,rf->rp", self.B, offset)
+        self.a1 = np.einsum("rfg,rg->rf", self.C_pinv, offset)
+        self.a2 = np.einsum("rpq,rq->rp", self.Cr_pinv, self.r_q)
+        d1 = np.maximum(np.einsum("rf,rf->r", offset, self.a1), 0.0)
+        d2 = d1 + np.maximum(np.einsum("rp,rp->r", self.r_q, self.a2), 0.0)
+        self.kish = kish
+        self.s1 = slope_shrinkage(d1, kish)
+        self.s2 = slope_shrinkage(d2, kish)
+
+    def coefficients(self, values):
+        """``(ybar, E, beta, gamma)`` of the centred ``values`` (n_keys, k):
+        the local means, the values about them, and the coefficients of the
+        linear and the residual quadratic features."""
+        V = np.asarray(values[self.used], dtype=np.float64)
+        ybar = self.p @ V
+        E = V[None] - ybar[:, None, :]
+        beta = _times(self.C_pinv, _times(_t(self.wK), E))
+        gamma = _times(self.Cr_pinv, _times(_t(self.wR), E))
+        return ybar, E, beta, gamma
 
     def fit(self, values, return_std):
         """``(mean, std)`` of the centred ``values`` (std None unless asked)."""
-        w = self.w
-        V = values[self.nz]
-        ybar = w @ V
-        E = V - ybar
-        beta = self.C_pinv @ (self.wK.T @ E)
-        gamma = self.Cr_pinv @ (self.wR.T @ E)
-        mean = ybar + self.s1 * (self.offset @ beta) + self.s2 * (self.r_q @ gamma)
+        ybar, E, beta, gamma = self.coefficients(values)
+        s1, s2 = self.s1[:, None], self.s2[:, None]
+        mean = ybar + s1 * np.einsum("rf,rfk->rk", self.offset, beta)
+        mean += s2 * np.einsum("rp,rpk->rk", self.r_q, gamma)
         if not return_std:
             return mean, None
-        E -= self.s1 * (self.K @ beta)
-        E -= self.s2 * (self.R @ gamma)
-        return mean, np.sqrt(w @ (E * E))
+        E -= s1[:, :, None] * _times(self.K, beta)
+        E -= s2[:, :, None] * _times(self.R, gamma)
+        return mean, np.sqrt(np.einsum("rn,rnk,rnk->rk", self.p, E, E))
 
     def weights(self):
-        """The equivalent-kernel weights over the keys of positive weight."""
-        factor = 1.0 + self.s1 * (self.K @ self.a1) + self.s2 * (self.R @ self.a2)
-        return self.w * factor
+        """The equivalent-kernel weights over the keys used, (n_rows, n_used)."""
+        factor = 1.0 + self.s1[:, None] * np.einsum("rnf,rf->rn", self.K, self.a1)
+        factor += self.s2[:, None] * np.einsum("rnp,rp->rn", self.R, self.a2)
+        return self.p * factor
 
     def gradient_weights(self, layout):
-        """``G`` (n, d) with the linear coefficients at the query
-        ``G^T y`` (per bandwidth), over the keys of positive weight."""
+        """``G`` (n_rows, d, n_used), the linear coefficients at the queries
+        being ``G @ y`` (per bandwidth)."""
         J = _jacobian(self.offset, layout) - self.B
-        linear = self.s1 * (self.wK @ self.C_pinv)
-        return linear + self.s2 * (self.wR @ (self.Cr_pinv @ J))
+        linear = self.s1[:, None, None] * _t(_times(self.wK, self.C_pinv))
+        quadratic = _t(_times(self.wR, _times(self.Cr_pinv, J)))
+        return linear + self.s2[:, None, None] * quadratic
 
 
 def tolerances(layout, n_rows):
@@ -173,12 +220,17 @@ def tolerances(layout, n_rows):
 
 
 def _rows(p, keys, queries, layout, centers, kernel):
-    """The :class:`_Row` of each row of ``p``."""
+    """The :class:`_Rows` of the rows of ``p``, in batches within about
+    :data:`BATCH_BYTES` of work."""
     kish = kish_ratio(np.einsum("rn,rn->r", p, p), 1.0, kernel)
-    tol = tolerances(layout, len(p))
-    for r in range(len(p)):
-        center = None if centers is None else centers[r][None]
-        yield _Row(p[r], keys, queries[r], layout, center, kish[r], tol[r])
+    n_used = max(1, int(np.count_nonzero(np.any(p != 0, axis=0))))
+    row = fit_bytes(n_used, layout.n_features, layout.n_outputs)
+    step = max(1, BATCH_BYTES // row)
+    for start in range(0, len(p), step):
+        rows = slice(start, start + step)
+        frames = keys if keys.ndim == 2 else keys[rows]
+        center = None if centers is None else centers[rows]
+        yield rows, _Rows(p[rows], frames, queries[rows], layout, center, kish[rows])
 
 
 def quadratic_fit(
@@ -232,11 +284,11 @@ def quadratic_fit(
     mean = np.empty((n_rows, k))
     std = np.empty((n_rows, k)) if return_std else None
     rank, s1 = np.empty(n_rows, dtype=np.intp), np.empty(n_rows)
-    for r, row in enumerate(_rows(p, keys, queries, layout, centers, kernel)):
-        mean[r], spread = row.fit(values, return_std)
+    for rows, batch in _rows(p, keys, queries, layout, centers, kernel):
+        mean[rows], spread = batch.fit(values, return_std)
         if return_std:
-            std[r] = spread
-        rank[r], s1[r] = row.rank, row.s1
+            std[rows] = spread
+        rank[rows], s1[rows] = batch.rank, batch.s1
     if return_shrinkage:
         return mean, std, rank, s1
     return mean, std, rank
@@ -251,9 +303,11 @@ def quadratic_kernel(p, keys, queries, layout, centers=None, *, kernel):
     """
     weights = np.zeros(p.shape)
     rank, s1 = np.empty(len(p), dtype=np.intp), np.empty(len(p))
-    for r, row in enumerate(_rows(p, keys, queries, layout, centers, kernel)):
-        weights[r, row.nz] = row.weights()
-        rank[r], s1[r] = row.rank, row.s1
+    for rows, batch in _rows(p, keys, queries, layout, centers, kernel):
+        block = weights[rows]
+        block[:, batch.used] = batch.weights()
+        weights[rows] = block
+        rank[rows], s1[rows] = batch.rank, batch.s1
     return weights, rank, s1
 
 
@@ -268,11 +322,9 @@ def quadratic_gradient(p, frames, layout, centers, *, kernel):
     bandwidth, are ``G[r] @ values``.
     """
     G = np.zeros(frames.shape)
-    origin = np.zeros(layout.n_features)
-    kish = kish_ratio(np.einsum("rn,rn->r", p, p), 1.0, kernel)
-    tol = tolerances(layout, len(p))
-    for r in range(len(p)):
-        center = centers[r][None]
-        row = _Row(p[r], frames[r].T, origin, layout, center, kish[r], tol[r])
-        G[r][:, row.nz] = row.gradient_weights(layout).T
+    queries = np.zeros((len(p), layout.n_features))
+    for rows, batch in _rows(p, frames, queries, layout, centers, kernel):
+        block = G[rows]
+        block[:, :, batch.used] = batch.gradient_weights(layout)
+        G[rows] = block
     return G

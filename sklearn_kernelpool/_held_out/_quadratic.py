@@ -11,14 +11,43 @@ or fold.
 
 import numpy as np
 
-from .._engine._local_quadratic import QuadraticLayout, fit_bytes, quadratic_fit
+from .._engine._local_quadratic import (
+    BATCH_BYTES,
+    QuadraticLayout,
+    quadratic_fit,
+)
+from ._quadratic_moments import pooled_quadratic, spatial_order
 
 
-def _batches(n_rows, n_keys, d, n_outputs):
-    """Slices of rows computed together, within about 4 MiB of work."""
-    row = 8 * (d + 4) * n_keys + fit_bytes(n_keys, d, n_outputs)
-    step = max(1, 2**22 // row)
+def _batches(n_rows, n_keys, d):
+    """Slices of rows pooled together: their weights and distances within
+    about :data:`.._engine._local_quadratic.BATCH_BYTES` (the exact fits of
+    the rows left to them batch again, :func:`quadratic_fit`)."""
+    step = max(16, BATCH_BYTES // (8 * (d + 4) * n_keys))
     return (slice(start, start + step) for start in range(0, n_rows, step))
+
+
+def _fit_batch(engine, scores, keys, values, rows, at, kernel, out, fit, fits):
+    """Fit the points ``rows[at]`` of weights ``scores`` over ``keys``: from
+    their pooled moments (:func:`._quadratic_moments.pooled_quadratic`), and
+    those it leaves by the exact per-point fit; ``out`` (predictions),
+    ``fit`` (rank, shrinkage) are written in place; ``fits`` is the pair
+    ``(n_keys, centers)`` of the rows' fits."""
+    d = engine.X.shape[1]
+    X, Y, queries = engine.X[keys], values[keys], engine.X[rows[at]]
+    mean, ok, s1 = pooled_quadratic(scores, X, Y, queries, kernel)
+    out[at[ok]], fit[0][at[ok]], fit[1][at[ok]] = mean[ok], d, s1[ok]
+    left = ~ok
+    if not np.any(left):
+        return
+    at, scores = at[left], scores[left]
+    n_keys, centers = fits
+    layout = QuadraticLayout(d, Y.shape[1], n_keys[at])
+    p = scores / scores.sum(axis=1, keepdims=True)
+    mean, _, rank, s1 = quadratic_fit(
+        p, X, Y, queries[left], layout, False, centers[at], True, kernel=kernel
+    )
+    out[at], fit[0][at], fit[1][at] = mean, rank, s1
 
 
 def quadratic_predictions(engine, sums, rows, groups=None, train=None):
@@ -38,28 +67,28 @@ def quadratic_predictions(engine, sums, rows, groups=None, train=None):
     shrinkage = np.ones(moments.shape[:-1])
     n_keys, centers = engine._fit_keys(rows, groups, train)
     n_keys = np.broadcast_to(n_keys, (len(rows),))
+    order = spatial_order(engine.X[rows])
     for k, kernel in enumerate(engine.kernels):
         for m in range(moments.shape[1]):
-            fitted = np.flatnonzero(~empty[k, m])
-            for batch in _batches(len(fitted), n, d, p):
+            fitted = order[~empty[k, m][order]]
+            for batch in _batches(len(fitted), n, d):
                 at = fitted[batch]
                 scores, keys = engine._refit_weights((k, m), rows[at], groups, train)
                 total = scores.sum(axis=1)
                 weighed = total > 0
-                at = at[weighed]
-                layout = QuadraticLayout(d, p, n_keys[at])
-                fit = quadratic_fit(
-                    scores[weighed] / total[weighed, None],
-                    engine.X[keys],
-                    values[keys],
-                    engine.X[rows[at]],
-                    layout,
-                    False,
-                    centers[at],
-                    True,
-                    kernel=kernel,
+                at, scores = at[weighed], scores[weighed]
+                _fit_batch(
+                    engine,
+                    scores,
+                    keys,
+                    values,
+                    rows,
+                    at,
+                    kernel,
+                    predictions[k, m],
+                    (rank[k, m], shrinkage[k, m]),
+                    (n_keys, centers),
                 )
-                predictions[k, m, at], _, rank[k, m, at], shrinkage[k, m, at] = fit
     predictions += engine.value_center
     empty = ~(moments[..., -1] > 0)
     predictions[empty] = np.nan

@@ -28,49 +28,47 @@ is rank-deficient, or where a key carries the rank (``1 - h_i`` below
 
 import numpy as np
 
-from .._engine._local_quadratic import _Row, quadratic_fit, tolerances
-from .._engine._safeguard import kish_ratio, slope_shrinkage
+from .._engine._local_quadratic import _rows, quadratic_fit
+from .._engine._safeguard import slope_shrinkage
 
 #: The smallest ``1 - h_i`` of a key for which a row's deleted fits are
 #: taken by the case-deletion formulas; below it, by refits.
 MIN_REST = 1e-6
 
 
-def _closed_form(row, Y, kish):
-    """The fits without each key of positive weight of one row, or None
-    where the formulas do not hold (see the module docstring)."""
-    d, P2 = row.K.shape[1], row.R.shape[1]
-    if row.rank < d or row.quadratic_rank < P2:
-        return None
-    w, K, R = row.w, row.K, row.R
-    V = Y[row.nz]
-    ybar = w @ V
-    E = V - ybar
-    beta = row.C_pinv @ (row.wK.T @ E)
-    gamma = row.Cr_pinv @ (row.wR.T @ E)
-    e1 = E - K @ beta
-    e2 = e1 - R @ gamma
-    c1 = np.einsum("nf,fg,ng->n", K, row.C_pinv, K)
+def _closed_form(batch, Y):
+    """The fits of a :class:`_Rows` batch without each key it uses, shape
+    (n_rows, n_used, n_outputs), and the rows where the formulas hold (see
+    the module docstring)."""
+    w, K, R = batch.p, batch.K, batch.R
+    d, P2 = K.shape[2], R.shape[2]
+    ybar, E, beta, gamma = batch.coefficients(Y)
+    e1 = E - np.matmul(K, beta)
+    e2 = e1 - np.matmul(R, gamma)
+    c1 = np.einsum("rnf,rfg,rng->rn", K, batch.C_pinv, K)
     h1 = w * (1.0 + c1)
-    h2 = h1 + w * np.einsum("nf,fg,ng->n", R, row.Cr_pinv, R)
-    if np.any(1.0 - h2 < MIN_REST):
-        return None
-    u1 = 1.0 + K @ row.a1
-    u2 = u1 + R @ row.a2
-    f1 = ybar + row.offset @ beta
-    f2 = f1 + row.r_q @ gamma
-    L1 = 1.0 + row.offset @ row.a1
-    L2 = L1 + row.r_q @ row.a2
+    h2 = h1 + w * np.einsum("rnp,rpq,rnq->rn", R, batch.Cr_pinv, R)
+    ok = (batch.rank == d) & (batch.quadratic_rank == P2)
+    ok &= np.all((w == 0) | (1.0 - h2 >= MIN_REST), axis=1)
+    u1 = 1.0 + np.einsum("rnf,rf->rn", K, batch.a1)
+    u2 = u1 + np.einsum("rnp,rp->rn", R, batch.a2)
+    f1 = ybar + np.einsum("rf,rfk->rk", batch.offset, beta)
+    f2 = f1 + np.einsum("rp,rpk->rk", batch.r_q, gamma)
+    L1 = 1.0 + np.einsum("rf,rf->r", batch.offset, batch.a1)[:, None]
+    L2 = L1 + np.einsum("rp,rp->r", batch.r_q, batch.a2)[:, None]
     rest = 1.0 - w
-    mean = ybar - (w / rest)[:, None] * E
-    line = f1 - (w * u1 / (1.0 - h1))[:, None] * e1
-    quadratic = f2 - (w * u2 / (1.0 - h2))[:, None] * e2
-    kish = np.zeros_like(w) if kish == 0 else (kish - w * w) / (rest * rest)
-    lev1 = rest * (L1 + w * u1 * u1 / (1.0 - h1))
-    lev2 = rest * (L2 + w * u2 * u2 / (1.0 - h2))
-    s1 = slope_shrinkage(np.maximum(lev1 - 1.0, 0.0), kish)[:, None]
-    s2 = slope_shrinkage(np.maximum(lev2 - 1.0, 0.0), kish)[:, None]
-    return mean + s1 * (line - mean) + s2 * (quadratic - line)
+    kish = batch.kish[:, None]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        mean = ybar[:, None] - (w / rest)[:, :, None] * E
+        line = f1[:, None] - (w * u1 / (1.0 - h1))[:, :, None] * e1
+        quadratic = f2[:, None] - (w * u2 / (1.0 - h2))[:, :, None] * e2
+        kish = np.where(kish == 0, 0.0, (kish - w * w) / (rest * rest))
+        lev1 = rest * (L1 + w * u1 * u1 / (1.0 - h1))
+        lev2 = rest * (L2 + w * u2 * u2 / (1.0 - h2))
+        s1 = slope_shrinkage(np.maximum(lev1 - 1.0, 0.0), kish)[:, :, None]
+        s2 = slope_shrinkage(np.maximum(lev2 - 1.0, 0.0), kish)[:, :, None]
+        mu = mean + s1 * (line - mean) + s2 * (quadratic - line)
+    return mu, ok
 
 
 def _refits(p, keys, Y, query, layout, kernel, drop):
@@ -112,21 +110,24 @@ def deleted_quadratic(P, keys, Y, Q, layout, kernel, cols=None):
         The fits without each key (without a key of weight zero: the fit).
     """
     r, n = P.shape
-    width = n if cols is None else 1
-    mu = np.empty((r, width, Y.shape[1]))
-    kish = kish_ratio(np.einsum("rn,rn->r", P, P), 1.0, kernel)
-    tol = tolerances(layout, r)
-    for j in range(r):
-        row = _Row(P[j], keys, Q[j], layout, None, kish[j], tol[j])
-        full, _ = row.fit(Y, False)
-        mu[j] = full
-        at = row.nz if cols is None else np.intersect1d(row.nz, cols[j : j + 1])
-        if not len(at):
-            continue
-        fits = _closed_form(row, Y, kish[j])
-        if fits is None:
-            fits = _refits(P[j], keys, Y, Q[j], layout, kernel, at)
-        elif cols is not None:
-            fits = fits[np.searchsorted(row.nz, at)]
-        mu[j, at if cols is None else 0] = fits
+    mu = np.empty((r, n if cols is None else 1, Y.shape[1]))
+    for rows, batch in _rows(P, keys, Q, layout, None, kernel):
+        full, _ = batch.fit(Y, False)
+        fits, ok = _closed_form(batch, Y)
+        used = np.arange(n)[batch.used]
+        for j, row in enumerate(range(r)[rows]):
+            mu[row] = full[j]
+            weighed = used[batch.p[j] > 0]
+            at = (
+                weighed
+                if cols is None
+                else np.intersect1d(weighed, cols[row : row + 1])
+            )
+            if not len(at):
+                continue
+            if ok[j]:
+                out = fits[j, np.searchsorted(used, at)]
+            else:
+                out = _refits(P[row], keys, Y, Q[row], layout, kernel, at)
+            mu[row, at if cols is None else 0] = out
     return mu
