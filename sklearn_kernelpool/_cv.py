@@ -107,25 +107,23 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         lambdas), per start, or a map; a
         :class:`~sklearn.exceptions.ConvergenceWarning` says when it stops.
 
-    degree : {0, 1} or "auto", default="auto"
+    degree : {0, 1, 2} or "auto", default="auto"
         The degree of the local polynomial of every candidate and of
-        ``best_estimator_`` (see :class:`KernelAttentionRegressor`): ``0``
-        pools the values, ``1`` fits a local-linear model around each query;
-        ``"auto"`` scores both degrees in the same pass and keeps the better,
-        as ``GridSearchCV`` with ``"degree": [0, 1]`` in its grid would; it
-        scores degree 0 alone where local-linear fits cannot be scored (no
-        more training points of positive weight than the features plus two,
-        or held-out sums of degree 1 larger than a quarter of the physical
-        memory). On a small table (fewer than 20 training points of positive
-        weight per parameter of the local line; ``cv=None``,
-        ``scoring=None``, no categorical features) the search also scores
-        the global weighted least-squares line (kernel ``"constant"``,
-        degree 1) and selects toward the simpler fit by the
-        one-standard-error rule on the paired leave-one-out errors: see
-        :ref:`small tables <tabular-small-tables>`. Held-out local-linear
-        fits follow the fitted estimator's rules for singular and
-        rank-deficient local designs (``cv_results_["singular_fraction"]``,
-        ``cv_results_["rank_deficient_fraction"]``).
+        ``best_estimator_`` (see :class:`KernelAttentionRegressor`).
+        ``"auto"`` scores degrees 0 and 1 in the same pass and keeps the
+        better (degree 0 alone where local-linear fits cannot be scored: no
+        more points of positive weight than the features plus two, or
+        held-out sums of degree 1 over a quarter of the physical memory),
+        then scores local quadratics (degree 2) on up to five features at
+        the best fixed width and wider ones, kept where they win by one
+        standard error of the paired leave-one-out losses (see
+        :ref:`bandwidth-selection`). On a small table (fewer than 20 points
+        per parameter of the local line; ``cv=None``, ``scoring=None``, no
+        categorical features) it also scores the global least-squares line
+        and selects toward the simpler fit by the one-standard-error rule:
+        see :ref:`small tables <tabular-small-tables>`. Held-out fits follow
+        the estimator's rules for singular and rank-deficient local designs
+        (``cv_results_["singular_fraction"]``, ``"rank_deficient_fraction"``).
 
     on_empty : {"nearest", "mean", "nan", "raise"}, default="nearest"
         What a point with no other point of positive weight in the kernel's

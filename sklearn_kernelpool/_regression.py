@@ -74,24 +74,27 @@ class KernelAttentionRegressor(
           ``h_j = sigma_j * n ** (-1 / (d + 4))`` and Silverman's is
           ``h_j = sigma_j * (4 / ((d + 2) * n)) ** (1 / (d + 4))``.
 
-    degree : {0, 1}, default=0
+    degree : {0, 1, 2}, default=0
         The degree of the local polynomial:
 
-        - ``0``: pool the values (Nadaraya-Watson, local-constant);
+        - ``0``: pool the values (Nadaraya-Watson);
         - ``1``: fit ``y ~ b + beta . (k - q)`` around each query ``q`` by
           least squares weighted with the attention weights and predict
-          ``b`` (local-linear). It is exact for linear functions and has no
-          first-order bias at the boundary. Where the weighted keys do not
-          determine every direction (collinear features such as a full
-          one-hot encoding, or fewer than ``n_features + 1`` keys in general
-          position), the slope is the minimum-norm (Moore-Penrose) solution:
-          along the directions the keys determine, none along the others. A
-          query whose keys determine no direction at all (its weight on one
-          key, or on keys at one point) gets the ``degree=0`` prediction and
-          is counted in a
+          ``b`` (local-linear): exact for linear functions, no first-order
+          bias at the boundary. Where the weighted keys do not determine
+          every direction (collinear features, fewer than ``n_features + 1``
+          keys in general position), the slope is the minimum-norm
+          (Moore-Penrose) one; a query whose keys determine no direction
+          gets the ``degree=0`` prediction and is counted in a
           :class:`~sklearn_kernelpool.LocalLinearFallbackWarning`. Memory
-          stays within ``working_memory`` whatever the number of features:
-          see :class:`~sklearn_kernelpool.LocalLinearMemoryWarning`.
+          stays within ``working_memory`` (see its warning).
+        - ``2``: fit the full quadratic in ``k - q`` (cross terms included)
+          the same way (local quadratic): no curvature bias at peaks and
+          troughs. Its quadratic terms shrink towards the ``degree=1`` fit
+          by the slope's safeguard rule, before the slope. Exact paths
+          only: ``"binned"``, dask, other array API namespaces, sparse
+          ``X`` and ``linear_features`` raise (user guide: "Local
+          polynomials").
 
     on_empty : {"nearest", "mean", "nan", "raise"}, default="nearest"
         What a query gets when no training key of positive weight has a

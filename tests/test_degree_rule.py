@@ -17,6 +17,7 @@ from sklearn_kernelpool._search._degree_rule import (
     keep_local_linear,
     widest_within_one_se,
 )
+from sklearn_kernelpool._search._quadratic_stage import without_quadratic_candidates
 
 
 def _keep_reference(e0, e1, d, n_se=1.0, rows=20):
@@ -238,6 +239,24 @@ def _curved_table(seed):
 
 
 def _selection_reference(cv, X, y):
+    """The selection of :func:`_selection_reference_01` (its index and what
+    decided it), and the final one: replaced by the best local quadratic
+    candidate where it scores better and wins by one standard error of the
+    paired per-point losses (tables of every size)."""
+    expected, reason, scores_2, loo = _selection_reference_01(cv, X, y)
+    if not np.isfinite(scores_2).any():
+        return expected, reason, expected
+    q = int(np.argmax(scores_2))
+    score = cv.cv_results_["mean_test_score"][expected]
+    n_parameters = (X.shape[1] + 1) * (X.shape[1] + 2) // 2
+    if scores_2[q] > score and _keep_reference(
+        loo(expected), loo(q), n_parameters - 1, rows=np.inf
+    ):
+        return expected, reason, q
+    return expected, reason, expected
+
+
+def _selection_reference_01(cv, X, y):
     """The small-table selection from refitted leave-one-out errors.
 
     The baseline is the best local-constant candidate of a fixed width; the
@@ -252,12 +271,18 @@ def _selection_reference(cv, X, y):
     scores = np.where(
         np.isnan(results["mean_test_score"]), -np.inf, results["mean_test_score"]
     )
+    # The rule of degrees 0 and 1 first, on their candidates; then the local
+    # quadratics, which replace the selection where they win by one SE.
+    quadratic = np.array([p["degree"] == 2 for p in params])
+    every = scores
+    scores_2 = np.where(quadratic, scores, -np.inf)
+    scores = np.where(quadratic, -np.inf, scores)
     errors = {}
 
     def loo(i):
         if i not in errors:
             errors[i] = _loo_errors(params[i], X, y)
-            np.testing.assert_allclose(errors[i].mean(), -scores[i], rtol=1e-8)
+            np.testing.assert_allclose(errors[i].mean(), -every[i], rtol=1e-8)
         return errors[i]
 
     d = X.shape[1]
@@ -274,9 +299,9 @@ def _selection_reference(cv, X, y):
         baseline = line[0]
     top = int(np.argmax(scores))
     if top == baseline or top == line[0] or not beats(top, baseline):
-        return baseline, "line" if baseline == line[0] else "degree 0"
+        return baseline, "line" if baseline == line[0] else "degree 0", scores_2, loo
     if params[top]["degree"] == 0:
-        return top, "adaptive degree 0"
+        return top, "adaptive degree 0", scores_2, loo
     width = "n_neighbors" if "n_neighbors" in params[top] else "bandwidth"
     wider = sorted(
         (
@@ -295,25 +320,30 @@ def _selection_reference(cv, X, y):
         if diff.mean() > diff.std(ddof=1) / np.sqrt(len(y)) or not beats(i, baseline):
             break
         expected = i
-    return expected, "widened" if expected != top else "local linear"
+    return expected, "widened" if expected != top else "local linear", scores_2, loo
 
 
 @pytest.mark.parametrize(
-    "table, decided",
+    "table, decided, quadratic",
     [
-        (lambda: _scotland_training_part(0), "line"),
-        (lambda: _scotland_training_part(1), "widened"),
-        (lambda: _curved_table(1), "widened"),
-        (lambda: _curved_table(7), "local linear"),
-        (_statecrime, "degree 0"),
+        (lambda: _scotland_training_part(0), "line", False),
+        (lambda: _scotland_training_part(1), "widened", False),
+        (lambda: _curved_table(1), "widened", True),
+        (lambda: _curved_table(7), "local linear", True),
+        (_statecrime, "degree 0", False),
     ],
 )
-def test_small_table_selection_is_the_documented_rule(table, decided):
+def test_small_table_selection_is_the_documented_rule(table, decided, quadratic):
     X, y = table()
     cv = KernelAttentionRegressorCV().fit(X, y)
-    expected, reason = _selection_reference(cv, X, y)
+    before, reason, expected = _selection_reference(cv, X, y)
     assert reason == decided  # each branch of the rule acts on one table
+    assert (expected != before) == quadratic
     params = cv.cv_results_["params"]
+    with without_quadratic_candidates():
+        lower = KernelAttentionRegressorCV().fit(X, y)
+    assert lower.cv_results_["params"] == params[: len(lower.cv_results_["params"])]
+    assert lower.best_index_ == before
     assert cv.best_index_ == expected
     assert cv.best_params_ == params[expected]
     assert cv.best_score_ == cv.cv_results_["mean_test_score"][expected]
@@ -340,10 +370,13 @@ def test_the_width_rule_is_off_from_ten_rows_per_parameter(monkeypatch):
     assert cv.degree_ == 1 and cv.best_index_ == top
     # The curved table of 8.3 rows per parameter is widened (above); with
     # a threshold below that, the best candidate stays.
+    # (the rule of degree 1, without the local quadratics that replace it)
     X, y = _curved_table(1)
-    widened = KernelAttentionRegressorCV().fit(X, y)
+    with without_quadratic_candidates():
+        widened = KernelAttentionRegressorCV().fit(X, y)
     top = int(np.argmin(widened.cv_results_["rank_test_score"]))
     assert widened.best_index_ != top
     monkeypatch.setattr(_degree_rule, "WIDTH_RULE_ROWS_PER_PARAMETER", 8)
-    kept = KernelAttentionRegressorCV().fit(X, y)
+    with without_quadratic_candidates():
+        kept = KernelAttentionRegressorCV().fit(X, y)
     assert kept.best_index_ == top and kept.bandwidth_ < widened.bandwidth_

@@ -21,6 +21,7 @@ from sklearn_kernelpool import (
     progress_bar,
 )
 from sklearn_kernelpool._search._engines import neighbour_lists
+from sklearn_kernelpool._search._quadratic_stage import without_quadratic_candidates
 from sklearn_kernelpool._selection import _large
 from sklearn_kernelpool._selection._large_results import COUNT_STEPS, WIDTH_STEPS
 
@@ -58,8 +59,9 @@ def large_fit():
 def test_the_subsample_search_is_the_exact_search_on_the_drawn_rows(large_fit):
     X, y, reg = large_fit
     sub, _ = _draw(1500, 500, 3)
-    # The subsample's search takes the neighbour lists of compact kernels.
-    with neighbour_lists():
+    # The subsample's search takes the neighbour lists of compact kernels,
+    # and scores no local quadratic.
+    with neighbour_lists(), without_quadratic_candidates():
         exact = KernelAttentionRegressorCV(
             kernels=("gaussian", "epanechnikov"), subsample=None
         ).fit(X[sub], y[sub])
@@ -409,7 +411,7 @@ def test_a_partially_linear_model_scores_its_kernel_part_on_partial_residuals():
     assert set(reg.cv_results_["param_kernel"]) == {"epanechnikov"}
     first = reg.subsample_results_
     sub, held = _draw(1500, 500, 3)
-    with neighbour_lists():
+    with neighbour_lists(), without_quadratic_candidates():
         exact = KernelAttentionRegressorCV(
             kernels=("gaussian", "epanechnikov"),
             categorical_features="from_dtype",

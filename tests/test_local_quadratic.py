@@ -296,9 +296,10 @@ def test_the_pooled_held_out_fits_equal_the_exact_ones_or_leave_them():
     p = W / W.sum(axis=1, keepdims=True)
     layout = QuadraticLayout(2, 1, len(X))
     exact = quadratic_fit(p, X, y, Q, layout, False, None, True, kernel=gaussian)
-    assert ok.all()
-    assert_allclose(mean, exact[0], rtol=1e-9, atol=1e-10)
-    assert_allclose(s1, exact[3], rtol=1e-9)
+    # (a point at the corner of the data may be left to the exact fit)
+    assert ok.mean() > 0.9
+    assert_allclose(mean[ok], exact[0][ok], rtol=1e-10, atol=1e-12)
+    assert_allclose(s1[ok], exact[3][ok], rtol=1e-10)
     # A feature of two levels: the quadratic block is singular, the points
     # are left to the exact fit.
     X[:, 1] = rng.integers(0, 2, len(X))

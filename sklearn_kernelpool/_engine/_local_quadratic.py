@@ -91,14 +91,21 @@ def fit_bytes(n_keys, n_features, n_outputs=1):
 def _inverse(matrices, thresholds):
     """Pseudo-inverses of symmetric matrices (n, k, k) over their
     eigenvalues above ``thresholds`` (none where a threshold is not
-    finite), and the number of them."""
+    finite, none whose inverse overflows), and the number of them. A
+    matrix whose pseudo-inverse is not finite (a design of subnormal
+    spread) gets none: rank 0."""
     values, vectors = np.linalg.eigh(matrices)
     finite = np.isfinite(thresholds)
     kept = (values > np.where(finite, thresholds, 0.0)[:, None]) & finite[:, None]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        inverse = np.where(kept, 1.0 / values, 0.0)
-    pinv = np.matmul(vectors * inverse[:, None, :], vectors.transpose(0, 2, 1))
-    return pinv, np.count_nonzero(kept, axis=1)
+        inverse = 1.0 / values
+        kept &= np.isfinite(inverse)
+        inverse = np.where(kept, inverse, 0.0)
+        pinv = np.matmul(vectors * inverse[:, None, :], vectors.transpose(0, 2, 1))
+    rank = np.count_nonzero(kept, axis=1)
+    bad = ~np.all(np.isfinite(pinv), axis=(1, 2))
+    pinv[bad], rank[bad] = 0.0, 0
+    return pinv, rank
 
 
 def _jacobian(x, layout):
@@ -134,7 +141,7 @@ class _Rows:
     ``r_q``, ``a1 = C^+ offset``, ``a2 = Cr^+ r_q``, and ``s1``, ``s2``.
     """
 
-    def __init__(self, p, keys, queries, layout, centers, kish):
+    def __init__(self, p, keys, queries, layout, centers, kish, tol):
         used = np.flatnonzero(np.any(p != 0, axis=0))
         self.used = used if len(used) < p.shape[1] else slice(None)
         self.p = w = np.asarray(p[:, self.used], dtype=np.float64)
@@ -146,7 +153,6 @@ class _Rows:
         K = K - m[:, None, :]
         wK = K * w[:, :, None]
         C = _times(_t(wK), K)
-        tol = tolerances(layout, len(w))
         scale = _centred_scale(m, C, centers)
         self.C_pinv, self.rank = _inverse(C, tol[:, 0] * scale)
         first, second = layout.pairs
@@ -226,11 +232,13 @@ def _rows(p, keys, queries, layout, centers, kernel):
     n_used = max(1, int(np.count_nonzero(np.any(p != 0, axis=0))))
     row = fit_bytes(n_used, layout.n_features, layout.n_outputs)
     step = max(1, BATCH_BYTES // row)
+    tol = tolerances(layout, len(p))
     for start in range(0, len(p), step):
         rows = slice(start, start + step)
         frames = keys if keys.ndim == 2 else keys[rows]
         center = None if centers is None else centers[rows]
-        yield rows, _Rows(p[rows], frames, queries[rows], layout, center, kish[rows])
+        batch = (p[rows], frames, queries[rows], layout, center, kish[rows])
+        yield rows, _Rows(*batch, tol[rows])
 
 
 def quadratic_fit(

@@ -21,6 +21,8 @@ diagonal, below :data:`MIN_EIGENVALUE`: rank-deficient or nearly so) is
 left to the exact per-point fit, which also decides its rank.
 """
 
+import functools
+
 import numpy as np
 from sklearn.neighbors import KDTree
 
@@ -28,7 +30,7 @@ from .._engine._safeguard import kish_ratio, slope_shrinkage
 
 #: The smallest eigenvalue of the normal matrix (scaled to a unit diagonal)
 #: of a point fitted from the pooled moments; below it, the exact fit.
-MIN_EIGENVALUE = 1e-7
+MIN_EIGENVALUE = 1e-3
 
 
 def spatial_order(points):
@@ -43,6 +45,25 @@ def _basis(Z, pairs):
     """``[1, z, upper(z z^T)]`` of the rows of ``Z``."""
     first, second = pairs
     return np.hstack([np.ones((len(Z), 1)), Z, Z[:, first] * Z[:, second]])
+
+
+@functools.lru_cache(maxsize=16)
+def _monomials(d):
+    """The distinct monomials of the normal matrix of a quadratic in ``d``
+    features, those of degree at most 4: ``(first, second, entry)``, a pair
+    of columns of :func:`_basis` whose product is each monomial, and the
+    monomial of each entry of the upper triangle of the normal matrix."""
+    first, second = np.triu_indices(d)
+    basis = np.zeros((1 + d + len(first), d), dtype=np.intp)
+    basis[1 + np.arange(d), np.arange(d)] = 1
+    rows = 1 + d + np.arange(len(first))
+    np.add.at(basis, (rows, first), 1)
+    np.add.at(basis, (rows, second), 1)
+    i, j = np.triu_indices(len(basis))
+    _, pick, entry = np.unique(
+        basis[i] + basis[j], axis=0, return_index=True, return_inverse=True
+    )
+    return i[pick], j[pick], entry.ravel()
 
 
 def _inverse(A):
@@ -87,22 +108,27 @@ def pooled_quadratic(scores, keys, values, queries, kernel):
     """
     d = keys.shape[1]
     c = queries.mean(axis=0)
-    spread = np.sqrt(np.mean((queries - c) ** 2)) + np.sqrt(np.mean((keys - c) ** 2))
-    s = spread if spread > 0 else 1.0
+    # The scale of the points' neighbourhoods: the weighted spread of the
+    # keys about the centre.
+    spread = np.sum(scores @ np.sum((keys - c) ** 2, axis=1))
+    spread = np.sqrt(spread / (np.sum(scores) * d))
+    s = spread if np.isfinite(spread) and spread > 0 else 1.0
     pairs = np.triu_indices(d)
-    phi = _basis((keys - c) / s, pairs)
+    Z = (keys - c) / s
+    phi = _basis(Z, pairs)
     P = phi.shape[1]
     upper = np.triu_indices(P)
+    left, right, entry = _monomials(d)
     k = values.shape[1]
-    columns = [phi[:, upper[0]] * phi[:, upper[1]]]
+    columns = [phi[:, left] * phi[:, right]]
     columns.append((phi[:, :, None] * values[:, None, :]).reshape(len(phi), -1))
     sums = scores @ np.hstack(columns)
-    total = sums[:, 0].copy()
+    total = sums[:, 0].copy()  # the monomial 1 sorts first (1 * 1)
     sums /= total[:, None]
     A = np.empty((len(sums), P, P))
-    A[:, upper[0], upper[1]] = sums[:, : len(upper[0])]
-    A[:, upper[1], upper[0]] = sums[:, : len(upper[0])]
-    b = sums[:, len(upper[0]) :].reshape(-1, P, k)
+    A[:, upper[0], upper[1]] = sums[:, entry]
+    A[:, upper[1], upper[0]] = sums[:, entry]
+    b = sums[:, len(left) :].reshape(-1, P, k)
     inverse, ok = _inverse(A)
     inverse1, _ = _inverse(np.ascontiguousarray(A[:, : d + 1, : d + 1]))
     phi_q = _basis((queries - c) / s, pairs)

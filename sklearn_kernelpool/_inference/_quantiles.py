@@ -57,8 +57,8 @@ def check_quantile_support(estimator, method):
     if getattr(estimator, "degree", 0) != 0:
         raise ValueError(
             f"{method} needs degree=0: the equivalent-kernel weights of the "
-            "local-linear fit (degree=1) can be negative, so their cumulative "
-            "sum is no distribution function; got degree="
+            "local polynomial fits (degree=1 or 2) can be negative, so their "
+            "cumulative sum is no distribution function; got degree="
             f"{estimator.degree!r}. Use degree=0."
         )
     if is_array_api_pool(estimator._pool):

@@ -30,6 +30,7 @@ from ._grid import (
 )
 from ._params import SearchParameters
 from ._passes import HeldOutPasses
+from ._quadratic_stage import POINT_ERRORS, consider_quadratic
 from ._rules import GLOBAL_KERNEL, SmallTableRules, is_global_line
 from ._verbose import say_scores, say_search
 from ._widths import learn_categorical_widths, learn_feature_widths
@@ -138,7 +139,8 @@ class CandidateSearch(SearchParameters):
             self.policy,
             self.on_empty,
             in_sample=self.smoother_scoring(),
-            point_errors=self.rules is not None,
+            # (and the local quadratics of "auto", compared point by point)
+            point_errors=self.rules is not None or self.degree == "auto",
         )
         params, results, fixed_grid, capped = self._score_candidates(
             data, names, degrees, grid, counts
@@ -250,13 +252,23 @@ class CandidateSearch(SearchParameters):
                 params, results, self.best_index_, data.weights, data.X.shape[1]
             )
             self.rules = None
+        self.scored_degree = degrees[0]
+        self.point_errors = results.pop(POINT_ERRORS, None)
+        self.set_selected(params, results)
+        if self.degree == "auto":
+            consider_quadratic(self, data)
+
+    def set_selected(self, params, results):
+        """Set what the search selected from ``best_index_`` (a candidate
+        without a degree has that of every candidate, ``scored_degree``)."""
+        self.cv_results_ = results
         self.best_params_ = dict(params[self.best_index_])
         self.kernel_ = self.best_params_["kernel"]
         self.bandwidth_ = float(self.best_params_["bandwidth"])
         if "categorical_bandwidth" in self.best_params_:
             self.categorical_bandwidth_ = self.best_params_["categorical_bandwidth"]
         self.n_neighbors_ = self.best_params_.get("n_neighbors")
-        self.degree_ = int(self.best_params_.get("degree", degrees[0]))
+        self.degree_ = int(self.best_params_.get("degree", self.scored_degree))
         self.best_score_ = float(results["mean_test_score"][self.best_index_])
 
     def _learn_widths(self, data, codes, fixed_grid):
@@ -422,6 +434,8 @@ class CandidateSearch(SearchParameters):
         results = self.passes.loo(held_out, data, degrees, adaptive)
         if self.rules is not None:
             self.rules.record(params, self.passes.last_errors)
+        if self.passes.point_errors:
+            results[POINT_ERRORS] = self.passes.last_errors
         return results
 
     def say(self, message, level=1):

@@ -49,6 +49,8 @@ def candidate_search(estimator, X, y, sample_weight):
     check_squares(keys, "X", "squared distances")
     check_squares(y.reshape(keys.shape[0], -1), "y", "squared errors")
     search = make_search(RegressionScoring(estimator), estimator.algorithm)
+    # (the refit of sparse X fits no local quadratic)
+    search.quadratic_candidates = data.kind != "sparse"
     weights = relative_sample_weight(given_weight)
     levels = category_levels(estimator)
     scored = (keys, y, weights, codes, lambdas, placeholder, levels)

@@ -43,6 +43,7 @@ from sklearn.utils.validation import _num_samples
 from .._estimator._identification import NotIdentifiedError
 from .._held_out._criteria import SMOOTHER_CRITERIA
 from .._search._engines import neighbour_lists
+from .._search._quadratic_stage import without_quadratic_candidates
 from .._utils._categorical_input import categorical_mask
 from .._utils._progress import new_stage_bar
 from .._utils._row_blocks import map_in_turn, mapped_row_blocks
@@ -255,7 +256,7 @@ def _fit_subsample(estimator, X, y, weights, sub, n):
         subsample=None, kernels=large_kernels(estimator)
     )
     rows_weights = None if weights is None else weights[sub]
-    with neighbour_lists():
+    with neighbour_lists(), without_quadratic_candidates():
         return first.fit(_safe_indexing(X, sub), _safe_indexing(y, sub), rows_weights)
 
 

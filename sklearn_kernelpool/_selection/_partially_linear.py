@@ -157,6 +157,8 @@ def linear_candidate_search(estimator, X, y, sample_weight, make_search):
     # approximation): the refit's coef_ is that of the selected candidate.
     policy = PartiallyLinearScoring(estimator, y, Z, split.design.feature_names)
     search = make_search(policy, "brute")
+    # (no partially linear fit of local quadratics)
+    search.quadratic_candidates = False
     _refuse_options(estimator, search)
     # The positions of ordered levels are those of all the rows, as in the
     # fit's leave-one-out fits, so that coef(h) is the refit's coef_.
