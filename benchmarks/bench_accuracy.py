@@ -288,6 +288,8 @@ WIDE = np.geomspace(0.05, 50.0, 60)  # on standardised columns
 
 OURS = {
     "ours_default": {},
+    # The defaults of earlier versions: one isotropic width, never learned.
+    "ours_isotropic": {"per_feature": False},
     # The search of earlier versions: local-constant, fixed widths only.
     "ours_former": {"degree": 0, "n_neighbors": None},
     "ours_deg1": {"degree": 1},

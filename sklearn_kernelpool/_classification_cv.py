@@ -110,9 +110,11 @@ class KernelAttentionClassifierCV(ClassifierMixin, BaseEstimator):
         repeated on the training part of each of five folds, or of the
         splits of ``cv``, their out-of-fold log-losses compared), which
         keeps learned widths from overfitting small or noisy sets.
-        ``True`` needs ``cv=None``; both need kernels with a log form
-        (``"gaussian"``, ``"exponential"``, ``"cauchy"`` and their aliases)
-        and are skipped when an adaptive candidate is selected.
+        ``True`` needs ``cv=None`` and kernels with a log form
+        (``"gaussian"``, ``"exponential"``, ``"cauchy"`` and their aliases);
+        both are skipped when an adaptive candidate is selected, and
+        ``"auto"`` where the guard is not affordable or does not apply, as
+        in :class:`KernelAttentionRegressorCV`.
 
     on_empty : {"nearest", "mean", "raise"}, default="nearest"
         What a held-out point gets when no training point of positive weight

@@ -80,7 +80,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         (``mean_test_score`` is the negated criterion; ``cv=None`` only).
         See :ref:`bandwidth-selection`.
 
-    per_feature : bool or "auto", default=False
+    per_feature : bool or "auto", default="auto"
         After the isotropic selection, learn one width per feature by
         minimising the leave-one-out squared error (or, with
         ``scoring="gcv"`` or ``"aicc"``, that criterion, as R np's
@@ -96,11 +96,11 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
           learns them beats the isotropic selection out of fold (five seeded
           folds, or the splits of a K-fold ``cv``) by more than one standard
           error of the paired differences of the held-out errors (the
-          one-standard-error rule).
+          one-standard-error rule); learned only where the guard is
+          affordable and applies (see :ref:`tabular-learned-widths`).
         - False: one isotropic bandwidth.
 
-        See :ref:`bandwidth-selection` for the bounds, the starts and the
-        guard against overfitting.
+        See :ref:`bandwidth-selection` for the bounds, the starts and the guard.
 
     max_iter : int, default=200
         The iteration cap of L-BFGS-B when learning per-feature widths (and
@@ -414,7 +414,7 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
         *,
         cv=None,
         scoring=None,
-        per_feature=False,
+        per_feature="auto",
         max_iter=200,
         degree="auto",
         on_empty="nearest",

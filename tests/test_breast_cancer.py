@@ -49,13 +49,12 @@ def test_an_interior_best_kernel_extends_for_the_others_in_regression():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(150, 8))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=150)
+    options = {"degree": 0, "n_neighbors": None, "per_feature": False}
     both = KernelAttentionRegressorCV(
-        kernels=("gaussian", "exponential"), degree=0, n_neighbors=None
+        kernels=("gaussian", "exponential"), **options
     ).fit(X, y)
     for name in ("gaussian", "exponential"):
-        alone = KernelAttentionRegressorCV(
-            kernels=name, degree=0, n_neighbors=None
-        ).fit(X, y)
+        alone = KernelAttentionRegressorCV(kernels=name, **options).fit(X, y)
         bandwidth, score, grid = _kernel_best(both, name)
         assert bandwidth == pytest.approx(alone.bandwidth_, rel=1e-12)
         assert score == pytest.approx(alone.best_score_, rel=1e-10)

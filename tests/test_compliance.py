@@ -226,7 +226,7 @@ def test_cv_n_iter_is_the_iterations_of_the_width_learning_capped(case):
 @pytest.mark.parametrize(
     "model, columns",
     [
-        (KernelAttentionRegressorCV(bandwidths=3), slice(0, 2)),
+        (KernelAttentionRegressorCV(bandwidths=3, per_feature=False), slice(0, 2)),
         (KernelAttentionClassifierCV(bandwidths=3), slice(0, 2)),
         # Nothing learned with categorical features under "auto".
         (

@@ -206,6 +206,7 @@ def test_kfold_equals_grid_search(data, cv, scoring):
         scoring=scoring,
         degree=0,
         n_neighbors=None,
+        per_feature=False,
     ).fit(X, y)
     assert reg.cv_results_["params"] == search.cv_results_["params"]
     for key in ["mean_test_score", "std_test_score", "split0_test_score"]:
@@ -573,7 +574,8 @@ def test_automatic_grid(data):
 
 def test_predict_score_clone_pickle(data):
     X, y, w = data
-    reg = KernelAttentionRegressorCV(("gaussian", "cauchy"), 6).fit(X, y)
+    reg = KernelAttentionRegressorCV(("gaussian", "cauchy"), 6, per_feature=False)
+    reg.fit(X, y)
     assert isinstance(reg.best_estimator_, KernelAttentionRegressor)
     assert reg.best_estimator_.kernel == reg.kernel_
     assert_array_equal(reg.predict(X), reg.best_estimator_.predict(X))

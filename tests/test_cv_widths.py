@@ -232,7 +232,7 @@ def test_guard_equals_its_definition(data):
     learned = np.empty_like(Y)
     for train, test in default_splits(len(X)):
         cv = KernelAttentionRegressorCV(
-            bandwidths=grid, degree=0, n_neighbors=None
+            bandwidths=grid, degree=0, n_neighbors=None, per_feature=False
         ).fit(X[train], y[train], sample_weight=w[train])
         h = cv.bandwidth_
         widths = learn_widths(X[train], Y[train], w[train], KERNELS["gaussian"], h)[0]
@@ -456,7 +456,7 @@ def test_edge_warning_with_a_given_grid(data, grid, edge):
     X, y, _ = data
     with pytest.warns(BandwidthEdgeWarning, match=f"the {edge} of the given"):
         reg = KernelAttentionRegressorCV(
-            bandwidths=grid, degree=0, n_neighbors=None
+            bandwidths=grid, degree=0, n_neighbors=None, per_feature=False
         ).fit(X, y)
     assert reg.bandwidth_ == (max(grid) if edge == "largest" else min(grid))
     assert_array_equal(reg.cv_results_["param_bandwidth"], grid)  # not extended

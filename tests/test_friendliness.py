@@ -41,6 +41,7 @@ def test_verbose_kfold_counts_like_grid_search(capsys):
         verbose=1,
         degree=0,
         n_neighbors=None,
+        per_feature=False,
     ).fit(X, Y)
     lines = _lines(capsys)
     assert all(line.startswith(PREFIX) for line in lines)

@@ -141,6 +141,7 @@ def test_a_width_on_the_edge_of_the_rescaled_grid_is_extended(monkeypatch):
     reg = KernelAttentionRegressorCV(
         kernels=("gaussian",), degree=0, n_neighbors=None, **SMALL
     ).fit(X, y)
+    assert not reg.per_feature_  # per_feature="auto" learns none on a large table
     widths = reg.cv_results_["param_bandwidth"]
     assert widths.size == 7
     np.testing.assert_allclose(widths[4:], widths[3] * 1.2 ** np.arange(1, 4))
@@ -490,7 +491,7 @@ def test_the_memory_rule_sizes_the_sums_of_the_rows_a_split_holds(monkeypatch):
     held = np.arange(0, 2000, 20)
     train = np.setdiff1d(np.arange(2000), held)
     params = {"kernels": ("gaussian",), "bandwidths": 8, "degree": 1}
-    params.update(n_neighbors=None, linear_features=None)
+    params.update(n_neighbors=None, linear_features=None, per_feature=False)
     # Bytes per row: 8 widths, 16 columns of degree 1 in 3 features, three
     # copies of the sums on one thread.
     per_row = 8 * 8 * 16 * 3

@@ -51,7 +51,7 @@ def reference_guard(X, y, w, grid, degree):
     for train, test in default_splits(n):
         options = {"bandwidths": grid, "degree": degree, "n_neighbors": None}
         fits = [
-            KernelAttentionRegressorCV(**options).fit(
+            KernelAttentionRegressorCV(per_feature=False, **options).fit(
                 X[train], y[train], sample_weight=w[train]
             ),
             KernelAttentionRegressorCV(per_feature=True, **options).fit(
@@ -222,3 +222,103 @@ def test_switched_off_widths_go_to_their_bound():
     assert 2.0 * spread[3] < widths[3] < 30.0 * spread[3]
     assert np.all(widths[:3] < spread[:3])
     assert loss <= full_multistart(X, y[:, None], w, 0.3, 1, n_starts=1) * (1 + 1e-6)
+
+
+# -- the default search --------------------------------------------------------
+
+
+def ethanol_like(n=88, seed=0):
+    """A response linear in a feature of five levels and sharp in the other,
+    as NOx is in the compression ratio and the equivalence ratio of R's
+    ``lattice::ethanol`` (88 runs of an engine)."""
+    rng = np.random.default_rng(seed)
+    levels = rng.choice([-1.4, -0.8, -0.1, 0.6, 1.4], size=n)
+    sharp = rng.uniform(-1.7, 1.7, size=n)
+    y = 0.4 * levels + 2.5 * np.exp(-2.0 * (sharp - 0.3) ** 2)
+    return np.column_stack([levels, sharp]), y + 0.15 * rng.normal(size=n)
+
+
+def test_default_search_keeps_the_widths_that_win_out_of_fold():
+    # The defaults learn one width per feature behind the guard: its verdict
+    # and out-of-fold errors are those of the explicit fold loops, and the
+    # kept widths predict fresh data better than the isotropic width.
+    X, y = ethanol_like()
+    search = KernelAttentionRegressorCV()
+    assert search.get_params()["per_feature"] == "auto"
+    search.fit(X, y)
+    assert search.kernel_ == "gaussian" and search.n_neighbors_ is None
+    fixed = (search.cv_results_["param_kernel"] == "gaussian") & np.ma.getmaskarray(
+        search.cv_results_.get("param_n_neighbors", np.ma.masked_all(0))
+    )
+    grid = np.unique(search.cv_results_["param_bandwidth"][fixed].astype(float))
+    w = np.ones(len(y))
+    _, _, losses, _, keep = reference_guard(X, y, w, grid, search.degree_)
+    assert keep and search.per_feature_
+    assert_allclose(search.per_feature_scores_["isotropic"], losses[0], rtol=1e-10)
+    assert_allclose(search.per_feature_scores_["per_feature"], losses[1], rtol=1e-8)
+    assert search.bandwidth_.shape == (2,)
+    assert_array_equal(search.best_estimator_.bandwidth, search.bandwidth_)
+    isotropic = KernelAttentionRegressorCV(per_feature=False).fit(X, y)
+    X_new, y_new = ethanol_like(2000, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        errors = [np.mean((m.predict(X_new) - y_new) ** 2) for m in (search, isotropic)]
+    assert errors[0] < 0.6 * errors[1]
+
+
+def test_default_search_learns_widths_up_to_the_guard_size(monkeypatch):
+    # 60 rows of positive weight and 2 features: 60 * (2 + 1) = 180.
+    from sklearn_kernelpool._widths import _guard
+
+    X, y = ethanol_like(70)
+    w = np.ones(70)
+    w[:10] = 0.0
+    isotropic = KernelAttentionRegressorCV(per_feature=False).fit(X, y, w)
+    monkeypatch.setattr(_guard, "GUARD_MAX_SIZE", 180)
+    at_the_size = KernelAttentionRegressorCV().fit(X, y, w)
+    assert at_the_size.per_feature_scores_ is not None
+    monkeypatch.setattr(_guard, "GUARD_MAX_SIZE", 179)
+    beyond = KernelAttentionRegressorCV().fit(X, y, w)
+    assert beyond.per_feature_scores_ is None and not beyond.per_feature_
+    assert beyond.bandwidth_ == isotropic.bandwidth_
+    assert_array_equal(beyond.predict(X), isotropic.predict(X))
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"kernels": ("epanechnikov",)},  # no log form
+        {"linear_features": [0]},  # a partially linear search
+    ],
+    ids=["compact", "linear"],
+)
+def test_auto_learns_no_widths_where_they_do_not_apply(params):
+    # Where the widths cannot be learned, "auto" (the default) keeps the
+    # isotropic selection of per_feature=False; True still refuses.
+    X, y = ethanol_like()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+        search = KernelAttentionRegressorCV(per_feature="auto", **params).fit(X, y)
+        isotropic = KernelAttentionRegressorCV(per_feature=False, **params).fit(X, y)
+    assert not search.per_feature_ and search.per_feature_scores_ is None
+    assert search.bandwidth_ == isotropic.bandwidth_
+    assert search.best_score_ == isotropic.best_score_
+    with pytest.raises(ValueError, match="per_feature=True"):
+        KernelAttentionRegressorCV(per_feature=True, **params).fit(X, y)
+
+
+def test_auto_learns_no_widths_of_one_feature():
+    # One feature's width is the isotropic width, which the grid selects.
+    X, y = ethanol_like()
+    search = KernelAttentionRegressorCV(per_feature="auto").fit(X[:, 1:], y)
+    assert search.per_feature_scores_ is None and not search.per_feature_
+    assert np.ndim(search.bandwidth_) == 0
+
+
+def test_guard_of_values_near_the_overflow():
+    # Squared errors of values of 1e150 are near the largest float; the
+    # paired standard error squares their differences.
+    d = np.array([1.0, -2.0, 0.5, 3.0]) * 1e300
+    gain, standard_error = paired_gain(d, np.ones(4))
+    assert_allclose(gain, d.mean(), rtol=1e-12)
+    assert_allclose(standard_error, sem(d / 1e300) * 1e300, rtol=1e-12)

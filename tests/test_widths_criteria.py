@@ -250,7 +250,11 @@ def test_guard_selects_and_learns_on_the_criterion(data, criterion):
     iso, learned = np.empty_like(Y), np.empty_like(Y)
     for train, test in default_splits(len(X)):
         cv = KernelAttentionRegressorCV(
-            bandwidths=grid, degree=0, n_neighbors=None, scoring=criterion
+            bandwidths=grid,
+            degree=0,
+            n_neighbors=None,
+            scoring=criterion,
+            per_feature=False,
         ).fit(X[train], y[train], sample_weight=w[train])
         h = _select_isotropic(X[train], Y[train], w[train], kernel, grid, 0, criterion)
         assert h == cv.bandwidth_

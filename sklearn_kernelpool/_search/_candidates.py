@@ -33,7 +33,7 @@ from ._passes import HeldOutPasses
 from ._quadratic_stage import POINT_ERRORS, consider_quadratic
 from ._rules import GLOBAL_KERNEL, SmallTableRules, is_global_line
 from ._verbose import say_scores, say_search
-from ._widths import learn_categorical_widths, learn_feature_widths
+from ._widths import auto_skips, learn_categorical_widths, learn_feature_widths
 
 # What a search selects, set on the estimator after it.
 SELECTED = (
@@ -290,6 +290,10 @@ class CandidateSearch(SearchParameters):
         if is_global_line(self.best_params_):
             # The line's weights do not depend on the distance: no width.
             self.say("Kept the global line: it has no widths to learn")
+            return
+        skip = auto_skips(self, data) if mode == "auto" else ""
+        if skip:
+            self.say(f"Kept the isotropic bandwidth, learning no widths: {skip}")
             return
         if mode is True and codes is not None:
             self.say("Learning per-feature widths and lambdas by leave-one-out")

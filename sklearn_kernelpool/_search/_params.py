@@ -137,7 +137,7 @@ class SearchParameters:
                 "kernels must be a kernel name or a non-empty sequence of kernel "
                 f"names among {sorted(KERNELS)}; got {self.kernels!r}."
             )
-        if self.per_feature_mode():
+        if self.per_feature_mode() is True:
             flat = [n for n in names if KERNELS[n].log_function is None]
             if flat:
                 raise ValueError(
@@ -310,7 +310,7 @@ class SearchParameters:
                     f"n_neighbors={self.n_neighbors!r} adaptive widths (use "
                     "n_neighbors=None or 'auto', which scores none on this path)"
                 )
-            if self.per_feature_mode() is not False:
+            if self.per_feature_mode() is True:
                 problems.append(
                     f"per_feature={self.per_feature!r} (per-feature widths are "
                     "learned on the exact leave-one-out error)"
@@ -334,7 +334,7 @@ class SearchParameters:
             or codes is not None
             or not len(grid)
             or explicit_counts
-            or self.per_feature_mode() is not False
+            or self.per_feature_mode() is True
             or self.smoother_scoring()
         ):
             return False

@@ -84,6 +84,8 @@ class ProbabilityScoring:
     # Whether the one-standard-error rule of the degree applies on small
     # tables (:func:`._degree_rule.keep_local_linear`).
     uses_degree_rule = False
+    # Whether ``per_feature="auto"`` learns widths on its candidates.
+    learns_widths = True
 
     objective = "log_loss"
     loss_name = None  # the out-of-fold losses of the guard are not printed

@@ -105,6 +105,8 @@ class RegressionScoring:
     # Whether the one-standard-error rule of the degree applies on small
     # tables (:func:`._degree_rule.keep_local_linear`).
     uses_degree_rule = True
+    # Whether ``per_feature="auto"`` learns widths on its candidates.
+    learns_widths = True
 
     # The leave-one-out loss that per-feature widths minimise, and its name
     # in the verbose output.

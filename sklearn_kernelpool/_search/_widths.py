@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._widths import _categorical as _categorical_widths
-from .._widths._guard import guard_widths
+from .._widths._guard import GUARD_MAX_SIZE, guard_affordable, guard_widths
 from .._widths._learning import learn_widths, width_loss
 from ..kernels import KERNELS
 
@@ -30,6 +30,40 @@ class LearnedWidths:
     categorical_bandwidth: object = None
     best_score: float = None
     per_feature_scores: dict = None
+
+
+# The degrees whose leave-one-out loss the widths are learned on.
+LEARNED_DEGREES = (0, 1)
+
+
+def auto_skips(search, data):
+    """Why ``per_feature="auto"`` learns no widths after ``search``, or "".
+
+    It learns them, with two features or more, on the exact search of a table
+    small enough for the guard
+    (:func:`.._widths._guard.guard_affordable`), for a selected kernel with a
+    log form and a selected degree of :data:`LEARNED_DEGREES`, and not in a
+    partially linear search (whose candidates the widths' loss does not
+    score).
+    """
+    n_positive = int(np.count_nonzero(data.weights > 0))
+    n_features = data.X64.shape[1]
+    if n_features < 2:
+        return "one feature (its width is the isotropic one)"
+    if search.binned:
+        return "the candidates were scored on the binned path"
+    if not search.policy.learns_widths:
+        return "the search has a linear part"
+    if KERNELS[search.kernel_].log_function is None:
+        return f"the {search.kernel_} kernel has no log form"
+    if search.degree_ not in LEARNED_DEGREES:
+        return f"no width loss of degree {search.degree_}"
+    if not guard_affordable(n_positive, n_features):
+        return (
+            f"{n_positive} rows of positive weight x ({n_features} features + 1)"
+            f" > {GUARD_MAX_SIZE}"
+        )
+    return ""
 
 
 def learn_feature_widths(search, data, grid):

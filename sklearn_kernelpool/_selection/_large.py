@@ -95,7 +95,7 @@ def _unsupported(estimator):
     """Why the two stages cannot stand in for the exact search of
     ``estimator``, or ""."""
     cv = estimator.cv
-    if estimator.per_feature is not False:
+    if not isinstance(estimator.per_feature, str) and estimator.per_feature:
         return f"per_feature={estimator.per_feature!r} (learned widths)"
     if getattr(estimator, "projection", None) is not None:
         return f"projection={estimator.projection!r}"
@@ -252,8 +252,10 @@ def _fit_subsample(estimator, X, y, weights, sub, n):
         estimator,
         f"Large table: the exact search on a subsample of {sub.size} of {n} rows",
     )
+    # per_feature="auto" learns no widths on a large table (its guard would
+    # judge them on the subsample, or on the held-out rows, alone).
     first = clone(estimator).set_params(
-        subsample=None, kernels=large_kernels(estimator)
+        subsample=None, kernels=large_kernels(estimator), per_feature=False
     )
     rows_weights = None if weights is None else weights[sub]
     with neighbour_lists(), without_quadratic_candidates():
@@ -283,7 +285,11 @@ def _score_full_table(estimator, first, data, rows, scoring, bar):
         changes.update({k: v for k, v in shared.items() if k in own})
         changes.update(differ)
         second = clone(estimator).set_params(
-            subsample=None, kernels=(kernel,), cv=[(train, held)], **changes
+            subsample=None,
+            kernels=(kernel,),
+            cv=[(train, held)],
+            per_feature=False,
+            **changes,
         )
         with neighbour_lists():
             parts = [(second, *score(second, *data))]

@@ -62,7 +62,7 @@ def steps_aside(estimator, categorical):
         return "every feature categorical (nothing left to the kernel)"
     if estimator.cv is not None:
         return f"cv={estimator.cv!r} (the linear search scores by leave-one-out)"
-    if isinstance(estimator.per_feature, str) or estimator.per_feature:
+    if not isinstance(estimator.per_feature, str) and estimator.per_feature:
         return f"per_feature={estimator.per_feature!r} (no learned widths there)"
     scoring = estimator.scoring
     if isinstance(scoring, str) and scoring in SMOOTHER_CRITERIA:

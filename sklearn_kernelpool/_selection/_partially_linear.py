@@ -68,6 +68,9 @@ class PartiallyLinearScoring(RegressionScoring):
     # The one-standard-error rule of small tables reads the per-point errors
     # of the pooled columns, which are not those of y here.
     uses_degree_rule = False
+    # Nor does the widths' loss, nor their guard: per_feature="auto" learns
+    # none here.
+    learns_widths = False
 
     def __init__(self, estimator, y, Z, names):
         super().__init__(estimator)
@@ -114,7 +117,7 @@ def _refuse_options(estimator, search):
             f"cv={estimator.cv!r} (coef_ is estimated at every candidate from "
             "the leave-one-out residuals: use cv=None)"
         )
-    if search.per_feature_mode() is not False:
+    if search.per_feature_mode() is True:
         problems.append(f"per_feature={estimator.per_feature!r}")
     if search.smoother_scoring():
         problems.append(f"scoring={estimator.scoring!r}")
