@@ -98,9 +98,11 @@ def guarded_row(p, Z, Y, z, center, constant=False):
     The rule: with ``m``, ``C``, ``beta = C^+ c`` of the local-linear fit,
     the quadratic features ``psi_i = upper(K_i K_i^T)`` of ``K_i = k_i - m``
     are regressed on ``[1, K]``: ``B = C_psi,k C^+``, residual features
-    ``R_i = psi_i - psibar - B K_i``, their covariance ``Cr`` (inverted over
-    the eigenvalues above ``10 P2 sqrt(n) eps sum_i p_i |psi_i|**2``,
-    ``P2 = d (d + 1) / 2``) and ``gamma = Cr^+ R^T P (y - ybar)``. With the
+    ``R_i = psi_i - psibar - B K_i``, their covariance ``Cr`` and
+    ``gamma = Cr^+ R^T P (y - ybar)``. With ``t = 10 P2 sqrt(n) eps``
+    (``P2 = d (d + 1) / 2``), a product whose residual variance is at most
+    ``t sum_i p_i psi_ij**2`` gets no term, and ``Cr^+`` inverts the
+    correlation matrix of the others over its eigenvalues above ``t``. With the
     query's ``r_q = psi(q - m) - psibar - B (q - m)``,
     ``D1**2 = (q - m)^T C^+ (q - m)``, ``Dr**2 = r_q^T Cr^+ r_q``,
     ``s1 = slope_factor(D1**2)``, ``s2 = slope_factor(D1**2 + Dr**2)``, the
@@ -125,8 +127,14 @@ def guarded_row(p, Z, Y, z, center, constant=False):
     B = ((Psi - psibar) * p[:, None]).T @ K @ C_pinv
     R = Psi - psibar - K @ B.T
     Cr = (R * p[:, None]).T @ R
-    scale = p @ np.sum(Psi**2, axis=1)
-    Cr_pinv, rank_r = _pinv_above(Cr, 10 * P2 * math.sqrt(n) * _EPS * scale)
+    tolerance = 10 * P2 * math.sqrt(n) * _EPS
+    # Products whose residual variance is rounding of their own second
+    # moment get no term; the others are inverted as correlations.
+    kept = np.diag(Cr) > tolerance * (p @ Psi**2)
+    unit = np.zeros(P2)
+    unit[kept] = 1.0 / np.sqrt(np.diag(Cr)[kept])
+    correlation, rank_r = _pinv_above(Cr * np.outer(unit, unit), tolerance)
+    Cr_pinv = correlation * np.outer(unit, unit)
     gamma = Cr_pinv @ ((R * p[:, None]).T @ E)
     offset = z - m
     r_q = upper_products(offset[None])[0] - psibar - B @ offset

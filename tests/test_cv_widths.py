@@ -340,7 +340,12 @@ def test_degree_auto_equals_scoring_each_degree(data, cv):
     X, y, w = data
     grid = [0.3, 0.6, 1.2, 2.4]
     auto = KernelAttentionRegressorCV(
-        ("gaussian", "epanechnikov"), grid, degree="auto", cv=cv, n_neighbors=None
+        ("gaussian", "epanechnikov"),
+        grid,
+        degree="auto",
+        cv=cv,
+        n_neighbors=None,
+        per_feature=False,
     ).fit(X, y, sample_weight=w)
     expected = list(
         ParameterGrid(

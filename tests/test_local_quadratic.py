@@ -305,3 +305,27 @@ def test_the_pooled_held_out_fits_equal_the_exact_ones_or_leave_them():
     X[:, 1] = rng.integers(0, 2, len(X))
     _, ok, _ = pooled_quadratic(W, X, y, X[:40], gaussian)
     assert not ok.any()
+
+
+def test_auto_scores_the_local_quadratic_at_the_learned_widths():
+    # Learned per-feature widths are kept; the local quadratic at them (times
+    # 1, 1.5, 2.25) is scored by exact leave-one-out and kept where it wins.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (120, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 / 2 - X[:, 2] + 0.2 * rng.normal(size=120)
+    search = KernelAttentionRegressorCV().fit(X, y)
+    assert search.per_feature_ and search.degree_ == 2
+    quadratic = search.per_feature_scores_["quadratic"]
+    multiplier = max(quadratic, key=quadratic.get)
+    assert search.best_score_ == quadratic[multiplier]
+    learned = search.bandwidth_ / multiplier
+    n = len(y)
+    for m, score in quadratic.items():
+        pred = np.empty(n)
+        for i in range(n):
+            keep = np.arange(n) != i
+            reg = KernelAttentionRegressor(search.kernel_, m * learned, degree=2)
+            pred[i] = quietly(reg.fit(X[keep], y[keep]).predict, X[i : i + 1])[0]
+        assert_allclose(score, -np.mean((pred - y) ** 2), rtol=1e-9)
+    assert_allclose(search.best_estimator_.bandwidth, search.bandwidth_)
+    assert search.best_estimator_.degree == 2

@@ -21,6 +21,7 @@ from sklearn_kernelpool import (
     KernelAttentionRegressorCV,
     LocalLinearFallbackWarning,
 )
+from sklearn_kernelpool._search._quadratic_stage import without_quadratic_candidates
 from sklearn_kernelpool._utils._width_rules import _weighted_spread
 from sklearn_kernelpool._widths._guard import default_splits, guard_widths, paired_gain
 from sklearn_kernelpool._widths._learning import learn_widths, loo_loss
@@ -258,7 +259,11 @@ def test_default_search_keeps_the_widths_that_win_out_of_fold():
     assert_allclose(search.per_feature_scores_["per_feature"], losses[1], rtol=1e-8)
     assert search.bandwidth_.shape == (2,)
     assert_array_equal(search.best_estimator_.bandwidth, search.bandwidth_)
-    isotropic = KernelAttentionRegressorCV(per_feature=False).fit(X, y)
+    # (the isotropic search of degrees 0 and 1, from which the widths are
+    # learned: without the local quadratics that "auto" adds after them)
+    with without_quadratic_candidates():
+        isotropic = KernelAttentionRegressorCV(per_feature=False).fit(X, y)
+        search = KernelAttentionRegressorCV().fit(X, y)
     X_new, y_new = ethanol_like(2000, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", LocalLinearFallbackWarning)

@@ -20,10 +20,14 @@ normalised weights ``p``:
 With the query's residual features ``r_q = psi(q - m) - psibar - B (q - m)``
 the plain quadratic fit is ``ybar + beta_1 . (q - m) + gamma . r_q``. Each
 pseudo-inverse is taken over the eigenvalues above the rounding error of its
-computation: that of :func:`._centred_fit.centred_fit` for ``C``, and
-``10 P2 sqrt(n) eps sum_i p_i |psi_i|**2`` (``n`` keys, in bandwidths to the
-fourth) for ``Cr``, so that a feature of two levels (whose square is a
-linear function of it) gets no quadratic term along itself.
+computation: that of :func:`._centred_fit.centred_fit` for ``C``; for
+``Cr``, with ``t = 10 P2 sqrt(n) eps`` (``n`` keys), a product whose
+residual variance is at most ``t`` times its own second moment
+``sum_i p_i psi_ij**2`` gets no term (a feature of two levels, whose square
+is a linear function of it, gets none along itself), and the correlation
+matrix of the others is inverted over its eigenvalues above ``t``, so that
+the rank does not depend on the scale of each feature (widths learned per
+feature).
 
 **The safeguard** (:mod:`._safeguard`) extends by the same rule: with
 ``D1**2 = (q - m)^T C^+ (q - m)`` and ``Dr**2 = r_q^T Cr^+ r_q`` the
@@ -108,6 +112,34 @@ def _inverse(matrices, thresholds):
     return pinv, rank
 
 
+def _scaled_inverse(matrices, scales, tolerances):
+    """Pseudo-inverses of the covariances of the residual quadratic features,
+    invariant to the scale of each feature.
+
+    A product whose residual variance is within ``tolerances`` of its own
+    second moment ``scales`` (n, P2) is rounding (the square of a feature of
+    two levels is a linear function of it) and gets no term; the others are
+    scaled to a unit variance, and their correlation matrix is inverted over
+    its eigenvalues above ``tolerances``, so that widths of different scales
+    per feature (learned widths) decide the rank alike.
+    """
+    variance = np.einsum("rpp->rp", matrices)
+    kept = variance > tolerances[:, None] * scales
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unit = np.where(kept, 1.0 / np.sqrt(variance), 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = matrices * unit[:, :, None] * unit[:, None, :]
+        scaled[~np.isfinite(scaled)] = 0.0
+        inverse, rank = _inverse(
+            scaled, np.where(np.isfinite(tolerances), tolerances, np.inf)
+        )
+        inverse = inverse * unit[:, :, None] * unit[:, None, :]
+    # (a design of subnormal spread: no quadratic term)
+    bad = ~np.all(np.isfinite(inverse), axis=(1, 2))
+    inverse[bad], rank[bad] = 0.0, 0
+    return inverse, rank
+
+
 def _jacobian(x, layout):
     """The derivatives of the products ``upper(x x^T)`` at the rows of ``x``
     (n, d), shape (n, P2, d)."""
@@ -157,15 +189,15 @@ class _Rows:
         self.C_pinv, self.rank = _inverse(C, tol[:, 0] * scale)
         first, second = layout.pairs
         Psi = K[:, :, first] * K[:, :, second]
-        scale = np.einsum("rn,rnp,rnp->r", w, Psi, Psi)
+        scale = np.einsum("rn,rnp,rnp->rp", w, Psi, Psi)
         psibar = np.einsum("rn,rnp->rp", w, Psi)
         Psi -= psibar[:, None, :]
         self.B = _times(_times(_t(Psi * w[:, :, None]), K), self.C_pinv)
         R = Psi
         R -= _times(K, _t(self.B))
         wR = R * w[:, :, None]
-        self.Cr_pinv, self.quadratic_rank = _inverse(
-            _times(_t(wR), R), tol[:, 1] * scale
+        self.Cr_pinv, self.quadratic_rank = _scaled_inverse(
+            _times(_t(wR), R), scale, tol[:, 1]
         )
         self.K, self.wK, self.R, self.wR = K, wK, R, wR
         offset = self.offset = queries - m

@@ -150,6 +150,8 @@ class CandidateSearch(SearchParameters):
         if self.n_neighbors_ is None and (capped or not automatic):
             warn_edge(self.bandwidth_, fixed_grid, automatic)
         self._learn_widths(data, codes, fixed_grid)
+        if self.degree == "auto":
+            consider_quadratic(self, data)
 
     def _available_counts(self, data, counts):
         """The neighbour counts of ``n_neighbors="auto"`` that every
@@ -255,8 +257,6 @@ class CandidateSearch(SearchParameters):
         self.scored_degree = degrees[0]
         self.point_errors = results.pop(POINT_ERRORS, None)
         self.set_selected(params, results)
-        if self.degree == "auto":
-            consider_quadratic(self, data)
 
     def set_selected(self, params, results):
         """Set what the search selected from ``best_index_`` (a candidate
@@ -315,6 +315,7 @@ class CandidateSearch(SearchParameters):
         if learned.categorical_bandwidth is not None:
             self.categorical_bandwidth_ = learned.categorical_bandwidth
         self.best_score_ = learned.best_score
+        self.learned_errors = learned.point_errors
         self.per_feature_ = True
         if codes is None:
             self.say(f"Per-feature widths: {np.round(self.bandwidth_, 6).tolist()}")

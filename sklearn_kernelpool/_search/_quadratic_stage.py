@@ -10,7 +10,9 @@ kernel of the best
 fixed-width candidate of degree 0 or 1, at its width and
 :data:`WIDTH_STEPS` - 1 wider ones by factors of :data:`WIDTH_RATIO` (a
 local quadratic has no curvature bias, so that its best width is wider),
-extended while the best is the widest, with its categorical bandwidth;
+extended while the best is the widest, with its categorical bandwidth
+(where per-feature widths were learned and kept, the learned widths times
+the same factors);
 scored by the same held-out fits (exact leave-one-out or the K-fold
 splits). The best of them is selected where it scores better than the
 selected candidate, and by exact leave-one-out only where its mean loss is
@@ -25,6 +27,7 @@ follow the others in ``cv_results_``.
 
 import contextlib
 import contextvars
+import dataclasses
 
 import numpy as np
 
@@ -178,6 +181,51 @@ def _keeps(search, data, best, candidate, d):
     )
 
 
+def _at_learned_widths(search, data):
+    """The local quadratics at the kept per-feature widths times
+    ``WIDTH_RATIO**j``: scored on the keys scaled by the widths (not in
+    ``cv_results_``, whose widths are isotropic; their scores in
+    ``per_feature_scores_["quadratic"]``, by multiplier), and selected as in
+    :func:`consider_quadratic` against the learned widths' own score and
+    per-point losses."""
+    if search._categorical[0] is not None:
+        search.say("Scoring no local quadratic: learned categorical widths")
+        return
+    widths = np.asarray(search.bandwidth_, dtype=np.float64)
+    scaled = dataclasses.replace(data, X=data.X / widths, X64=data.X64 / widths)
+    search.say("Scoring local quadratics at the learned widths (degree=2)")
+    params, results = _widths(
+        search, scaled, {"kernel": search.kernel_, "bandwidth": 1.0}
+    )
+    errors = results.pop(POINT_ERRORS, None)
+    scores = results["mean_test_score"]
+    multipliers = [float(p["bandwidth"]) for p in params]
+    search.per_feature_scores_ = {
+        **(search.per_feature_scores_ or {}),
+        "quadratic": dict(zip(multipliers, map(float, scores), strict=True)),
+    }
+    if np.all(np.isnan(scores)):
+        return
+    best = int(np.nanargmax(scores))
+    if not scores[best] > search.best_score_:
+        return
+    if data.splits is None and search.policy.uses_degree_rule:
+        d = data.X.shape[1]
+        keep = keep_local_linear(
+            search.learned_errors,
+            errors[best],
+            n_parameters(d) - 1,
+            data.weights,
+            min_rows_per_parameter=np.inf,
+        )
+        if not keep:
+            search.say("Kept the lower degree: degree 2 wins by less than one SE")
+            return
+    search.bandwidth_ = widths * multipliers[best]
+    search.degree_ = 2
+    search.best_score_ = float(scores[best])
+
+
 def consider_quadratic(search, data):
     """Score the local quadratic candidates of ``degree="auto"`` and select
     the best where it wins (see the module docstring). Updates the search's
@@ -186,6 +234,8 @@ def consider_quadratic(search, data):
     if why:
         search.say(f"Scoring no local quadratic: {why}")
         return
+    if search.per_feature_:
+        return _at_learned_widths(search, data)
     params, results = search.cv_results_["params"], search.cv_results_
     anchor = _anchor(params, results)
     if anchor is None:

@@ -21,7 +21,9 @@ class LearnedWidths:
     ``categorical_bandwidth``) are the learned ones and ``best_score`` their
     score. ``n_iter`` counts the iterations of the learning, and
     ``per_feature_scores`` holds the guard's out-of-fold losses where it
-    compared them (None otherwise).
+    compared them (None otherwise). ``point_errors`` holds the per-point
+    leave-one-out losses of the kept widths (squared errors averaged over
+    the outputs), where they were learned by leave-one-out.
     """
 
     n_iter: int
@@ -30,6 +32,7 @@ class LearnedWidths:
     categorical_bandwidth: object = None
     best_score: float = None
     per_feature_scores: dict = None
+    point_errors: object = None
 
 
 # The degrees whose leave-one-out loss the widths are learned on.
@@ -113,8 +116,16 @@ def learn_feature_widths(search, data, grid):
         score = search.policy.learned_loo_score(
             predictions, data.X, data.y, data.weights, data.scorer, data.weighted
         )
+    errors = None
+    if data.splits is None and not criterion:
+        errors = np.mean((np.asarray(predictions) - data.Y) ** 2, axis=1)
     return LearnedWidths(
-        n_iter, True, widths, best_score=score, per_feature_scores=scores
+        n_iter,
+        True,
+        widths,
+        best_score=score,
+        per_feature_scores=scores,
+        point_errors=errors,
     )
 
 
