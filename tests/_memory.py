@@ -275,7 +275,9 @@ def _cv_path(kernel, bandwidths, cv=None, degree=0, **options):
             n,
             _nbytes(X, y),
             n_candidates=len(grid),
-            n_columns=cv_columns(degree, d),
+            # (degree 2 pools the moments of degree 1, and fits each point
+            # from its weights)
+            n_columns=cv_columns(min(degree, 1), d),
         )
 
     return build
@@ -421,6 +423,10 @@ def _paths():
         paths[f"weights_sparse-degree1-{algorithm}-{kernel}"] = _regressor_path(
             "weights_sparse", 2, algorithm, kernel, degree=1
         )
+        for method in ("predict", "predict_std", "weights_sparse"):
+            paths[f"{method}-degree2-{algorithm}-{kernel}"] = _regressor_path(
+                method, 2, algorithm, kernel, degree=2
+            )
     for on_empty in ("nearest", "mean", "nan"):
         for algorithm in ("brute", "kd_tree"):
             paths[f"predict-empty-{on_empty}-{algorithm}"] = _empty_path(
@@ -438,7 +444,7 @@ def _paths():
     smooth = [8.0, 16.0, 32.0, 64.0]
     for cv, name in ((None, "loo"), (5, "kfold")):
         for kernel in ("gaussian", "epanechikov"):
-            for degree in (0, 1):
+            for degree in (0, 1, 2):
                 paths[f"cv-{name}-{kernel}-degree{degree}"] = _cv_path(
                     kernel, smooth, cv=cv, degree=degree
                 )

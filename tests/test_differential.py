@@ -464,6 +464,66 @@ def test_local_linear_paths_agree_at_the_edge(name, kernel, h):
     assert_allclose(predictions[2], predictions[0], rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize(("name", "kernel", "h"), LOCAL_LINEAR_CASES)
+def test_local_quadratic_paths_agree_at_the_edge(name, kernel, h):
+    # degree=2, as degree=1: brute force and the trees fit each query from
+    # the same decided weights, and agree where keys sit on the edge.
+    X, Q, _ = DATASETS[name]
+    y, _ = _values(len(X), False)
+    bandwidth = h if np.ndim(h) == 0 else np.asarray(h)
+    predictions = []
+    context = _quiet()
+    warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+    try:
+        for algorithm in ("brute", "kd_tree", "ball_tree"):
+            reg = KernelAttentionRegressor(
+                kernel=kernel, bandwidth=bandwidth, degree=2, on_empty="nan"
+            )
+            predictions.append(reg.set_params(algorithm=algorithm).fit(X, y).predict(Q))
+    finally:
+        context.__exit__(None, None, None)
+    assert_allclose(predictions[1], predictions[0], rtol=1e-9, atol=1e-9)
+    assert_allclose(predictions[2], predictions[0], rtol=1e-9, atol=1e-9)
+
+
+QUADRATIC_LOO_CASES = [
+    pytest.param(name, kernel, weighted, id=f"{name}-{kernel}-{weighted}")
+    for name in ("line", "plane", "decimals")
+    for kernel in ("epanechnikov", "tricube", "boxcar")
+    for weighted in (False, True)
+]
+
+
+@pytest.mark.parametrize(("name", "kernel", "weighted"), QUADRATIC_LOO_CASES)
+def test_exact_local_quadratic_leave_one_out_matches_a_plain_loop(
+    name, kernel, weighted
+):
+    # The search's leave-one-out scores of degree=2 are those of the
+    # estimator refitted without each point, by a plain loop.
+    X, _, _ = DATASETS[name]
+    y, w = _values(len(X), weighted)
+    bandwidths = _loo_bandwidths(name)
+    cv = KernelAttentionRegressorCV(
+        kernels=[kernel], bandwidths=bandwidths, degree=2, n_neighbors=None
+    )
+    context = _quiet()
+    warnings.simplefilter("ignore", LocalLinearFallbackWarning)
+    try:
+        scores = cv.fit(X, y, sample_weight=w).cv_results_["mean_test_score"]
+        weights = np.ones(len(X)) if w is None else w
+        for h, score in zip(bandwidths, scores, strict=True):
+            predictions = np.empty(len(X))
+            for i in range(len(X)):
+                others = np.arange(len(X)) != i
+                reg = KernelAttentionRegressor(kernel, h, degree=2)
+                reg.fit(X[others], y[others], sample_weight=weights[others])
+                predictions[i] = reg.predict(X[i : i + 1])[0]
+            expected = -np.sum(weights * (predictions - y) ** 2) / np.sum(weights)
+            assert_allclose(score, expected, rtol=1e-8)
+    finally:
+        context.__exit__(None, None, None)
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_float32_keys_just_inside_the_edge_keep_their_weight(path):
     # u = 1 / (1 + 1e-8) < 1 rounds to 1 in float32: the key is inside all
@@ -490,7 +550,7 @@ KERNEL_SUPPORT = {"gaussian": np.inf, "epanechnikov": 1.0, "tricube": 1.0}
 LARGE_CASES = [
     pytest.param(kernel, degree, weighted, marks=() if fast else pytest.mark.slow)
     for kernel in ("gaussian", "epanechnikov", "tricube")
-    for degree in (0, 1)
+    for degree in (0, 1, 2)
     for weighted in (False, True)
     for fast in [(kernel, degree, weighted) == ("epanechnikov", 1, True)]
 ]
@@ -505,6 +565,7 @@ def test_the_large_selection_scores_its_candidates_as_a_plain_loop(
     # lists). Each candidate's score is the weighted mean squared error of
     # the plain loop's fit of the other rows at the held-out ones.
     from _reference import FORMULAS, safeguarded_fit
+    from _reference_quadratic import guarded_fit
 
     rng = np.random.default_rng(5)
     n, m = 1300, 500
@@ -545,9 +606,14 @@ def test_the_large_selection_scores_its_candidates_as_a_plain_loop(
             keys, values, X[held][inside], FORMULAS[kernel], h, weights
         )
         mean[inside] = (fit["mean"] if degree == 1 else fit["local_mean"])[:, 0]
+        if degree == 2:
+            quadratic = guarded_fit(
+                keys, values, X[held][inside], FORMULAS[kernel], h, weights
+            )
+            mean[inside] = quadratic["mean"][:, 0]
         errors = (y[held] - mean) ** 2
         expected = -np.sum(w[held] * errors) / np.sum(w[held])
         assert_allclose(score, expected, rtol=RTOL)
     assert len(results["params"]) >= 9
-    if kernel != "gaussian":  # the narrowest widths leave rows empty
-        assert results["empty_fraction"][0] > 0
+    if kernel != "gaussian" and degree < 2:  # the narrowest widths leave
+        assert results["empty_fraction"][0] > 0  # rows empty (not degree 2's)

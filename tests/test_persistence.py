@@ -86,6 +86,15 @@ def _configurations():
         2,
         None,
     )
+    yield "degree2", KernelAttentionRegressor(bandwidth=0.8, degree=2), 2, None
+    yield (
+        "degree2_tree",
+        KernelAttentionRegressor(
+            kernel="tricube", bandwidth=0.9, algorithm="kd_tree", degree=2
+        ),
+        2,
+        None,
+    )
     yield "per_feature", KernelAttentionRegressor(bandwidth=[0.3, 0.6]), 2, None
     yield (
         "binned",
@@ -118,6 +127,7 @@ def _configurations():
     )
     yield "cv", KernelAttentionRegressorCV(bandwidths=4, cv=3), 2, None
     yield "cv_degree1", KernelAttentionRegressorCV(bandwidths=3, degree=1), 2, None
+    yield "cv_degree2", KernelAttentionRegressorCV(bandwidths=3, degree=2), 2, None
     # The large-table selection: a subsample's search, then one split.
     yield (
         "cv_large",

@@ -612,3 +612,32 @@ def test_the_large_selection_scores_data_far_from_the_origin(kernel, degree, off
         assert abs(score - expected) <= tolerance, (h, score, expected)
         compared += 1
     assert compared >= 5
+
+
+@pytest.mark.parametrize("d", [1, 2])
+@pytest.mark.parametrize("offset, h", OFFSETS)
+@pytest.mark.parametrize(
+    "kernel, algorithm",
+    [("gaussian", "brute"), ("epanechnikov", "brute"), ("tricube", "kd_tree")],
+)
+def test_local_quadratics_of_groups_far_apart(kernel, algorithm, offset, h, d):
+    # degree=2 on two groups 1e8 bandwidths apart: each query's fit is that
+    # of its own group, computed by the reference in small coordinates (the
+    # fit does not depend on a translation of the data).
+    from _reference import FORMULAS as SCALAR_FORMULAS
+    from _reference_quadratic import guarded_fit
+
+    rng = np.random.default_rng(d)
+    X, y, Q = groups(d, offset, h, rng)
+    mean, std = predict(kernel, 2, algorithm, X, y, Q, h)
+    expected_mean, expected_std = np.empty(len(Q)), np.empty(len(Q))
+    for group in (slice(0, 40), slice(40, 80)):
+        base = X[group][0]
+        mine = np.all(np.abs(Q - base) < 1e6 * h, axis=1)
+        alpha = SCALAR_FORMULAS[kernel]
+        fit = guarded_fit(X[group] - base, y[group], Q[mine] - base, alpha, h)
+        expected_mean[mine], expected_std[mine] = fit["mean"][:, 0], fit["std"][:, 0]
+    scale = float(np.max(np.abs(y - y.mean())))
+    atol = scale * (1e-10 + 16 * EPS * magnitude(X, Q, h))
+    assert_close_to(mean, expected_mean, atol)
+    assert_close_to(std, expected_std, atol)

@@ -56,6 +56,7 @@ for the local polynomial fit, and Loader, "Local Regression and Likelihood"
 
 import numpy as np
 
+from .._utils._working_memory import working_memory_bytes
 from ._centred_fit import _centred_scale
 from ._local_linear import _EPS, MomentLayout
 from ._safeguard import kish_ratio, slope_shrinkage
@@ -75,20 +76,22 @@ class QuadraticLayout(MomentLayout):
         self.quadratic_tolerance = 10.0 * self.n_products * np.sqrt(n_keys) * _EPS
 
 
-#: The work of one batch of rows fitted together.
+#: The work of one batch of rows fitted together, at most (and at most
+#: ``working_memory``).
 BATCH_BYTES = 2**25
 
 
 def fit_bytes(n_keys, n_features, n_outputs=1):
     """Bytes of the work of one row of :func:`quadratic_fit`.
 
-    The row's keys and their weighted copy, the products, the residual
-    features and their weighted copy (``n (2 d + 3 P2)``), the values and
-    residuals, and the two covariances with their eigendecompositions.
+    The row's keys, their weighted copy and a temporary, the products and
+    residual features, their weighted copy and two temporaries
+    (``n (3 d + 4 P2)``), the values, residuals and weights, and the two
+    covariances with their eigendecompositions.
     """
     d = n_features
     P2 = d * (d + 1) // 2
-    per_key = 2 * d + 3 * P2 + 3 * n_outputs + 2
+    per_key = 3 * d + 4 * P2 + 4 * n_outputs + 4
     return 8 * (n_keys * per_key + 6 * (d * d + P2 * P2) + 8 * (d + P2))
 
 
@@ -263,7 +266,8 @@ def _rows(p, keys, queries, layout, centers, kernel):
     kish = kish_ratio(np.einsum("rn,rn->r", p, p), 1.0, kernel)
     n_used = max(1, int(np.count_nonzero(np.any(p != 0, axis=0))))
     row = fit_bytes(n_used, layout.n_features, layout.n_outputs)
-    step = max(1, BATCH_BYTES // row)
+    # (half of working_memory: the rows of weights are held beside it)
+    step = max(1, int(min(BATCH_BYTES, working_memory_bytes() / 2) // row))
     tol = tolerances(layout, len(p))
     for start in range(0, len(p), step):
         rows = slice(start, start + step)

@@ -375,10 +375,12 @@ class KernelPool:
         moments = self.degree == 1 and self.moments.uses_moment_matrix()
         if not moments:
             self.moments.check_fit_memory(n_jobs, self.degree)
-            # Fits one batch at a time.
-            return local_linear_work(self, return_std, counts, False), 8 * (
-                self.n_outputs + 1
-            )
+            # Fits one batch at a time; a batch of local quadratics takes up
+            # to half of working_memory beside the chunk's scores.
+            extra = 8 * (self.n_outputs + 1)
+            if self.degree == 2:
+                extra += 8 * self.keys.shape[0]
+            return local_linear_work(self, return_std, counts, False), extra
         # The chunk's sums, and the eigendecompositions of its rows.
         d = self.keys.shape[1]
         extra = 8 * (self.moments.moment_columns + EIGH_SQUARES * d * d)

@@ -12,7 +12,7 @@ held-out sums.
 import numpy as np
 
 from .._engine import _centred_fit, _local_linear
-from .._engine._exact import pairwise_squared
+from .._engine._exact import edge_values, pairwise_squared
 from .._engine._protocol import normalise
 from .._engine._safeguard import kish_ratio
 from .._utils._working_memory import row_batches
@@ -236,8 +236,11 @@ class HeldOutFits(HeldOutPoints):
         ``allowed``, from exact differences, shape (len(points), n)."""
         kernel, h = self.kernels[candidate[0]], self.bandwidths[candidate[1]]
         allowed = allowed & (self.weights > 0)[None, :]
-        diff = self.X[points][:, None, :] - self.X[None, :, :]
-        u = np.sqrt(np.einsum("rnf,rnf->rn", diff, diff)) / h
+        # The support's edge decided as every path decides it (:mod:`._exact`).
+        u2 = pairwise_squared(self.X_raw[points], self.X_raw, h)
+        if np.isfinite(kernel.support):
+            u2 = edge_values(u2, kernel.support, np.float64)
+        u = np.sqrt(u2)
         return self._masked_scores(kernel.log_function, kernel.function, u, allowed)
 
     def _masked_scores(self, log_function, function, u, allowed):

@@ -259,8 +259,9 @@ class NeighbourHeldOut(NeighbourFits, HeldOut):
         else:
             other = points[rows] != cols
         rows, cols = rows[other], cols[other]
-        diff = self.X[points[rows]] - self.X[cols]
-        u = np.sqrt(np.einsum("nf,nf->n", diff, diff)) / h
+        # The support's edge decided as every path decides it (:mod:`._exact`).
+        u2 = paired_squared(self.X_raw[points[rows]], self.X_raw[cols], h)
+        u = np.sqrt(edge_values(u2, kernel.support, np.float64))
         scores = kernel.function(u) * self.weights[cols]
         return compact_rows(rows, cols, scores, len(points))
 

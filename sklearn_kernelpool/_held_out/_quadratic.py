@@ -16,6 +16,7 @@ from .._engine._local_quadratic import (
     QuadraticLayout,
     quadratic_fit,
 )
+from .._utils._working_memory import working_memory_bytes
 from ._quadratic_moments import pooled_quadratic, spatial_order
 
 
@@ -23,7 +24,8 @@ def _batches(n_rows, n_keys, d):
     """Slices of rows pooled together: their weights and distances within
     about :data:`.._engine._local_quadratic.BATCH_BYTES` (the exact fits of
     the rows left to them batch again, :func:`quadratic_fit`)."""
-    step = max(16, BATCH_BYTES // (8 * (d + 4) * n_keys))
+    budget = min(BATCH_BYTES, working_memory_bytes())
+    step = max(16, int(budget // (8 * (d + 4) * n_keys)))
     return (slice(start, start + step) for start in range(0, n_rows, step))
 
 
@@ -76,6 +78,9 @@ def quadratic_predictions(engine, sums, rows, groups=None, train=None):
                 scores, keys = engine._refit_weights((k, m), rows[at], groups, train)
                 total = scores.sum(axis=1)
                 weighed = total > 0
+                # A point whose only keys sit on the edge of the support by
+                # the exact differences has none: it falls back as empty.
+                empty[k, m, at[~weighed]] = True
                 at, scores = at[weighed], scores[weighed]
                 _fit_batch(
                     engine,
@@ -90,7 +95,6 @@ def quadratic_predictions(engine, sums, rows, groups=None, train=None):
                     (n_keys, centers),
                 )
     predictions += engine.value_center
-    empty = ~(moments[..., -1] > 0)
     predictions[empty] = np.nan
     singular = ~empty & (rank == 0)
     deficient = ~empty & (rank > 0) & (rank < d)
