@@ -84,7 +84,7 @@ def data():
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechikov", "boxcar"])
-@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("degree", [0, 1, 2])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_jackknife_plus_equals_refits(data, kernel, degree, weighted):
     X, y, Q = data
@@ -100,7 +100,7 @@ def test_jackknife_plus_equals_refits(data, kernel, degree, weighted):
 
 
 @pytest.mark.parametrize("on_empty", ["nearest", "mean", "nan"])
-@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("degree", [0, 1, 2])
 @pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
 def test_sparse_neighbourhoods_follow_on_empty(on_empty, degree, algorithm):
     # A narrow compact kernel: many queries with one or no key in reach, and
@@ -127,7 +127,7 @@ def test_sparse_neighbourhoods_follow_on_empty(on_empty, degree, algorithm):
 
 
 @pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
-@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("degree", [0, 1, 2])
 def test_every_algorithm_equals_refits(data, algorithm, degree):
     X, y, Q = data
     reg = KernelAttentionRegressor(
@@ -235,7 +235,7 @@ def test_rank_deficient_local_designs():
     assert_allclose(bounds, ref, rtol=1e-8, atol=1e-8)
 
 
-@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("degree", [0, 1, 2])
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechikov"])
 def test_cv_plus_with_n_folds_is_jackknife_plus(data, degree, kernel):
     X, y, Q = data
@@ -246,7 +246,7 @@ def test_cv_plus_with_n_folds_is_jackknife_plus(data, degree, kernel):
     assert_allclose(cv, jack, rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("degree", [0, 1, 2])
 @pytest.mark.parametrize("kernel", ["gaussian", "boxcar"])
 def test_cv_plus_equals_refits_per_fold(data, degree, kernel):
     X, y, Q = data
@@ -376,7 +376,11 @@ def _coverage(truth, degree, bandwidth, n=150, n_reps=60, n_fresh=40, seed=0):
 
 @pytest.mark.parametrize(
     ("truth", "degree", "bandwidth"),
-    [(lambda x: 1 + 2 * x, 1, 0.3), (lambda x: np.sin(2 * np.pi * x), 1, 0.08)],
+    [
+        (lambda x: 1 + 2 * x, 1, 0.3),
+        (lambda x: np.sin(2 * np.pi * x), 1, 0.08),
+        (lambda x: np.sin(2 * np.pi * x), 2, 0.15),
+    ],
 )
 def test_jackknife_plus_covers_fresh_observations(truth, degree, bandwidth):
     # 60 repetitions x 40 fresh points: the mean coverage has a Monte-Carlo

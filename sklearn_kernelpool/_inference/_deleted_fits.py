@@ -266,8 +266,7 @@ class _LeaveOut(SparseLeaveOut, CaseDeletion):
         if self.degree == 2:
             layout = self.pool.moments.quadratic_layout
             kernel = self.pool.kernel
-            mu = deleted_quadratic(P, self.keys, self.Y, Q, layout, kernel, cols)
-            return mu, np.zeros(mu.shape[:2], dtype=bool)
+            return deleted_quadratic(P, self.keys, self.Y, Q, layout, kernel, cols)
         layout = self.pool.moments.layout
         r, d = len(P), self.keys.shape[1]
         k = self.Y.shape[1]

@@ -30,6 +30,7 @@ import numpy as np
 
 from .._engine._local_quadratic import _rows, quadratic_fit
 from .._engine._safeguard import slope_shrinkage
+from ._sparse_case_deletion import _TINY_REST
 
 #: The smallest ``1 - h_i`` of a key for which a row's deleted fits are
 #: taken by the case-deletion formulas; below it, by refits.
@@ -108,9 +109,15 @@ def deleted_quadratic(P, keys, Y, Q, layout, kernel, cols=None):
     -------
     mu : ndarray of shape (n_rows, n_keys or 1, n_outputs)
         The fits without each key (without a key of weight zero: the fit).
+    hard : ndarray of bool of shape (n_rows, n_keys or 1)
+        The fits without a key that held (nearly) all of the row's weight:
+        the row's fit without it falls back to ``on_empty``, left to the
+        caller (an engine without the key).
     """
     r, n = P.shape
     mu = np.empty((r, n if cols is None else 1, Y.shape[1]))
+    own = P if cols is None else P[np.arange(r), cols][:, None]
+    hard = (own > 0) & ~(1.0 - own >= _TINY_REST)
     for rows, batch in _rows(P, keys, Q, layout, None, kernel):
         full, _ = batch.fit(Y, False)
         fits, ok = _closed_form(batch, Y)
@@ -130,4 +137,4 @@ def deleted_quadratic(P, keys, Y, Q, layout, kernel, cols=None):
             else:
                 out = _refits(P[row], keys, Y, Q[row], layout, kernel, at)
             mu[row, at if cols is None else 0] = out
-    return mu
+    return mu, hard
