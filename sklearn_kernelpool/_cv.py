@@ -246,7 +246,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     degree_ : int
         The selected degree: ``degree``, or with ``degree="auto"`` that of
-        the best candidate.
+        the best candidate (2 where a local quadratic was kept, also at
+        kept per-feature widths: then ``best_params_["degree"]`` is 2).
 
     per_feature_ : bool
         Whether learned per-feature widths were kept.
@@ -254,8 +255,9 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
     per_feature_scores_ : dict or None
         With ``per_feature="auto"``, the guard's out-of-fold mean squared
         errors ``{"isotropic": ..., "per_feature": ...}`` (the widths are
-        kept where the second is lower by more than one standard error);
-        None when the guard did not run.
+        kept where the second is lower by more than one standard error), and
+        ``"quadratic"``: the held-out scores of the local quadratic at the
+        kept widths, by multiplier; None when the guard did not run.
 
     best_score_ : float
         The score of the selected model: ``mean_test_score`` of the selected

@@ -444,9 +444,10 @@ LOCAL_LINEAR_CASES = [
 ]
 
 
+@pytest.mark.parametrize("degree", [1, 2])
 @pytest.mark.parametrize(("name", "kernel", "h"), LOCAL_LINEAR_CASES)
-def test_local_linear_paths_agree_at_the_edge(name, kernel, h):
-    # degree=1 solves each query's local design from the same decided
+def test_local_polynomial_paths_agree_at_the_edge(name, kernel, h, degree):
+    # degree=1 and 2 solve each query's local design from the same decided
     # weights: brute force and the trees agree where keys sit on the edge.
     X, Q, _ = DATASETS[name]
     y, _ = _values(len(X), False)
@@ -457,31 +458,9 @@ def test_local_linear_paths_agree_at_the_edge(name, kernel, h):
         warnings.simplefilter("ignore", LocalLinearFallbackWarning)
         for algorithm in ("brute", "kd_tree", "ball_tree"):
             reg = KernelAttentionRegressor(
-                kernel=kernel, bandwidth=bandwidth, degree=1, on_empty="nan"
+                kernel=kernel, bandwidth=bandwidth, degree=degree, on_empty="nan"
             )
             predictions.append(reg.set_params(algorithm=algorithm).fit(X, y).predict(Q))
-    assert_allclose(predictions[1], predictions[0], rtol=1e-9, atol=1e-9)
-    assert_allclose(predictions[2], predictions[0], rtol=1e-9, atol=1e-9)
-
-
-@pytest.mark.parametrize(("name", "kernel", "h"), LOCAL_LINEAR_CASES)
-def test_local_quadratic_paths_agree_at_the_edge(name, kernel, h):
-    # degree=2, as degree=1: brute force and the trees fit each query from
-    # the same decided weights, and agree where keys sit on the edge.
-    X, Q, _ = DATASETS[name]
-    y, _ = _values(len(X), False)
-    bandwidth = h if np.ndim(h) == 0 else np.asarray(h)
-    predictions = []
-    context = _quiet()
-    warnings.simplefilter("ignore", LocalLinearFallbackWarning)
-    try:
-        for algorithm in ("brute", "kd_tree", "ball_tree"):
-            reg = KernelAttentionRegressor(
-                kernel=kernel, bandwidth=bandwidth, degree=2, on_empty="nan"
-            )
-            predictions.append(reg.set_params(algorithm=algorithm).fit(X, y).predict(Q))
-    finally:
-        context.__exit__(None, None, None)
     assert_allclose(predictions[1], predictions[0], rtol=1e-9, atol=1e-9)
     assert_allclose(predictions[2], predictions[0], rtol=1e-9, atol=1e-9)
 

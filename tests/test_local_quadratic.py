@@ -315,6 +315,7 @@ def test_auto_scores_the_local_quadratic_at_the_learned_widths():
     y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 / 2 - X[:, 2] + 0.2 * rng.normal(size=120)
     search = KernelAttentionRegressorCV().fit(X, y)
     assert search.per_feature_ and search.degree_ == 2
+    assert search.best_params_["degree"] == 2
     quadratic = search.per_feature_scores_["quadratic"]
     multiplier = max(quadratic, key=quadratic.get)
     assert search.best_score_ == quadratic[multiplier]
@@ -329,3 +330,35 @@ def test_auto_scores_the_local_quadratic_at_the_learned_widths():
         assert_allclose(score, -np.mean((pred - y) ** 2), rtol=1e-9)
     assert_allclose(search.best_estimator_.bandwidth, search.bandwidth_)
     assert search.best_estimator_.degree == 2
+
+
+def test_a_constant_feature_leaves_its_points_to_the_exact_fit():
+    # Its products have no spread: the pooled normal matrices are singular,
+    # and every point is fitted one by one, without a warning.
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-2, 2, (80, 2))
+    y = X[:, 0] ** 2 + np.sin(2 * X[:, 1]) + 0.1 * rng.normal(size=80)
+    X = np.column_stack([X, np.full(80, 5.0)])
+    search = KernelAttentionRegressorCV(degree=2, bandwidths=[0.8, 1.6])
+    search.fit(X, y)
+    params = search.cv_results_["params"]
+    expected = _refit_scores(
+        X,
+        y,
+        np.ones(80),
+        params,
+        [(np.delete(np.arange(80), j), [j]) for j in range(80)],
+        {},
+    )
+    assert_allclose(search.cv_results_["mean_test_score"], expected, rtol=1e-9)
+
+
+def test_the_significance_test_takes_the_linear_coefficients_of_degree_2():
+    from sklearn_kernelpool import significance_test
+
+    rng = np.random.default_rng(10)
+    X = rng.uniform(-1, 1, (60, 2))
+    y = X[:, 0] ** 2 + 0.1 * rng.normal(size=60)
+    reg = KernelAttentionRegressor("boxcar", 1.0, degree=2).fit(X, y)
+    result = quietly(significance_test, reg, X, y, features=[0, 1], n_resamples=19)
+    assert len(result.pvalues) == 2

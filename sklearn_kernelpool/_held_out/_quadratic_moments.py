@@ -75,8 +75,9 @@ def _inverse(A):
     scaled = A * scale[:, :, None] * scale[:, None, :]
     values, vectors = np.linalg.eigh(scaled)
     ok = np.all(root > 0, axis=1) & (values[:, 0] > MIN_EIGENVALUE)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        inverse = np.matmul(vectors / values[:, None, :], vectors.transpose(0, 2, 1))
+    # (the others go to the exact fit: their inverses are not used)
+    values = np.where(ok[:, None], values, 1.0)
+    inverse = np.matmul(vectors / values[:, None, :], vectors.transpose(0, 2, 1))
     return inverse * scale[:, :, None] * scale[:, None, :], ok
 
 

@@ -57,7 +57,8 @@ def significance_test(
         lambda_j = sum_i w_i (d f / d x_j (x_i))**2 / sum_i w_i
 
     with the derivatives of :meth:`KernelAttentionRegressor.predict_gradient`
-    (for ``degree=1`` the local-linear slopes, as in [1]_), and for a
+    (for ``degree=1`` the local-linear slopes, as in [1]_, for ``degree=2``
+    the linear coefficients of the local quadratic), and for a
     categorical feature of categories ``C_j`` the weighted mean squared
     change of the fit when ``x_ij`` is set to each other category::
 
@@ -302,7 +303,7 @@ def _listed(names):
 
 def _check_gradients(regressor, continuous):
     """Refuse the continuous features of a fit whose gradient says nothing."""
-    if len(continuous) == 0 or regressor.degree == 1:
+    if len(continuous) == 0 or regressor.degree >= 1:
         return
     kernel = regressor._pool.kernel
     slope = kernel.log_slope

@@ -168,7 +168,9 @@ def _keeps(search, data, best, candidate, d):
     the better score, replaces the selected candidate of index ``best``: by
     leave-one-out, where it wins by one standard error of the paired
     per-point losses."""
-    if data.splits is not None or not search.policy.uses_degree_rule:
+    if data.splits is not None or data.scorer is not None:
+        return True  # (the per-point losses are squared errors)
+    if not search.policy.uses_degree_rule:
         return True
     errors0 = search.point_errors[best]
     errors2 = candidate
@@ -189,7 +191,9 @@ def _at_learned_widths(search, data):
     :func:`consider_quadratic` against the learned widths' own score and
     per-point losses."""
     if search._categorical[0] is not None:
-        search.say("Scoring no local quadratic: learned categorical widths")
+        search.say(
+            "Scoring no local quadratic: per-feature widths with categorical features"
+        )
         return
     widths = np.asarray(search.bandwidth_, dtype=np.float64)
     scaled = dataclasses.replace(data, X=data.X / widths, X64=data.X64 / widths)
@@ -209,7 +213,7 @@ def _at_learned_widths(search, data):
     best = int(np.nanargmax(scores))
     if not scores[best] > search.best_score_:
         return
-    if data.splits is None and search.policy.uses_degree_rule:
+    if data.splits is None and data.scorer is None and search.policy.uses_degree_rule:
         d = data.X.shape[1]
         keep = keep_local_linear(
             search.learned_errors,
@@ -223,6 +227,7 @@ def _at_learned_widths(search, data):
             return
     search.bandwidth_ = widths * multipliers[best]
     search.degree_ = 2
+    search.best_params_ = {**search.best_params_, "degree": 2}
     search.best_score_ = float(scores[best])
 
 
