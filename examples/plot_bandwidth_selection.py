@@ -99,7 +99,8 @@ ax_fit.legend()
 # feature on the leave-one-out error, and the irrelevant feature gets a width
 # far larger than its spread, which switches it off.
 X2 = np.column_stack([X[:, 0], rng.uniform(0, 5, size=n)])
-isotropic = KernelAttentionRegressorCV(degree=0, n_neighbors=None).fit(X2, y)
+isotropic = KernelAttentionRegressorCV(degree=0, n_neighbors=None, per_feature=False)
+isotropic = isotropic.fit(X2, y)
 learned = KernelAttentionRegressorCV(per_feature=True, degree=0).fit(X2, y)
 print(f"isotropic:   h = {isotropic.bandwidth_:.3f}")
 print(f"per feature: h = {np.round(learned.bandwidth_, 3)}")
