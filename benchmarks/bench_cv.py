@@ -8,6 +8,7 @@ Usage::
     python benchmarks/bench_cv.py --only per_feature  # one case
     python benchmarks/bench_cv.py --only degree       # local-linear candidates
     python benchmarks/bench_cv.py --only folds        # many folds
+    python benchmarks/bench_cv.py --only quadratic    # local quadratics
 
 Cases:
 
@@ -37,6 +38,12 @@ Cases:
    against ``GridSearchCV(KernelAttentionRegressor(degree=1))`` with the same
    splitter and grid. The largest score gap is at the narrowest widths,
    whose nearly singular local designs amplify rounding in both.
+7. ``quadratic``: the default search (``degree="auto"``, which scores local
+   quadratics after degrees 0 and 1) at n = 4000, d = 5, against the same
+   search without them (the target of issue 40: at most 2x); and
+   ``degree=2`` under ``KFold(5, shuffle=True)`` over 10 gaussian widths at
+   n = 1000, d = 2, against ``GridSearchCV(KernelAttentionRegressor(
+   degree=2))`` with the same splitter and grid (score gap and time ratio).
 
 ``GridSearchCV`` is timed twice, as it runs and with BLAS limited to one
 thread (as our scoring runs it), and its faster time is used. Ratios are what
@@ -270,6 +277,47 @@ def case_degree(n, d, n_bandwidths, repeats):
     )
 
 
+def case_quadratic(repeats):
+    from sklearn_kernelpool._search._quadratic_stage import (
+        without_quadratic_candidates,
+    )
+
+    X, y = make_data(4000, 5, seed=4)
+    t_auto, auto = timed(lambda: KernelAttentionRegressorCV().fit(X, y), repeats)
+
+    def lower():
+        with without_quadratic_candidates():
+            return KernelAttentionRegressorCV().fit(X, y)
+
+    t_low, low = timed(lower, repeats)
+    print(
+        f"quadratic: n=4000 d=5 defaults {t_auto:.2f} s (degree {auto.degree_}, "
+        f"LOO MSE {-auto.best_score_:.4f}), without the local quadratics "
+        f"{t_low:.2f} s (degree {low.degree_}, {-low.best_score_:.4f}): "
+        f"{t_auto / t_low:.2f}x"
+    )
+    X, y = make_data(1000, 2, seed=5)
+    cv = KFold(5, shuffle=True, random_state=0)
+    ours = KernelAttentionRegressorCV(bandwidths=10, degree=2, cv=cv, n_neighbors=None)
+    t_ours, ours = timed(lambda: ours.fit(X, y), repeats)
+    grid = list(ours.cv_results_["param_bandwidth"])
+    search = GridSearchCV(
+        KernelAttentionRegressor(degree=2), {"bandwidth": grid}, cv=cv, refit=False
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t_gs, search = peer_timed(lambda: search.fit(X, y))
+    gap = np.max(
+        np.abs(
+            ours.cv_results_["mean_test_score"] - search.cv_results_["mean_test_score"]
+        )
+    )
+    print(
+        f"  degree=2 KFold(5) n=1000 d=2 {len(grid)} widths: ours {t_ours:.2f} s, "
+        f"GridSearchCV {t_gs:.2f} s ({t_gs / t_ours:.1f}x); max |score gap| {gap:.1e}"
+    )
+
+
 def case_blocks(n, d):
     X, y = make_data(n, d)
     grid = KernelAttentionRegressorCV()._bandwidth_grid(X)
@@ -288,7 +336,15 @@ def main():
     parser.add_argument("--blocks", action="store_true")
     parser.add_argument(
         "--only",
-        choices=["loo", "kfold", "folds", "diabetes", "per_feature", "degree"],
+        choices=[
+            "loo",
+            "kfold",
+            "folds",
+            "diabetes",
+            "per_feature",
+            "degree",
+            "quadratic",
+        ],
         default=None,
     )
     args = parser.parse_args()
@@ -314,6 +370,8 @@ def main():
         case_folds(1000, 4, 30, repeats=3)
     if args.only in (None, "degree"):
         case_degree(2000, 2, 30, repeats=3)
+    if args.only in (None, "quadratic"):
+        case_quadratic(repeats=3)
     if args.only in (None, "diabetes"):
         case_diabetes()
     if args.only in (None, "per_feature"):

@@ -246,8 +246,8 @@ class KernelAttentionRegressorCV(BestEstimatorMethods, RegressorMixin, BaseEstim
 
     degree_ : int
         The selected degree: ``degree``, or with ``degree="auto"`` that of
-        the best candidate (2 where a local quadratic was kept, also at
-        kept per-feature widths: then ``best_params_["degree"]`` is 2).
+        the best candidate; 2 where the local quadratic at kept per-feature
+        widths was kept (``best_params_`` stays the isotropic candidate).
 
     per_feature_ : bool
         Whether learned per-feature widths were kept.

@@ -227,7 +227,6 @@ def _at_learned_widths(search, data):
             return
     search.bandwidth_ = widths * multipliers[best]
     search.degree_ = 2
-    search.best_params_ = {**search.best_params_, "degree": 2}
     search.best_score_ = float(scores[best])
 
 
