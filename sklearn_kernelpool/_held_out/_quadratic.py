@@ -16,6 +16,7 @@ from .._engine._local_quadratic import (
     QuadraticLayout,
     quadratic_fit,
 )
+from .._utils._threads import single_threaded_blas
 from .._utils._working_memory import working_memory_bytes
 from ._quadratic_moments import pooled_quadratic, spatial_order
 
@@ -52,26 +53,14 @@ def _fit_batch(engine, scores, keys, values, rows, at, kernel, out, fit, fits):
     out[at], fit[0][at], fit[1][at] = mean, rank, s1
 
 
-def quadratic_predictions(engine, sums, rows, groups=None, train=None):
-    """Held-out predictions of degree 2 of every candidate of ``engine``.
-
-    As :meth:`.._fits.HeldOutFits.predictions` (same arguments and
-    returns), the flags those of the linear block (rank 0, rank-deficient)
-    and of the slope's safeguard factor ``s1 < 1``.
-    """
-    moments = sums.moments
-    empty = ~(moments[..., -1] > 0)
+def _fit_candidates(engine, rows, groups, train, order, out):
+    """Fit every candidate's points in batches of near points (``order``),
+    writing ``out`` = ``(predictions, rank, shrinkage, empty, n_keys,
+    centers, values)`` in place."""
+    predictions, rank, shrinkage, empty, n_keys, centers, values = out
     n, d = engine.X.shape
-    p = engine.Y.shape[1]
-    values = engine.Y - engine.value_center
-    predictions = np.full((*moments.shape[:-1], p), np.nan)
-    rank = np.full(moments.shape[:-1], d, dtype=np.intp)
-    shrinkage = np.ones(moments.shape[:-1])
-    n_keys, centers = engine._fit_keys(rows, groups, train)
-    n_keys = np.broadcast_to(n_keys, (len(rows),))
-    order = spatial_order(engine.X[rows])
     for k, kernel in enumerate(engine.kernels):
-        for m in range(moments.shape[1]):
+        for m in range(empty.shape[1]):
             fitted = order[~empty[k, m][order]]
             for batch in _batches(len(fitted), n, d):
                 at = fitted[batch]
@@ -94,6 +83,31 @@ def quadratic_predictions(engine, sums, rows, groups=None, train=None):
                     (rank[k, m], shrinkage[k, m]),
                     (n_keys, centers),
                 )
+
+
+def quadratic_predictions(engine, sums, rows, groups=None, train=None):
+    """Held-out predictions of degree 2 of every candidate of ``engine``.
+
+    As :meth:`.._fits.HeldOutFits.predictions` (same arguments and
+    returns), the flags those of the linear block (rank 0, rank-deficient)
+    and of the slope's safeguard factor ``s1 < 1``.
+    """
+    moments = sums.moments
+    empty = ~(moments[..., -1] > 0)
+    d = engine.X.shape[1]
+    p = engine.Y.shape[1]
+    values = engine.Y - engine.value_center
+    predictions = np.full((*moments.shape[:-1], p), np.nan)
+    rank = np.full(moments.shape[:-1], d, dtype=np.intp)
+    shrinkage = np.ones(moments.shape[:-1])
+    n_keys, centers = engine._fit_keys(rows, groups, train)
+    n_keys = np.broadcast_to(n_keys, (len(rows),))
+    order = spatial_order(engine.X[rows])
+    # BLAS on one thread, as in the pooled passes: the products then round
+    # alike whatever the threads of the caller (:mod:`.._utils._threads`).
+    out = (predictions, rank, shrinkage, empty, n_keys, centers, values)
+    with single_threaded_blas():
+        _fit_candidates(engine, rows, groups, train, order, out)
     predictions += engine.value_center
     predictions[empty] = np.nan
     singular = ~empty & (rank == 0)
