@@ -243,6 +243,25 @@ def case_folds(n, d, n_bandwidths, repeats):
         print(line)
 
 
+def against_grid_search(ours, degree, X, y, cv):
+    """Time ``GridSearchCV(KernelAttentionRegressor(degree=degree))`` over
+    the widths and splits ``ours`` (a fitted search) scored; returns its
+    seconds and the largest gap between the two searches' mean scores."""
+    grid = list(ours.cv_results_["param_bandwidth"])
+    search = GridSearchCV(
+        KernelAttentionRegressor(degree=degree),
+        {"bandwidth": grid},
+        cv=cv,
+        refit=False,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the narrow widths' singular designs
+        seconds, search = peer_timed(lambda: search.fit(X, y))
+    ours_scores = ours.cv_results_["mean_test_score"]
+    gap = np.max(np.abs(ours_scores - search.cv_results_["mean_test_score"]))
+    return seconds, gap
+
+
 def case_degree(n, d, n_bandwidths, repeats):
     X, y = make_data(n, d, seed=3)
     zero = KernelAttentionRegressorCV(bandwidths=n_bandwidths)
@@ -253,17 +272,7 @@ def case_degree(n, d, n_bandwidths, repeats):
     kfold = KernelAttentionRegressorCV(bandwidths=n_bandwidths, degree=1, cv=cv)
     t_kfold, kfold = timed(lambda: kfold.fit(X, y), repeats)
     grid = list(kfold.cv_results_["param_bandwidth"])
-    search = GridSearchCV(
-        KernelAttentionRegressor(degree=1), {"bandwidth": grid}, cv=cv, refit=False
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the narrow widths' singular designs
-        t_gs, search = peer_timed(lambda: search.fit(X, y))
-    gap = np.max(
-        np.abs(
-            kfold.cv_results_["mean_test_score"] - search.cv_results_["mean_test_score"]
-        )
-    )
+    t_gs, gap = against_grid_search(kfold, 1, X, y, cv)
     print(
         f"degree: n={n} d={d} {len(grid)} bandwidths, gaussian: LOO degree=0 "
         f"{t_zero:.2f} s, degree=1 {t_one:.2f} s (LOO MSE {-zero.best_score_:.4f} "
@@ -301,17 +310,7 @@ def case_quadratic(repeats):
     ours = KernelAttentionRegressorCV(bandwidths=10, degree=2, cv=cv, n_neighbors=None)
     t_ours, ours = timed(lambda: ours.fit(X, y), repeats)
     grid = list(ours.cv_results_["param_bandwidth"])
-    search = GridSearchCV(
-        KernelAttentionRegressor(degree=2), {"bandwidth": grid}, cv=cv, refit=False
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        t_gs, search = peer_timed(lambda: search.fit(X, y))
-    gap = np.max(
-        np.abs(
-            ours.cv_results_["mean_test_score"] - search.cv_results_["mean_test_score"]
-        )
-    )
+    t_gs, gap = against_grid_search(ours, 2, X, y, cv)
     print(
         f"  degree=2 KFold(5) n=1000 d=2 {len(grid)} widths: ours {t_ours:.2f} s, "
         f"GridSearchCV {t_gs:.2f} s ({t_gs / t_ours:.1f}x); max |score gap| {gap:.1e}"

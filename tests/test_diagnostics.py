@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 from _reference import FORMULAS, kish, slope_factor
+from _reference_quadratic import guarded_fit
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import NotFittedError
 
@@ -27,11 +28,16 @@ def smoother_matrix(
     mean of the keys) is the local mean,
     as the estimator's design of rank 0. With ``n_neighbors`` ``h_i`` is
     ``h`` times the distance from ``x_i`` to
-    its ``k``-th nearest key of positive weight (itself the first).
+    its ``k``-th nearest key of positive weight (itself the first). For
+    ``degree=2`` (fixed widths), the rows of the guarded local quadratic
+    (``_reference_quadratic.guarded_fit``).
     """
     X = np.asarray(X, dtype=float)
     n = len(X)
     w = np.ones(n) if w is None else np.asarray(w, dtype=float)
+    if degree == 2:
+        assert n_neighbors is None and codes is None
+        return guarded_fit(X, X[:, 0], X, FORMULAS[kernel], h, w)["weights"]
     alpha = FORMULAS[kernel]
     L = np.zeros((n, n))
     for i in range(n):
@@ -388,8 +394,10 @@ def no_smoother_rows(monkeypatch):
 def test_cv_criteria_come_from_the_leave_one_out_pass(
     data, kernel, degree, no_smoother_rows
 ):
-    # The in-sample fit and L_ii of every candidate are completed from the
-    # leave-one-out sums; no smoother rows are computed.
+    # The in-sample fit and L_ii of every candidate of degree 0 or 1 are
+    # completed from the leave-one-out sums; no smoother rows are computed
+    # by the estimator (those of degree="auto"'s local quadratics come from
+    # their equivalent-kernel rows in the search's engine).
     X, y = data
     Y = np.column_stack([y, np.cos(3 * X[:, 0])])
     w = np.random.default_rng(8).uniform(0.5, 2.0, len(y))
@@ -406,6 +414,8 @@ def test_cv_criteria_come_from_the_leave_one_out_pass(
         assert_allclose(results["gcv"][i], gcv, rtol=1e-10)
         assert_allclose(results["aicc"][i], aicc, rtol=1e-10)
     assert cv.effective_df_ == results["effective_df"][cv.best_index_]
+    degrees = {p.get("degree", degree) for p in results["params"]}
+    assert degrees == ({0, 1, 2} if degree == "auto" else {degree})
 
 
 @pytest.mark.parametrize("degree", [0, 1])

@@ -174,6 +174,86 @@ def test_standard_errors_and_diagnostics_follow_the_equivalent_kernel():
     assert_allclose(diagnostics["fitted"], L_train @ y, rtol=1e-9, atol=1e-12)
 
 
+def _criteria(L, y, w):
+    """``(trace, gcv, aicc)`` of an explicit smoother matrix (the formulas of
+    :meth:`KernelAttentionRegressor.smoother_diagnostics`)."""
+    keep = w > 0
+    n = np.count_nonzero(keep)
+    trace = np.trace(L[np.ix_(keep, keep)])
+    sigma2 = w[keep] @ (y - L @ y)[keep] ** 2 / w.sum()
+    gcv = n * n * sigma2 / (n - trace) ** 2
+    aicc = np.log(sigma2) + (1 + trace / n) / (1 - (trace + 2) / n)
+    return trace, gcv, aicc
+
+
+@pytest.mark.parametrize("scoring", ["gcv", "aicc"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"algorithm": "kd_tree"}, {"n_neighbors": [12, 20], "bandwidths": None}],
+    ids=["brute", "tree", "adaptive"],
+)
+def test_the_search_scores_the_in_sample_criteria_of_the_reference(scoring, options):
+    X, y, _, _, w = _data(2, n=40)
+    w[[3, 7]] = 0.0  # no observations: counted nowhere
+    options = {"bandwidths": [0.6, 1.0, 1.6], **options}
+    search = KernelAttentionRegressorCV(
+        kernels=["gaussian", "tricube"], degree=2, scoring=scoring, **options
+    )
+    quietly(search.fit, X, y, sample_weight=w)
+    results = search.cv_results_
+    for i, params in enumerate(results["params"]):
+        reg = KernelAttentionRegressor(**{**params, "degree": 2}).fit(X, y, w)
+        diagnostics = quietly(reg.smoother_diagnostics)
+        assert_allclose(results["effective_df"][i], diagnostics.effective_df, 1e-9)
+        assert_allclose(results[scoring][i], diagnostics[scoring], rtol=1e-9)
+        if params.get("n_neighbors") is None:
+            alpha, h = FORMULAS[params["kernel"]], params["bandwidth"]
+            L = guarded_fit(X, y, X, alpha, h, w)["weights"]
+            expected = _criteria(L, y, w)
+            assert_allclose(results["effective_df"][i], expected[0], rtol=1e-9)
+            assert_allclose(results[scoring][i], expected[(scoring == "aicc") + 1])
+    assert search.best_index_ == int(np.argmin(results[scoring]))
+    assert search.best_score_ == -results[scoring][search.best_index_]
+
+
+def test_the_in_sample_criteria_of_categorical_candidates():
+    X, y, _, _, w = _data(2, n=48)
+    codes = np.arange(48) % 3
+    Xc = np.column_stack([X, codes])
+    y = y + codes
+    search = KernelAttentionRegressorCV(
+        bandwidths=[0.8, 1.4],
+        categorical_features=[2],
+        categorical_bandwidths=[0.0, 0.4],
+        degree=2,
+        scoring="gcv",
+    )
+    results = quietly(search.fit, Xc, y, sample_weight=w).cv_results_
+    for i, params in enumerate(results["params"]):
+        reg = KernelAttentionRegressor(
+            **{**params, "degree": 2}, categorical_features=[2]
+        ).fit(Xc, y, w)
+        diagnostics = quietly(reg.smoother_diagnostics)
+        assert_allclose(results["effective_df"][i], diagnostics.effective_df, 1e-9)
+        assert_allclose(results["gcv"][i], diagnostics.gcv, rtol=1e-9)
+
+
+def test_degree_auto_scores_local_quadratics_by_the_criterion():
+    # A weak curvature in noise: the quadratic has the lowest AICc, which
+    # selects it (the one-SE rule of the leave-one-out losses would not).
+    rng = np.random.default_rng(14)
+    X = rng.uniform(-1, 1, size=(60, 2))
+    y = 0.3 * X[:, 0] ** 2 + np.sin(2 * X[:, 1]) + 0.3 * rng.normal(size=60)
+    search = quietly(KernelAttentionRegressorCV(scoring="aicc").fit, X, y)
+    results = search.cv_results_
+    quadratic = [i for i, p in enumerate(results["params"]) if p["degree"] == 2]
+    assert quadratic and search.degree_ == 2
+    for i in quadratic:
+        reg = KernelAttentionRegressor(**results["params"][i]).fit(X, y)
+        assert_allclose(results["aicc"][i], reg.smoother_diagnostics().aicc, 1e-9)
+    assert search.best_index_ == int(np.argmin(results["aicc"]))
+
+
 @pytest.mark.parametrize(("kernel", "h"), [("gaussian", 0.4), ("epanechikov", 1.0)])
 def test_the_leave_out_fits_of_the_intervals_equal_refits(kernel, h):
     X, y, _, _, w = _data(2, n=30)
@@ -261,7 +341,7 @@ def test_paths_without_quadratic_fits_refuse_it_by_name():
     ]:
         with pytest.raises(ValueError, match=message.format(what)):
             reg.fit(data, y)
-    for options in ({"scoring": "gcv"}, {"per_feature": True}, {"algorithm": "binned"}):
+    for options in ({"per_feature": True}, {"algorithm": "binned"}):
         with pytest.raises(ValueError, match="degree=2.*cannot take"):
             KernelAttentionRegressorCV(degree=2, **options).fit(X, y)
     assert not KernelAttentionRegressor(degree=2).__sklearn_tags__().input_tags.sparse

@@ -15,6 +15,7 @@ from .._engine._local_quadratic import (
     BATCH_BYTES,
     QuadraticLayout,
     quadratic_fit,
+    quadratic_kernel,
 )
 from .._utils._threads import single_threaded_blas
 from .._utils._working_memory import working_memory_bytes
@@ -114,3 +115,56 @@ def quadratic_predictions(engine, sums, rows, groups=None, train=None):
     deficient = ~empty & (rank > 0) & (rank < d)
     shrunk = ~empty & (shrinkage < 1.0)
     return predictions, empty, singular, deficient, shrunk
+
+
+def _in_sample_batch(engine, candidate, at, positive, fits, out):
+    """The in-sample fits and self weights ``out[0][at]``, ``out[1][at]`` of
+    the points ``at`` for one candidate: their equivalent-kernel rows over
+    every key of positive weight, their own included."""
+    scores, keys = engine._refit_weights(candidate, at, None, positive)
+    n_keys, centers = fits
+    p = scores / scores.sum(axis=1, keepdims=True)
+    X = engine.X if isinstance(keys, slice) else engine.X[keys]
+    d, n_outputs = X.shape[1], engine.Y.shape[1]
+    layout = QuadraticLayout(d, n_outputs, n_keys[: len(at)])
+    L, _, _ = quadratic_kernel(
+        p,
+        X,
+        engine.X[at],
+        layout,
+        centers[: len(at)],
+        kernel=engine.kernels[candidate[0]],
+    )
+    values = engine.Y[keys] - engine.value_center
+    out[0][at] = L @ values + engine.value_center
+    own = at if isinstance(keys, slice) else np.searchsorted(keys, at)
+    out[1][at] = L[np.arange(len(at)), own]
+
+
+def quadratic_in_sample(engine, shape):
+    """In-sample local quadratic fits and self weights of every candidate.
+
+    The counterpart of :meth:`.._fits.HeldOutFits.in_sample` for
+    ``degree=2`` (``shape`` is its ``(n_kernels, n_bandwidths)``): the fit
+    of all the data at each training point of positive weight and the
+    diagonal ``L_ii`` of the smoother, from the point's equivalent-kernel
+    row over the keys of its fit (:func:`quadratic_kernel`), so that they
+    are those of :meth:`KernelAttentionRegressor.smoother_diagnostics` of
+    the candidate. Rows of weight zero are no observation: NaN fits, zero
+    self weight.
+    """
+    n, d = engine.X.shape
+    positive = np.flatnonzero(engine.weights > 0)
+    fitted = np.full((*shape, n, engine.Y.shape[1]), np.nan)
+    self_weight = np.zeros((*shape, n))
+    order = positive[spatial_order(engine.X[positive])]
+    n_keys, centers = engine._fit_keys(order, None, positive)
+    n_keys = np.broadcast_to(n_keys, (len(order),))
+    with single_threaded_blas():
+        for k in range(shape[0]):
+            for m in range(shape[1]):
+                out = (fitted[k, m], self_weight[k, m])
+                for batch in _batches(len(order), n, d):
+                    fits = (n_keys[batch], centers[batch])
+                    _in_sample_batch(engine, (k, m), order[batch], positive, fits, out)
+    return fitted, self_weight

@@ -240,8 +240,6 @@ class SearchParameters:
         if self.degree != 2:
             return
         problems = []
-        if self.smoother_scoring():
-            problems.append(f"scoring={self.scoring!r}")
         if self.per_feature_mode() is True:
             problems.append("per_feature=True")
         if self.algorithm == "binned":
@@ -249,9 +247,9 @@ class SearchParameters:
         if problems:
             raise ValueError(
                 "degree=2 (local quadratic fits) is scored by exact "
-                "leave-one-out or K-fold fits of fixed or adaptive widths; it "
-                "cannot take " + "; ".join(problems) + ". Use degree=0 or 1 "
-                "with these options, or scoring=None, per_feature=False or "
+                "leave-one-out, K-fold or in-sample fits of fixed or adaptive "
+                "widths; it cannot take " + "; ".join(problems) + ". Use "
+                "degree=0 or 1 with these options, or per_feature=False or "
                 "'auto' and algorithm='auto', 'brute', 'kd_tree' or "
                 "'ball_tree' with degree=2."
             )

@@ -6,6 +6,7 @@ import numpy as np
 
 from .._held_out._criteria import in_sample_criteria
 from .._held_out._fits import FALLBACK_BYTES_PER_KEY
+from .._held_out._quadratic import quadratic_in_sample
 from .._utils._row_blocks import map_row_blocks
 from .._utils._working_memory import row_batches
 
@@ -164,7 +165,11 @@ class HeldOutPasses:
         leave-one-out pass (:meth:`.._held_out._pool.HeldOut.in_sample`)."""
         parts = []
         for d in degrees:
-            fitted, self_weight = held_out.in_sample(sums, degree=d)
+            if d == 2:
+                shape = sums.moments.shape[:2]
+                fitted, self_weight = quadratic_in_sample(held_out, shape)
+            else:
+                fitted, self_weight = held_out.in_sample(sums, degree=d)
             parts.append(
                 in_sample_criteria(held_out.Y, held_out.weights, fitted, self_weight)
             )

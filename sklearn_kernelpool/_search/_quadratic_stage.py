@@ -14,8 +14,10 @@ extended while the best is the widest, with its categorical bandwidth
 (where per-feature widths were learned and kept, the learned widths times
 the same factors);
 scored by the same held-out fits (exact leave-one-out or the K-fold
-splits). The best of them is selected where it scores better than the
-selected candidate, and by exact leave-one-out only where its mean loss is
+splits) or in-sample criterion (``scoring="gcv"`` or ``"aicc"``, whose
+penalty already weighs the parameters). The best of them is selected where
+it scores better than the selected candidate, and by exact leave-one-out
+(``scoring=None``) only where its mean loss is
 lower by one standard error of the mean paired difference of the per-point
 losses (:func:`._degree_rule.keep_local_linear`, the rule that chooses
 degree 1 on small tables, here on tables of every size): the one-standard-
@@ -72,7 +74,7 @@ def _why_not(search, data):
     d = data.X.shape[1]
     if not _SCORED.get() or not getattr(search, "quadratic_candidates", True):
         return "a subsample, a partially linear model or sparse X"
-    if search.placeholder or search.binned or search.smoother_scoring():
+    if search.placeholder or search.binned:
         return "no exact held-out fits of local quadratics here"
     if search.per_feature_mode() is True:
         return "per_feature=True"
@@ -170,6 +172,8 @@ def _keeps(search, data, best, candidate, d):
     per-point losses."""
     if data.splits is not None or data.scorer is not None:
         return True  # (the per-point losses are squared errors)
+    if search.smoother_scoring():
+        return True  # (the criterion already weighs the parameters)
     if not search.policy.uses_degree_rule:
         return True
     errors0 = search.point_errors[best]
@@ -213,7 +217,8 @@ def _at_learned_widths(search, data):
     best = int(np.nanargmax(scores))
     if not scores[best] > search.best_score_:
         return
-    if data.splits is None and data.scorer is None and search.policy.uses_degree_rule:
+    rule = data.splits is None and data.scorer is None
+    if rule and search.policy.uses_degree_rule and not search.smoother_scoring():
         d = data.X.shape[1]
         keep = keep_local_linear(
             search.learned_errors,
