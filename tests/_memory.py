@@ -455,6 +455,11 @@ def _paths():
             )
         paths[f"cv-{name}-underflow"] = _underflow_path(cv)
     paths["cv-loo-per_feature"] = _cv_path("gaussian", smooth, per_feature=True)
+    # The in-sample criteria (the equivalent-kernel rows of degree 2).
+    for degree in (1, 2):
+        paths[f"cv-gcv-degree{degree}"] = _cv_path(
+            "gaussian", smooth, degree=degree, scoring="gcv"
+        )
     paths["cv-large"] = _cv_large_path
     # The conditional distribution, dense and from the trees' neighbours.
     for algorithm, kernel in (("brute", "gaussian"), ("kd_tree", "epanechikov")):

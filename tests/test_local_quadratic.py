@@ -238,6 +238,20 @@ def test_the_in_sample_criteria_of_categorical_candidates():
         assert_allclose(results["gcv"][i], diagnostics.gcv, rtol=1e-9)
 
 
+def test_the_in_sample_criteria_of_points_left_to_the_exact_fit():
+    # A feature of two levels: every quadratic block is singular, so every
+    # point's in-sample fit and self weight come from its equivalent kernel.
+    X, y, _, _, w = _data(2, n=40)
+    X[:, 1] = np.arange(40) % 2
+    search = KernelAttentionRegressorCV(bandwidths=[0.7, 1.5], degree=2, scoring="aicc")
+    results = quietly(search.fit, X, y, sample_weight=w).cv_results_
+    for i, params in enumerate(results["params"]):
+        reg = KernelAttentionRegressor(**{**params, "degree": 2}).fit(X, y, w)
+        diagnostics = quietly(reg.smoother_diagnostics)
+        assert_allclose(results["effective_df"][i], diagnostics.effective_df, 1e-9)
+        assert_allclose(results["aicc"][i], diagnostics.aicc, rtol=1e-9)
+
+
 def test_degree_auto_scores_local_quadratics_by_the_criterion():
     # A weak curvature in noise: the quadratic has the lowest AICc, which
     # selects it (the one-SE rule of the leave-one-out losses would not).
@@ -362,6 +376,7 @@ def test_the_pooled_held_out_fits_equal_the_exact_ones_or_leave_them():
     from sklearn_kernelpool._engine._local_quadratic import (
         QuadraticLayout,
         quadratic_fit,
+        quadratic_kernel,
     )
     from sklearn_kernelpool._held_out._quadratic_moments import pooled_quadratic
 
@@ -372,7 +387,7 @@ def test_the_pooled_held_out_fits_equal_the_exact_ones_or_leave_them():
     W = np.exp(-0.5 * np.sum((Q[:, None] - X[None]) ** 2, axis=2) / 0.3**2)
     W[np.arange(40), np.arange(40)] = 0.0  # leave-one-out
     gaussian = KERNELS["gaussian"]
-    mean, ok, s1 = pooled_quadratic(W, X, y, Q, gaussian)
+    mean, ok, s1, _ = pooled_quadratic(W, X, y, Q, gaussian)
     p = W / W.sum(axis=1, keepdims=True)
     layout = QuadraticLayout(2, 1, len(X))
     exact = quadratic_fit(p, X, y, Q, layout, False, None, True, kernel=gaussian)
@@ -380,10 +395,17 @@ def test_the_pooled_held_out_fits_equal_the_exact_ones_or_leave_them():
     assert ok.mean() > 0.9
     assert_allclose(mean[ok], exact[0][ok], rtol=1e-10, atol=1e-12)
     assert_allclose(s1[ok], exact[3][ok], rtol=1e-10)
+    # With its own key, the point's equivalent-kernel weight is p_ii own.
+    W[np.arange(40), np.arange(40)] = 1.0
+    _, ok, _, own = pooled_quadratic(W, X, y, Q, gaussian)
+    p = W / W.sum(axis=1, keepdims=True)
+    L, _, _ = quadratic_kernel(p, X, Q, layout, None, kernel=gaussian)
+    diagonal = L[np.arange(40), np.arange(40)]
+    assert_allclose((p[np.arange(40), np.arange(40)] * own)[ok], diagonal[ok], 1e-9)
     # A feature of two levels: the quadratic block is singular, the points
     # are left to the exact fit.
     X[:, 1] = rng.integers(0, 2, len(X))
-    _, ok, _ = pooled_quadratic(W, X, y, X[:40], gaussian)
+    _, ok, _, _ = pooled_quadratic(W, X, y, X[:40], gaussian)
     assert not ok.any()
 
 

@@ -41,7 +41,12 @@ def _sizes(name):
 # The nearest-key fallback and the recomputation of underflowing rows run
 # under leave-one-out by default, K-fold with the other policies; K-fold with
 # them too with -m slow.
-SLOW_PATHS = {"cv-kfold-empty-nearest", "cv-kfold-underflow", "cv-large"}
+SLOW_PATHS = {
+    "cv-kfold-empty-nearest",
+    "cv-kfold-underflow",
+    "cv-large",
+    "cv-gcv-degree2",
+}
 
 
 @pytest.mark.parametrize(

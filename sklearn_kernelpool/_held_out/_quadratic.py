@@ -39,7 +39,7 @@ def _fit_batch(engine, scores, keys, values, rows, at, kernel, out, fit, fits):
     ``(n_keys, centers)`` of the rows' fits."""
     d = engine.X.shape[1]
     X, Y, queries = engine.X[keys], values[keys], engine.X[rows[at]]
-    mean, ok, s1 = pooled_quadratic(scores, X, Y, queries, kernel)
+    mean, ok, s1, _ = pooled_quadratic(scores, X, Y, queries, kernel)
     out[at[ok]], fit[0][at[ok]], fit[1][at[ok]] = mean[ok], d, s1[ok]
     left = ~ok
     if not np.any(left):
@@ -119,26 +119,31 @@ def quadratic_predictions(engine, sums, rows, groups=None, train=None):
 
 def _in_sample_batch(engine, candidate, at, positive, fits, out):
     """The in-sample fits and self weights ``out[0][at]``, ``out[1][at]`` of
-    the points ``at`` for one candidate: their equivalent-kernel rows over
-    every key of positive weight, their own included."""
+    the points ``at`` for one candidate, from their weights over every key
+    of positive weight, their own included: from their pooled moments
+    (:func:`._quadratic_moments.pooled_quadratic`, the self weight
+    ``L_ii = p_ii (1 + s1 (lev1 - 1) + s2 (lev2 - lev1))``), and those it
+    leaves from their equivalent-kernel rows (:func:`quadratic_kernel`)."""
     scores, keys = engine._refit_weights(candidate, at, None, positive)
-    n_keys, centers = fits
-    p = scores / scores.sum(axis=1, keepdims=True)
+    kernel = engine.kernels[candidate[0]]
     X = engine.X if isinstance(keys, slice) else engine.X[keys]
-    d, n_outputs = X.shape[1], engine.Y.shape[1]
-    layout = QuadraticLayout(d, n_outputs, n_keys[: len(at)])
-    L, _, _ = quadratic_kernel(
-        p,
-        X,
-        engine.X[at],
-        layout,
-        centers[: len(at)],
-        kernel=engine.kernels[candidate[0]],
-    )
     values = engine.Y[keys] - engine.value_center
-    out[0][at] = L @ values + engine.value_center
     own = at if isinstance(keys, slice) else np.searchsorted(keys, at)
-    out[1][at] = L[np.arange(len(at)), own]
+    p = scores / scores.sum(axis=1, keepdims=True)
+    p_own = p[np.arange(len(at)), own]
+    mean, ok, _, factor = pooled_quadratic(scores, X, values, engine.X[at], kernel)
+    out[0][at[ok]] = mean[ok] + engine.value_center
+    out[1][at[ok]] = p_own[ok] * factor[ok]
+    left = np.flatnonzero(~ok)
+    if not len(left):
+        return
+    n_keys, centers = fits
+    layout = QuadraticLayout(X.shape[1], values.shape[1], n_keys[left])
+    L, _, _ = quadratic_kernel(
+        p[left], X, engine.X[at[left]], layout, centers[left], kernel=kernel
+    )
+    out[0][at[left]] = L @ values + engine.value_center
+    out[1][at[left]] = L[np.arange(len(left)), own[left]]
 
 
 def quadratic_in_sample(engine, shape):

@@ -106,6 +106,10 @@ def pooled_quadratic(scores, keys, values, queries, kernel):
         The points fitted here; the others are left to the exact fit.
     s1 : ndarray of shape (n_rows,)
         The safeguard's factors of the slopes.
+    own : ndarray of shape (n_rows,)
+        The equivalent-kernel weight of a key at the point itself over its
+        normalised weight ``p``: ``1 + s1 (lev1 - 1) + s2 (lev2 - lev1)``
+        (the self weight ``L_ii = p_ii own`` of an in-sample fit).
     """
     d = keys.shape[1]
     c = queries.mean(axis=0)
@@ -146,4 +150,5 @@ def pooled_quadratic(scores, keys, values, queries, kernel):
         s2 = slope_shrinkage(np.maximum(lev2 - 1.0, 0.0), kish)
     mean = ybar + s1[:, None] * (f1 - ybar) + s2[:, None] * (f2 - f1)
     ok &= np.all(np.isfinite(mean), axis=1)
-    return mean, ok, s1
+    own = 1.0 + s1 * (lev1 - 1.0) + s2 * (lev2 - lev1)
+    return mean, ok, s1, own
