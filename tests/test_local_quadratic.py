@@ -437,6 +437,23 @@ def test_auto_scores_the_local_quadratic_at_the_learned_widths():
     assert search.best_estimator_.degree == 2
 
 
+def test_auto_scores_the_local_quadratic_at_the_learned_widths_by_aicc():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (120, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 / 2 - X[:, 2] + 0.2 * rng.normal(size=120)
+    search = quietly(KernelAttentionRegressorCV(scoring="aicc").fit, X, y)
+    assert search.per_feature_
+    quadratic = search.per_feature_scores_["quadratic"]
+    learned = search.bandwidth_ / max(quadratic, key=quadratic.get)
+    for m, score in quadratic.items():
+        reg = KernelAttentionRegressor(search.kernel_, m * learned, degree=2)
+        assert_allclose(-score, reg.fit(X, y).smoother_diagnostics().aicc, 1e-9)
+    # (degree 2 is kept where its criterion is lower: no one-SE rule here)
+    assert search.degree_ == 2
+    assert_allclose(search.best_score_, max(quadratic.values()), rtol=1e-9)
+    assert_allclose(search.best_estimator_.bandwidth, search.bandwidth_)
+
+
 def test_a_constant_feature_leaves_its_points_to_the_exact_fit():
     # Its products have no spread: the pooled normal matrices are singular,
     # and every point is fitted one by one, without a warning.
