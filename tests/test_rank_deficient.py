@@ -184,14 +184,16 @@ def test_cv_reports_the_rank_deficient_fraction_and_matches_refitting():
 def test_full_and_drop_first_one_hot_agree_on_real_data():
     # Grunfeld's investment data: eleven firms (one-hot encoded, in full or
     # without the first), value, capital and year standardised; the log of
-    # the investment. 5-fold shuffled R^2 of the CV estimator.
+    # the investment. 3-fold shuffled R^2 of the CV estimator (each fold
+    # learns fourteen widths behind the guard: three folds keep the test
+    # within seconds, and agree to 1e-4 as five do to 1e-3).
     sm = pytest.importorskip("statsmodels.api")
     data = sm.datasets.grunfeld.load_pandas().data
     numeric = data[["value", "capital", "year"]]
     numeric = ((numeric - numeric.mean()) / numeric.std()).to_numpy()
     firm = data["firm"].astype("category")
     y = np.log(data["invest"].to_numpy())
-    cv = KFold(5, shuffle=True, random_state=0)
+    cv = KFold(3, shuffle=True, random_state=0)
     scores = {}
     for drop_first in (False, True):
         one_hot = pd.get_dummies(firm, drop_first=drop_first).to_numpy(float)
