@@ -423,6 +423,13 @@ def _paths():
         paths[f"weights_sparse-degree1-{algorithm}-{kernel}"] = _regressor_path(
             "weights_sparse", 2, algorithm, kernel, degree=1
         )
+        # One engine thread: its chunks take the whole working_memory (with
+        # more, each thread's share), so that one chunk's rows held while
+        # the next is computed would show.
+        for method in ("weights_dense", "predict_std"):
+            paths[f"{method}-{algorithm}-{kernel}-one-thread"] = _regressor_path(
+                method, 2, algorithm, kernel, n_jobs=1
+            )
         for method in ("predict", "predict_std", "weights_sparse"):
             paths[f"{method}-degree2-{algorithm}-{kernel}"] = _regressor_path(
                 method, 2, algorithm, kernel, degree=2

@@ -251,6 +251,23 @@ def blas_threads():
     ]
 
 
+@pytest.fixture(autouse=True)
+def two_blas_threads():
+    """BLAS of two threads where it has one (the workers of pytest-xdist,
+    see conftest.py), so that the limits the engine sets are tested."""
+    if max(blas_threads(), default=1) > 1:
+        yield
+        return
+    # (from a thread that ends, as the engine sets its limits: some OpenBLAS
+    # builds ignore a change made by another thread while the one that last
+    # changed them is alive)
+    limiter = _in_own_thread(lambda: ThreadpoolController().limit(limits=2))
+    try:
+        yield
+    finally:
+        _in_own_thread(limiter.restore_original_limits)
+
+
 # The data every thread shares, read-only: nothing may write into it.
 SHARED = make_data("cv", n=300, m=600)
 for _array in SHARED:

@@ -81,6 +81,8 @@ def run_chunks(pool, X, width, work, n_jobs, extra_row_bytes=0, empty_row_pairs=
             at = batch if order is None else order[batch]
             rows, empty[batch] = work(dense_rows(X, at), workspace)
             out[i if width is None else at] = rows
+            # (not held while the next chunk's rows are computed)
+            del rows
             bar.update(batch.stop - batch.start)
 
     def run_all():
