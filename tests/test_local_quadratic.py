@@ -186,6 +186,17 @@ def _criteria(L, y, w):
     return trace, gcv, aicc
 
 
+def _assert_the_criteria_of_refits(results, scoring, X, y, w, **options):
+    """Every candidate's effective_df and criterion in ``results`` equal
+    :meth:`smoother_diagnostics` of the estimator of degree 2 fitted with
+    its parameters (and ``options``)."""
+    for i, params in enumerate(results["params"]):
+        reg = KernelAttentionRegressor(**{**params, "degree": 2}, **options)
+        diagnostics = quietly(reg.fit(X, y, w).smoother_diagnostics)
+        assert_allclose(results["effective_df"][i], diagnostics.effective_df, 1e-9)
+        assert_allclose(results[scoring][i], diagnostics[scoring], rtol=1e-9)
+
+
 @pytest.mark.parametrize("scoring", ["gcv", "aicc"])
 @pytest.mark.parametrize(
     "options",
@@ -201,11 +212,8 @@ def test_the_search_scores_the_in_sample_criteria_of_the_reference(scoring, opti
     )
     quietly(search.fit, X, y, sample_weight=w)
     results = search.cv_results_
+    _assert_the_criteria_of_refits(results, scoring, X, y, w)
     for i, params in enumerate(results["params"]):
-        reg = KernelAttentionRegressor(**{**params, "degree": 2}).fit(X, y, w)
-        diagnostics = quietly(reg.smoother_diagnostics)
-        assert_allclose(results["effective_df"][i], diagnostics.effective_df, 1e-9)
-        assert_allclose(results[scoring][i], diagnostics[scoring], rtol=1e-9)
         if params.get("n_neighbors") is None:
             alpha, h = FORMULAS[params["kernel"]], params["bandwidth"]
             L = guarded_fit(X, y, X, alpha, h, w)["weights"]
@@ -218,24 +226,15 @@ def test_the_search_scores_the_in_sample_criteria_of_the_reference(scoring, opti
 
 def test_the_in_sample_criteria_of_categorical_candidates():
     X, y, _, _, w = _data(2, n=48)
-    codes = np.arange(48) % 3
-    Xc = np.column_stack([X, codes])
-    y = y + codes
+    X = np.column_stack([X, np.arange(48) % 3])
+    y = y + X[:, 2]
+    options = {"categorical_features": [2]}
     search = KernelAttentionRegressorCV(
-        bandwidths=[0.8, 1.4],
-        categorical_features=[2],
-        categorical_bandwidths=[0.0, 0.4],
-        degree=2,
-        scoring="gcv",
+        bandwidths=[0.8, 1.4], categorical_bandwidths=[0.0, 0.4], **options
     )
-    results = quietly(search.fit, Xc, y, sample_weight=w).cv_results_
-    for i, params in enumerate(results["params"]):
-        reg = KernelAttentionRegressor(
-            **{**params, "degree": 2}, categorical_features=[2]
-        ).fit(Xc, y, w)
-        diagnostics = quietly(reg.smoother_diagnostics)
-        assert_allclose(results["effective_df"][i], diagnostics.effective_df, 1e-9)
-        assert_allclose(results["gcv"][i], diagnostics.gcv, rtol=1e-9)
+    search.set_params(degree=2, scoring="gcv")
+    results = quietly(search.fit, X, y, sample_weight=w).cv_results_
+    _assert_the_criteria_of_refits(results, "gcv", X, y, w, **options)
 
 
 def test_the_in_sample_criteria_of_points_left_to_the_exact_fit():
@@ -245,11 +244,7 @@ def test_the_in_sample_criteria_of_points_left_to_the_exact_fit():
     X[:, 1] = np.arange(40) % 2
     search = KernelAttentionRegressorCV(bandwidths=[0.7, 1.5], degree=2, scoring="aicc")
     results = quietly(search.fit, X, y, sample_weight=w).cv_results_
-    for i, params in enumerate(results["params"]):
-        reg = KernelAttentionRegressor(**{**params, "degree": 2}).fit(X, y, w)
-        diagnostics = quietly(reg.smoother_diagnostics)
-        assert_allclose(results["effective_df"][i], diagnostics.effective_df, 1e-9)
-        assert_allclose(results["aicc"][i], diagnostics.aicc, rtol=1e-9)
+    _assert_the_criteria_of_refits(results, "aicc", X, y, w)
 
 
 def test_degree_auto_scores_local_quadratics_by_the_criterion():
