@@ -152,11 +152,13 @@ def quadratic_in_sample(engine, shape):
     The counterpart of :meth:`.._fits.HeldOutFits.in_sample` for
     ``degree=2`` (``shape`` is its ``(n_kernels, n_bandwidths)``): the fit
     of all the data at each training point of positive weight and the
-    diagonal ``L_ii`` of the smoother, from the point's equivalent-kernel
-    row over the keys of its fit (:func:`quadratic_kernel`), so that they
-    are those of :meth:`KernelAttentionRegressor.smoother_diagnostics` of
-    the candidate. Rows of weight zero are no observation: NaN fits, zero
-    self weight.
+    diagonal ``L_ii`` of the smoother, from the point's weights over every
+    key (its own included), in batches of near points: from their pooled
+    moments where the normal matrix is well conditioned, else from the
+    point's equivalent-kernel row (:func:`_in_sample_batch`). They equal
+    those of :meth:`KernelAttentionRegressor.smoother_diagnostics` of the
+    candidate (to about 1e-9 where pooled). Rows of weight zero are no
+    observation: NaN fits, zero self weight.
     """
     n, d = engine.X.shape
     positive = np.flatnonzero(engine.weights > 0)
