@@ -16,9 +16,10 @@ gap of R² and its standard error. The rows:
   features);
 - ``best width, degree D, kernel K``: ``KernelAttentionRegressor`` at the one
   isotropic width, of a grid of 30, whose mean gap over all the folds is the
-  largest. The width is chosen on the test parts: no selection rule that
-  gives every fold one width of that degree and kernel does better on these
-  folds, so that the row bounds what a better width selection could reach;
+  largest. The width is chosen with the test parts in view: a rule that
+  selects a width on each training part beats the row only by finding, fold
+  by fold, widths better on the test parts than the best common one, so
+  that the row is what a width selection can be expected to reach at most;
 - ``degree=1 at the GP's length scales`` (several features): the search of
   one common factor (``per_feature=False``, exact leave-one-out) on the keys
   divided by the length scales of the GP fitted on the same training part,
