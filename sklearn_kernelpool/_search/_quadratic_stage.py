@@ -165,26 +165,27 @@ def _column(results, name, n, other):
     return np.full(n, np.nan)
 
 
-def _keeps(search, data, best, candidate, d):
+def _keeps(search, data, baseline, candidate):
     """Whether the degree-2 candidate of per-point losses ``candidate``, of
-    the better score, replaces the selected candidate of index ``best``: by
-    leave-one-out, where it wins by one standard error of the paired
-    per-point losses."""
+    the better score, replaces the selection of per-point losses
+    ``baseline``: by leave-one-out (``scoring=None``), where it wins by one
+    standard error of the paired per-point losses; otherwise on the score."""
     if data.splits is not None or data.scorer is not None:
         return True  # (the per-point losses are squared errors)
     if search.smoother_scoring():
         return True  # (the criterion already weighs the parameters)
     if not search.policy.uses_degree_rule:
         return True
-    errors0 = search.point_errors[best]
-    errors2 = candidate
-    return keep_local_linear(
-        errors0,
-        errors2,
-        n_parameters(d) - 1,
+    keep = keep_local_linear(
+        baseline,
+        candidate,
+        n_parameters(data.X.shape[1]) - 1,
         data.weights,
         min_rows_per_parameter=np.inf,
     )
+    if not keep:
+        search.say("Kept the lower degree: degree 2 wins by less than one SE")
+    return keep
 
 
 def _at_learned_widths(search, data):
@@ -217,19 +218,9 @@ def _at_learned_widths(search, data):
     best = int(np.nanargmax(scores))
     if not scores[best] > search.best_score_:
         return
-    rule = data.splits is None and data.scorer is None
-    if rule and search.policy.uses_degree_rule and not search.smoother_scoring():
-        d = data.X.shape[1]
-        keep = keep_local_linear(
-            search.learned_errors,
-            errors[best],
-            n_parameters(d) - 1,
-            data.weights,
-            min_rows_per_parameter=np.inf,
-        )
-        if not keep:
-            search.say("Kept the lower degree: degree 2 wins by less than one SE")
-            return
+    candidate = None if errors is None else errors[best]
+    if not _keeps(search, data, search.learned_errors, candidate):
+        return
     search.bandwidth_ = widths * multipliers[best]
     search.degree_ = 2
     search.best_score_ = float(scores[best])
@@ -266,10 +257,10 @@ def consider_quadratic(search, data):
     best_new = int(np.nanargmax(scores))
     if not scores[best_new] > search.best_score_:
         return
-    d = data.X.shape[1]
     candidate = None if errors is None else errors[best_new]
-    if not _keeps(search, data, search.best_index_, candidate, d):
-        search.say("Kept the lower degree: degree 2 wins by less than one SE")
+    baseline = search.point_errors
+    baseline = None if baseline is None else baseline[search.best_index_]
+    if not _keeps(search, data, baseline, candidate):
         return
     search.best_index_ = len(params) + best_new
     search.set_selected(results["params"], results)
